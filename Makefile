@@ -1,0 +1,33 @@
+# Two commands do all set-up: `make demo` and `make test` (see README.md).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Native llama.cpp builds pick AMX kernels that segfault on these CPUs: build a portable AVX2 variant.
+export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+export MPLBACKEND := Agg
+
+.PHONY: demo test lab setup clean-venv
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m dhp.grid params/demo.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest --nbval-lax -p no:cacheprovider notebooks
+
+lab: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
+	$(BIN)/jupyter lab notebooks
+
+clean-venv:
+	rm -rf $(VENV)

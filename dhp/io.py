@@ -1,0 +1,56 @@
+"""Paths and atomic table writes: a crash never leaves a half-written table behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+
+def project_root() -> Path:
+    """The repository root (the folder holding pyproject.toml), whatever the current directory."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / "pyproject.toml").exists():
+        return here
+    return Path.cwd()
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """Resolve a relative path against the project root, so notebooks run from any cwd agree."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else project_root() / p
+
+
+def _atomic(path: Path, write) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Write a table as parquet atomically (temp file + rename), without the pandas index."""
+    return _atomic(resolve(path), lambda t: df.to_parquet(t, index=False))
+
+
+def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Write a table as CSV atomically, without the pandas index, with a stable float format."""
+    return _atomic(resolve(path), lambda t: df.to_csv(t, index=False, float_format="%.10g"))
+
+
+def read_table(path: str | os.PathLike, what: str, producer: str) -> pd.DataFrame:
+    """Read a parquet/CSV table a previous stage wrote, or say which stage to run first."""
+    from dhp.errors import DHPError
+
+    p = resolve(path)
+    if not p.exists():
+        raise DHPError(f"{what} not found at {p}.", f"run {producer} first with the same run_dir.")
+    return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)

@@ -1,0 +1,34 @@
+"""Names shared by every stage: tasks, their quality metrics, levels and severities."""
+
+TASK_METRICS: dict[str, tuple[str, ...]] = {
+    "summarization": ("coherence", "consistency", "fluency", "relevance"),
+    "story_completion": ("coherence", "consistency", "fluency"),
+    "question_answering": ("answer_quality",),
+    "translation": ("accuracy", "fluency"),
+}
+
+DATASET_TASK: dict[str, str] = {
+    "summeval": "summarization",
+    "sumpubmed": "summarization",
+    "storycloze": "story_completion",
+    "answer_equivalence": "question_answering",
+    "pubmedqa": "question_answering",
+    "wmt22_de_en": "translation",
+    "wmt22_zh_en": "translation",
+}
+
+LEVELS = ("character", "word", "sentence")
+SEVERITIES = ("minor", "major", "single")
+ORIGINAL = "original"
+PLACEBO = "placebo"
+
+
+def metrics_for(task: str) -> tuple[str, ...]:
+    from dhp.errors import DHPError
+
+    try:
+        return TASK_METRICS[task]
+    except KeyError:
+        raise DHPError(
+            f"Unknown task {task!r}.", f"use one of {sorted(TASK_METRICS)}."
+        ) from None
