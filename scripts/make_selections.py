@@ -1,0 +1,84 @@
+"""Regenerate data/checksums.json and data/selections/*.json from a data root.
+
+Usage: .venv/bin/python scripts/make_selections.py [DATA_ROOT]   (default: ../shared/datasets)
+
+Writes ids and sha256 only, never texts. Story Cloze is read from DATA_ROOT/storycloze/ (the
+shared copy) to record its ids; Answer Equivalence cannot be obtained here, so its record holds
+the official checksums and no ids (its selection is computed at load time from the user's file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dhp import data  # noqa: E402
+from dhp.io import _atomic  # noqa: E402
+
+# Official sizes and sha256 of the Answer Equivalence files (TFDS url_checksums).
+AE_CHECKSUMS = {
+    "answer_equivalence/ae_dev.jsonl": {
+        "bytes": 5363295,
+        "sha256": "9ec7b8f1136a0363753fbbde0d73c32e5cf26551938378eda27d1c860743cd9f"},
+    "answer_equivalence/ae_test.jsonl": {
+        "bytes": 10469219,
+        "sha256": "7470acdfae03fa662740fb453b508de4e2c4dd1ec113a49142c017d59554202f"},
+}
+
+
+def _write_json(obj, path: Path) -> None:
+    text = json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
+    _atomic(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
+
+
+def main(root: Path) -> None:
+    registry: dict[str, dict] = {}
+    for name in data.DATASETS:
+        if name == "answer_equivalence":
+            continue
+        for rel in data.dataset_files(name, sumpubmed="all"):
+            blob = (root / rel).read_bytes()
+            registry[rel] = {"bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+    registry.update(AE_CHECKSUMS)
+    registry = dict(sorted(registry.items()))
+    _write_json(registry, ROOT / "data" / "checksums.json")
+    data._checksums.cache_clear()
+
+    for name in data.DATASETS:
+        rels = data.dataset_files(name, sumpubmed="all")
+        record = {
+            "dataset": name,
+            "seed": 0,
+            "rule": data.SELECTION_RULES[name],
+            "ordering": "pool in file order, numpy.random.default_rng(seed).permutation, "
+                        "first n_items (n_items <= 100 is a prefix of this list)",
+        }
+        if name == "answer_equivalence":
+            record |= {"pool_size": None, "item_ids": [],
+                       "files": {rel: registry[rel]["sha256"] for rel in rels},
+                       "note": "files not obtainable on the development machines; the selection "
+                               "is computed at load time from the user's verified copy"}
+        else:
+            files = {rel: root / rel for rel in rels}
+            pool = data._POOLS[name](files)
+            ids = data.select_ids([r["item_id"] for r in pool], data.SELECTION_SIZE, 0)
+            if name == "sumpubmed":
+                used = data._sumpubmed_files(int(i) for i in ids)
+            else:
+                used = rels
+            digest = hashlib.sha256("".join(
+                f"{rel} {registry[rel]['sha256']}\n" for rel in sorted(rels)).encode()).hexdigest()
+            record |= {"pool_size": len(pool), "item_ids": ids,
+                       "files": {rel: registry[rel]["sha256"] for rel in used},
+                       "pool_files": len(rels), "pool_digest": digest}
+        _write_json(record, ROOT / "data" / "selections" / f"{name}.json")
+        print(f"{name}: pool {record['pool_size']}, {len(record['item_ids'])} ids")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else data.data_root())
