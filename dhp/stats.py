@@ -1,0 +1,612 @@
+"""Discernment statistics (paper §4.3): Wilcoxon tests -> harmonic-mean p -> D = log_0.05(p).
+
+The chain, per (dataset, judge, mode):
+
+1. For every perturbation i (one `perturbation` × `severity` pair, e.g. char_typo/minor) and metric j,
+   a one-sided Wilcoxon signed-rank test on the paired differences original − perturbed
+   (H1: originals score higher), `scipy.stats.wilcoxon(..., alternative="greater")` -> p_ij.
+2. Metrics are combined per perturbation with the harmonic mean p-value, as the paper prints it:
+   p_i = 1 / Σ_j (1 / p_ij) and p_i^EW = 1 / Σ_j (EW_ij / p_ij), Σ_j EW_ij = 1.
+   `combine="wilson"` uses Wilson's (2019) weighted harmonic mean with weights summing to 1 instead:
+   unweighted, p_i = M / Σ_j (1 / p_ij), i.e. M times the paper's value (the EW form is the same).
+3. D_i = log_0.05(p_i) (p clipped to at least P_FLOOR so that D stays finite). D > 1 <=> p < 0.05.
+4. Per judge: D_avg is level-balanced (character, word and sentence levels weigh equally; equal weights
+   within a level; a task without a sentence level averages the levels it has); D_min is the minimum.
+
+Beyond the paper: a bootstrap over items (the same resampled items for every perturbation and metric)
+gives 95% percentile intervals for every D and for D_avg/D_min, and the share of resamples with D > 1;
+the `placebo` perturbation (text unchanged) is reported as a calibration row and is excluded from
+D_avg and D_min; `original` rows are the reference, never a perturbation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from dhp.errors import DHPError
+from dhp.schema import LEVELS, ORIGINAL, PLACEBO
+
+#: Smallest p used in D = log_0.05(p): p = 0 (e.g. an underflowed normal tail) would give D = inf.
+#: The smallest positive normal double keeps D finite (D <= ~236) and never changes a real p-value.
+P_FLOOR = float(np.finfo(float).tiny)
+
+SCORE_COLUMNS = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score")
+ZERO_METHODS = ("wilcox", "pratt", "zsplit")
+METHODS = ("auto", "exact", "asymptotic", "approx", "permutation")
+COMBINES = ("paper", "wilson")
+GROUP = ["dataset", "judge", "mode"]
+
+# Older scipy calls the normal approximation "approx"; newer scipy calls it "asymptotic".
+try:
+    sps.wilcoxon([1.0, 2.0, 3.0], method="asymptotic")
+    _ASYMPTOTIC = "asymptotic"
+except ValueError:  # pragma: no cover - depends on the installed scipy
+    _ASYMPTOTIC = "approx"
+
+# scipy's own rule: below this many pairs an exact/permutation null is used.
+_EXACT_MAX_N = 50
+_PERMUTATION_MAX_N = 13
+
+
+# --------------------------------------------------------------------------------------------------
+# One Wilcoxon test
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class TestResult:
+    """Outcome of one one-sided Wilcoxon test (original > perturbed)."""
+
+    p: float
+    n_pairs: int
+    n_nonzero: int
+    n_dropped_nan: int
+    method_used: str
+    flags: list[str] = field(default_factory=list)
+
+
+def _has_ties(d: np.ndarray, zero_method: str) -> bool:
+    """Ties among the values that get ranked (zeros are not ranked with zero_method='wilcox')."""
+    a = np.abs(d[d != 0]) if zero_method == "wilcox" else np.abs(d)
+    return len(np.unique(a)) < len(a)
+
+
+def resolve_method(d: np.ndarray, method: str, zero_method: str) -> tuple[str, list[str]]:
+    """Which null distribution to use for differences `d` (NaN already dropped).
+
+    Mirrors scipy's `method="auto"` (exact null for n <= 50 without ties or zeros; an exhaustive
+    permutation null for n <= 13 otherwise; the normal approximation for the rest), so that the method
+    actually used can be recorded whatever the scipy version. `method="exact"` with ties or zeros is
+    never run (scipy's exact null is wrong then): it falls back like "auto" and is flagged.
+    Returns (method_used, flags) with method_used in {"exact", "permutation", "asymptotic"}.
+    """
+    n = len(d)
+    ties_or_zeros = bool(np.any(d == 0)) or _has_ties(d, zero_method)
+    if method in ("asymptotic", "approx"):
+        return "asymptotic", []
+    if method == "permutation":
+        if n > _PERMUTATION_MAX_N:
+            return "asymptotic", ["permutation_too_large"]
+        return "permutation", []
+    if method == "exact":
+        if not ties_or_zeros:
+            return "exact", []
+        return ("permutation" if n <= _PERMUTATION_MAX_N else "asymptotic"), ["exact_fallback"]
+    # auto
+    if n > _EXACT_MAX_N:
+        return "asymptotic", []
+    if not ties_or_zeros:
+        return "exact", []
+    return ("permutation" if n <= _PERMUTATION_MAX_N else "asymptotic"), []
+
+
+def wilcoxon_greater(
+    original, perturbed, zero_method: str = "wilcox", method: str = "auto", correction: bool = False
+) -> TestResult:
+    """One-sided Wilcoxon signed-rank test that originals score higher than their perturbed pairs.
+
+    Pairs where either score is NaN are dropped and counted (`n_dropped_nan`). When every remaining
+    difference is zero scipy has no test (it returns NaN or 1 depending on the version): we report
+    p = 1 and the flag "all_zero". No pair at all gives p = NaN and the flag "no_pairs".
+    The p-value comes from `scipy.stats.wilcoxon(d, alternative="greater")` with the method decided
+    by :func:`resolve_method`.
+    """
+    o = np.asarray(original, dtype=float)
+    q = np.asarray(perturbed, dtype=float)
+    if o.shape != q.shape:
+        raise ValueError("original and perturbed must be paired (same length)")
+    ok = np.isfinite(o) & np.isfinite(q)
+    d = (o - q)[ok]
+    n_pairs, n_dropped = int(ok.sum()), int((~ok).sum())
+    n_nonzero = int(np.count_nonzero(d))
+    if n_pairs == 0:
+        return TestResult(math.nan, 0, 0, n_dropped, "none", ["no_pairs"])
+    if n_nonzero == 0:
+        return TestResult(1.0, n_pairs, 0, n_dropped, "none", ["all_zero"])
+    used, flags = resolve_method(d, method, zero_method)
+    if used == "permutation":
+        # scipy's PermutationMethod enumerates all 2**n (n <= 13) sign flips too, but one statistic at a
+        # time (seconds per test); the same enumeration vectorised gives the identical p (tested).
+        p = _permutation_p(d, zero_method)
+    else:
+        scipy_method = "exact" if used == "exact" else _ASYMPTOTIC
+        p = float(sps.wilcoxon(
+            d, zero_method=zero_method, correction=correction, alternative="greater", method=scipy_method
+        ).pvalue)  # fmt: skip
+    return TestResult(p, n_pairs, n_nonzero, n_dropped, used, flags)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fast path for the bootstrap (same rules, no scipy call overhead); cross-checked against scipy in tests
+# --------------------------------------------------------------------------------------------------
+_SIGN_PATTERNS: dict[int, np.ndarray] = {}
+
+
+def _patterns(n: int) -> np.ndarray:
+    if n not in _SIGN_PATTERNS:
+        _SIGN_PATTERNS[n] = np.array(list(itertools.product((0.0, 1.0), repeat=n)))
+    return _SIGN_PATTERNS[n]
+
+
+def _ranks_and_stat(d: np.ndarray, zero_method: str):
+    zeros = d == 0
+    if zero_method == "wilcox":
+        r = np.zeros_like(d)
+        r[~zeros] = sps.rankdata(np.abs(d[~zeros]))
+    else:
+        r = sps.rankdata(np.abs(d))
+    r_plus = r[d > 0].sum()
+    if zero_method == "zsplit":
+        r_plus += r[zeros].sum() / 2
+    return r, r_plus
+
+
+def _permutation_p(d: np.ndarray, zero_method: str) -> float:
+    """Exact permutation p-value of T+ by enumerating every sign assignment (n <= 13).
+
+    Under H0 every sign pattern of the nonzero differences is equally likely; zeros never move (their
+    constant zsplit share cancels), so enumerating the nonzero ones gives scipy's permutation p exactly.
+    """
+    r, r_plus = _ranks_and_stat(d, zero_method)
+    zeros = d == 0
+    rn = r[~zeros]
+    t_perm = _patterns(len(rn)) @ rn
+    t_obs = r_plus - (r[zeros].sum() / 2 if zero_method == "zsplit" else 0.0)
+    return float(np.mean(t_perm >= t_obs - 1e-9 * max(1.0, abs(t_obs))))
+
+
+def fast_p_greater(d: np.ndarray, zero_method: str = "wilcox", method: str = "auto", correction: bool = False) -> float:
+    """p-value of the one-sided test on differences `d` (no NaN), same rules as :func:`wilcoxon_greater`.
+
+    Used inside the bootstrap, where thousands of small tests make scipy's per-call overhead dominate.
+    """
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    if n == 0:
+        return math.nan
+    if not np.any(d != 0):
+        return 1.0
+    used, _ = resolve_method(d, method, zero_method)
+    if used == "exact":
+        return float(sps.wilcoxon(d, zero_method=zero_method, alternative="greater", method="exact").pvalue)
+    r, r_plus = _ranks_and_stat(d, zero_method)
+    zeros = d == 0
+    if used == "permutation":
+        return _permutation_p(d, zero_method)
+    # Normal approximation with the tie correction (and Pratt's zero adjustment), as scipy does.
+    if zero_method == "wilcox":
+        a = np.abs(d[~zeros])
+        count = len(a)
+        mn = count * (count + 1) * 0.25
+        se = count * (count + 1) * (2 * count + 1)
+    else:
+        a = np.abs(d) if zero_method == "zsplit" else np.abs(d[~zeros])
+        count = n
+        mn = count * (count + 1) * 0.25
+        se = count * (count + 1) * (2 * count + 1)
+        if zero_method == "pratt":
+            n0 = int(zeros.sum())
+            mn -= n0 * (n0 + 1) * 0.25
+            se -= n0 * (n0 + 1) * (2 * n0 + 1)
+    _, t = np.unique(a, return_counts=True)
+    se = math.sqrt((se - float(np.sum(t.astype(float) ** 3 - t)) / 2) / 24)
+    if se == 0:
+        return 1.0
+    z = (r_plus - mn) / se
+    if correction:
+        z -= 0.5 / se
+    return float(sps.norm.sf(z))
+
+
+# --------------------------------------------------------------------------------------------------
+# Combining metrics and turning p into D
+# --------------------------------------------------------------------------------------------------
+def combine_p(p, weights=None, combine: str = "paper") -> float:
+    """Harmonic-mean combination of metric p-values for one perturbation.
+
+    paper, no weights:  1 / Σ_j (1/p_j)          (as printed in the paper, §4.3.2)
+    paper, weights w:   1 / Σ_j (w_j/p_j)         (weights are the expert weights, Σ w_j = 1)
+    wilson, no weights: M / Σ_j (1/p_j)          (weighted harmonic mean with w_j = 1/M)
+    wilson, weights w:  Σ_j w_j / Σ_j (w_j/p_j)   (= the paper's EW form when Σ w_j = 1)
+    NaN p-values (no pairs for that metric) are left out; the weights of the rest are renormalised.
+    Returns NaN if no p-value is finite.
+    """
+    if combine not in COMBINES:
+        raise DHPError(f"Unknown combine={combine!r}.", f"use one of {list(COMBINES)}.")
+    p = np.asarray(p, dtype=float)
+    w = np.ones_like(p) if weights is None else np.asarray(weights, dtype=float)
+    keep = np.isfinite(p)
+    if not keep.any():
+        return math.nan
+    p, w = np.clip(p[keep], P_FLOOR, 1.0), w[keep]
+    if weights is not None:
+        if w.sum() <= 0:
+            return math.nan
+        w = w / w.sum()
+        return float(min(1.0, 1.0 / np.sum(w / p)))
+    if combine == "paper":
+        return float(1.0 / np.sum(1.0 / p))
+    return float(min(1.0, len(p) / np.sum(1.0 / p)))
+
+
+def discernment_score(p):
+    """D = log_0.05(p), with p clipped to [P_FLOOR, 1] (so D >= 0 and finite; NaN stays NaN)."""
+    p = np.clip(np.asarray(p, dtype=float), P_FLOOR, 1.0)
+    out = np.log(p) / np.log(0.05) + 0.0  # + 0.0 turns log(1)'s -0.0 into 0.0
+    return float(out) if out.ndim == 0 else out
+
+
+def level_weights(levels) -> np.ndarray:
+    """Weights for the level-balanced average: each level present gets 1/L, split equally inside it.
+
+    `levels` is the level of each perturbation row (placebo excluded by the caller).
+    """
+    levels = list(levels)
+    present = [lv for lv in dict.fromkeys(levels)]
+    counts = {lv: levels.count(lv) for lv in present}
+    return np.array([1.0 / len(present) / counts[lv] for lv in levels])
+
+
+def level_balanced_mean(values, levels) -> float:
+    """Level-balanced average of D over perturbations (NaN values are left out before weighting)."""
+    v = np.asarray(values, dtype=float)
+    lv = np.asarray(list(levels), dtype=object)
+    keep = np.isfinite(v)
+    if not keep.any():
+        return math.nan
+    return float(np.sum(level_weights(lv[keep]) * v[keep]))
+
+
+# --------------------------------------------------------------------------------------------------
+# The discernment table
+# --------------------------------------------------------------------------------------------------
+def _check_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(scores, pd.DataFrame):
+        raise DHPError("scores must be a pandas DataFrame (the scores table).", "pass the table notebook 02 wrote.")
+    missing = [c for c in SCORE_COLUMNS if c not in scores.columns]
+    if missing:
+        raise DHPError(f"The scores table lacks columns {missing}.", "pass the scores table written by notebook 02.")
+    s = scores.copy()
+    for c in ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric"):
+        s[c] = s[c].astype(str)
+    s["score"] = pd.to_numeric(s["score"], errors="coerce")
+    key = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "metric"]
+    dup = s.duplicated(key)
+    if dup.any():
+        row = s.loc[dup, key].iloc[0].to_dict()
+        raise DHPError(
+            f"The scores table has {int(dup.sum())} duplicate rows (e.g. {row}).",
+            "keep one score per item, variant and metric (average repeated samples before).",
+        )
+    return s
+
+
+def _weights_lookup(expert_weights):
+    from dhp.weights import load_expert_weights, weights_for  # noqa: F401
+
+    if expert_weights is None or isinstance(expert_weights, (str, bytes)) or hasattr(expert_weights, "__fspath__"):
+        return load_expert_weights(expert_weights)
+    from dhp.weights import validate_expert_weights
+
+    return validate_expert_weights(expert_weights)
+
+
+def _ew_vector(ew: pd.DataFrame, dataset: str, perturbation: str, metrics: list[str]) -> np.ndarray | None:
+    """Expert weights for `metrics` (None when a single metric: its weight is 1 by definition)."""
+    if len(metrics) == 1:
+        return None
+    from dhp.weights import weights_for
+
+    return weights_for(ew, dataset, perturbation, metrics)
+
+
+@dataclass
+class _Unit:
+    perturbation: str
+    severity: str
+    level: str
+    metrics: list[str]
+    orig: np.ndarray  # (n_metrics, n_items), NaN where missing
+    pert: np.ndarray  # (n_metrics, n_items), NaN where missing / no perturbed row
+    present: np.ndarray  # (n_metrics, n_items) bool: a perturbed row exists
+    ew: np.ndarray | None
+
+
+def _units(g: pd.DataFrame, items: list[str], ew: pd.DataFrame) -> list[_Unit]:
+    dataset = g["dataset"].iloc[0]
+    orig = g[g["perturbation"] == ORIGINAL].pivot(index="item_id", columns="metric", values="score")
+    orig = orig.reindex(index=items)
+    units = []
+    rest = g[g["perturbation"] != ORIGINAL]
+    for (pert, sev), u in rest.groupby(["perturbation", "severity"], sort=True):
+        metrics = sorted(u["metric"].unique())
+        wide = u.pivot(index="item_id", columns="metric", values="score").reindex(index=items, columns=metrics)
+        present = (
+            u.assign(_one=1).pivot(index="item_id", columns="metric", values="_one").reindex(index=items, columns=metrics)
+        ).notna()
+        o = np.vstack([orig[m].to_numpy(float) if m in orig.columns else np.full(len(items), np.nan) for m in metrics])
+        levels = u["level"].unique()
+        units.append(
+            _Unit(
+                perturbation=pert,
+                severity=sev,
+                level=str(levels[0]),
+                metrics=metrics,
+                orig=o,
+                pert=wide.to_numpy(float).T,
+                present=present.to_numpy().T,
+                ew=_ew_vector(ew, dataset, pert, metrics),
+            )
+        )
+    return units
+
+
+def _boot_d(unit: _Unit, idx: np.ndarray, zero_method, method, correction, combine):
+    """D and D_EW of one perturbation for each bootstrap resample of items (rows of idx)."""
+    n_boot = idx.shape[0]
+    pm = np.full((n_boot, len(unit.metrics)), np.nan)
+    for j in range(len(unit.metrics)):
+        o, q, pr = unit.orig[j], unit.pert[j], unit.present[j]
+        for b in range(n_boot):
+            sel = idx[b][pr[idx[b]]]
+            d = o[sel] - q[sel]
+            pm[b, j] = fast_p_greater(d[np.isfinite(d)], zero_method, method, correction)
+    p = np.array([combine_p(row, None, combine) for row in pm])
+    p_ew = p if unit.ew is None else np.array([combine_p(row, unit.ew, combine) for row in pm])
+    return discernment_score(p), discernment_score(p_ew)
+
+
+def discernment(
+    scores: pd.DataFrame,
+    expert_weights=None,
+    combine: str = "paper",
+    n_boot: int = 0,
+    seed: int = 0,
+    zero_method: str = "wilcox",
+    method: str = "auto",
+    correction: bool = False,
+    ci: float = 0.95,
+) -> pd.DataFrame:
+    """Discernment table: one row per (dataset, judge, mode, perturbation, severity).
+
+    Parameters
+    ----------
+    scores : the scores table (contract schema: dataset, judge, mode, item_id, perturbation, severity,
+        level, metric, score, ...). Rows with perturbation "original" are the reference.
+    expert_weights : None (the shipped `data/expert_weights.csv`), a path, or a DataFrame with columns
+        task, perturbation, metric, votes, weight. Single-metric cases (likelihood mode, QA) use weight 1.
+    combine : "paper" (p = 1/Σ 1/p_j, as printed) or "wilson" (weighted harmonic mean, weights sum to 1).
+    n_boot, seed : bootstrap resamples of items (0 = none) and the seed of their generator.
+    zero_method, method, correction : passed to scipy.stats.wilcoxon (scipy's defaults); see
+        :func:`resolve_method` for how "auto"/"exact" are resolved and recorded.
+    ci : coverage of the percentile intervals.
+
+    Returns
+    -------
+    DataFrame with columns
+        dataset, judge, mode, perturbation, severity, level : the perturbation (level from the scores table)
+        role : "perturbation", or "placebo_calibration" for the placebo row (excluded from D_avg/D_min)
+        p, p_EW : combined p-values (harmonic mean; without / with expert weights)
+        D, D_EW : log_0.05 of p and p_EW (p clipped to >= P_FLOOR); D > 1 means p < 0.05
+        D_lo, D_hi, D_EW_lo, D_EW_hi : bootstrap percentile interval (NaN when n_boot = 0)
+        share_D_gt_1, share_D_EW_gt_1 : share of bootstrap resamples with D > 1 (NaN when n_boot = 0)
+        n_metrics : metrics combined
+        n_items : items with a perturbed row for this perturbation
+        n_pairs_min, n_nonzero_min : smallest number of usable pairs / nonzero differences over metrics
+        n_dropped_nan : pairs dropped because a score was NaN, summed over metrics
+        p_by_metric : "metric=p;..." the per-metric Wilcoxon p-values
+        method_used : "metric=method;..." null distribution actually used per metric
+        zero_method, method : as requested
+        combine, n_boot, seed : as requested
+        flags : ";"-joined notes: all_zero:<metric>, no_pairs:<metric>, exact_fallback:<metric>,
+                nan_dropped, p_floor (p was clipped before the log)
+
+    The bootstrap draws (columns dataset, judge, mode, perturbation, severity, level, role, boot, D, D_EW)
+    are attached as ``table.attrs["bootstrap"]`` so :func:`summarize` can give intervals for D_avg/D_min.
+    """
+    if zero_method not in ZERO_METHODS:
+        raise DHPError(f"Unknown zero_method={zero_method!r}.", f"use one of {list(ZERO_METHODS)}.")
+    if method not in METHODS:
+        raise DHPError(f"Unknown method={method!r}.", f"use one of {list(METHODS)}.")
+    if combine not in COMBINES:
+        raise DHPError(f"Unknown combine={combine!r}.", f"use one of {list(COMBINES)}.")
+    if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 0):
+        raise DHPError(f"n_boot must be a non-negative integer, got {n_boot!r}.", "pass e.g. n_boot=1000.")
+    s = _check_scores(scores)
+    ew = _weights_lookup(expert_weights)
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    rows, boots = [], []
+    for gi, (key, g) in enumerate(s.groupby(GROUP, sort=True)):
+        if not (g["perturbation"] == ORIGINAL).any():
+            raise DHPError(
+                f"No 'original' rows for dataset/judge/mode {key}.",
+                "score the original texts too (notebook 02 does this by default).",
+            )
+        items = sorted(g["item_id"].unique())
+        units = _units(g, items, ew)
+        # Same resampled items for every perturbation and metric of this judge: keeps their dependence.
+        idx = np.random.default_rng([seed, gi]).integers(0, len(items), size=(n_boot, len(items))) if n_boot else None
+        for u in units:
+            tests = [
+                wilcoxon_greater(
+                    u.orig[j][u.present[j]], u.pert[j][u.present[j]], zero_method, method, correction
+                )
+                for j in range(len(u.metrics))
+            ]
+            pj = [t.p for t in tests]
+            p = combine_p(pj, None, combine)
+            p_ew = p if u.ew is None else combine_p(pj, u.ew, combine)
+            flags = []
+            for m, t in zip(u.metrics, tests):
+                flags += [f"{f}:{m}" for f in t.flags]
+            if any(t.n_dropped_nan for t in tests):
+                flags.append("nan_dropped")
+            if (np.isfinite(p) and p < P_FLOOR) or (np.isfinite(p_ew) and p_ew < P_FLOOR):
+                flags.append("p_floor")
+            role = "placebo_calibration" if u.perturbation == PLACEBO else "perturbation"
+            row = dict(zip(GROUP, key))
+            row.update(
+                perturbation=u.perturbation,
+                severity=u.severity,
+                level=u.level,
+                role=role,
+                p=p,
+                p_EW=p_ew,
+                D=discernment_score(p),
+                D_EW=discernment_score(p_ew),
+                D_lo=math.nan,
+                D_hi=math.nan,
+                D_EW_lo=math.nan,
+                D_EW_hi=math.nan,
+                share_D_gt_1=math.nan,
+                share_D_EW_gt_1=math.nan,
+                n_metrics=len(u.metrics),
+                n_items=int(u.present.any(axis=0).sum()),
+                n_pairs_min=min(t.n_pairs for t in tests),
+                n_nonzero_min=min(t.n_nonzero for t in tests),
+                n_dropped_nan=sum(t.n_dropped_nan for t in tests),
+                p_by_metric=";".join(f"{m}={t.p:.6g}" for m, t in zip(u.metrics, tests)),
+                method_used=";".join(f"{m}={t.method_used}" for m, t in zip(u.metrics, tests)),
+                zero_method=zero_method,
+                method=method,
+                combine=combine,
+                n_boot=int(n_boot),
+                seed=int(seed),
+                flags=";".join(flags),
+            )
+            if n_boot:
+                bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
+                row.update(
+                    D_lo=float(np.nanpercentile(bd, lo_q)),
+                    D_hi=float(np.nanpercentile(bd, hi_q)),
+                    D_EW_lo=float(np.nanpercentile(bde, lo_q)),
+                    D_EW_hi=float(np.nanpercentile(bde, hi_q)),
+                    share_D_gt_1=float(np.mean(bd > 1)),
+                    share_D_EW_gt_1=float(np.mean(bde > 1)),
+                )
+                boots.append(
+                    pd.DataFrame(
+                        {
+                            **{k: v for k, v in zip(GROUP, key)},
+                            "perturbation": u.perturbation,
+                            "severity": u.severity,
+                            "level": u.level,
+                            "role": role,
+                            "boot": np.arange(n_boot),
+                            "D": bd,
+                            "D_EW": bde,
+                        }
+                    )
+                )
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=DISCERNMENT_COLUMNS)
+    out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
+    out.attrs["ci"] = ci
+    return out
+
+
+DISCERNMENT_COLUMNS = [
+    "dataset", "judge", "mode", "perturbation", "severity", "level", "role",
+    "p", "p_EW", "D", "D_EW", "D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1",
+    "n_metrics", "n_items", "n_pairs_min", "n_nonzero_min", "n_dropped_nan", "p_by_metric", "method_used",
+    "zero_method", "method", "combine", "n_boot", "seed", "flags",
+]  # fmt: skip
+
+SUMMARY_COLUMNS = [
+    "dataset", "judge", "mode", "D_avg", "D_avg_EW", "D_min", "D_min_EW",
+    "D_avg_lo", "D_avg_hi", "D_avg_EW_lo", "D_avg_EW_hi", "D_min_lo", "D_min_hi", "D_min_EW_lo", "D_min_EW_hi",
+    "share_D_avg_gt_1", "share_D_avg_EW_gt_1", "weakest", "placebo_D", "placebo_D_EW",
+    "n_perturbations", "n_perturbations_nan", "levels", "combine", "n_boot",
+]  # fmt: skip
+
+
+def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Summary table: one row per (dataset, judge, mode).
+
+    Columns
+        dataset, judge, mode
+        D_avg, D_avg_EW : level-balanced average of D / D_EW over perturbations (placebo excluded)
+        D_min, D_min_EW : minimum over perturbations (placebo excluded)
+        D_avg_lo, D_avg_hi, D_avg_EW_lo, D_avg_EW_hi, D_min_lo, D_min_hi, D_min_EW_lo, D_min_EW_hi :
+            bootstrap percentile intervals (NaN without bootstrap draws)
+        share_D_avg_gt_1, share_D_avg_EW_gt_1 : share of resamples with D_avg > 1
+        weakest : the perturbation/severity giving D_min
+        placebo_D, placebo_D_EW : the placebo calibration row (should stay below 1); NaN if absent
+        n_perturbations : perturbation rows averaged; n_perturbations_nan : rows left out (D is NaN)
+        levels : levels present (";"-joined); combine, n_boot : as in the discernment table
+
+    `bootstrap` defaults to ``discernment.attrs["bootstrap"]`` (set by :func:`discernment`).
+    """
+    if bootstrap is None:
+        bootstrap = discernment.attrs.get("bootstrap")
+    ci = discernment.attrs.get("ci", 0.95)
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    rows = []
+    for key, g in discernment.groupby(GROUP, sort=True):
+        real = g[g["perturbation"] != PLACEBO]
+        plc = g[g["perturbation"] == PLACEBO]
+        fin = real[np.isfinite(real["D"].astype(float))]
+        row = dict(zip(GROUP, key))
+        row.update({c: math.nan for c in SUMMARY_COLUMNS if c not in GROUP})
+        row.update(
+            D_avg=level_balanced_mean(real["D"], real["level"]),
+            D_avg_EW=level_balanced_mean(real["D_EW"], real["level"]),
+            D_min=float(real["D"].min()) if len(fin) else math.nan,
+            D_min_EW=float(real["D_EW"].min()) if len(fin) else math.nan,
+            weakest=(f"{fin.loc[fin['D'].idxmin(), 'perturbation']}/{fin.loc[fin['D'].idxmin(), 'severity']}" if len(fin) else ""),
+            placebo_D=float(plc["D"].iloc[0]) if len(plc) else math.nan,
+            placebo_D_EW=float(plc["D_EW"].iloc[0]) if len(plc) else math.nan,
+            n_perturbations=int(len(fin)),
+            n_perturbations_nan=int(len(real) - len(fin)),
+            levels=";".join(lv for lv in LEVELS if lv in set(fin["level"])),
+            combine=";".join(sorted(set(g["combine"].astype(str)))) if "combine" in g else "",
+            n_boot=int(g["n_boot"].max()) if "n_boot" in g else 0,
+        )
+        if bootstrap is not None and len(bootstrap):
+            b = bootstrap
+            sel = np.ones(len(b), bool)
+            for c, v in zip(GROUP, key):
+                sel &= b[c].to_numpy() == v
+            b = b[sel & (b["perturbation"] != PLACEBO).to_numpy()]
+            if len(b):
+                agg = {}
+                for col, name in (("D", "D"), ("D_EW", "D_EW")):
+                    wide = b.pivot_table(index="boot", columns=["perturbation", "severity"], values=col)
+                    lv = (
+                        b.drop_duplicates(["perturbation", "severity"])
+                        .set_index(["perturbation", "severity"])["level"]
+                        .reindex(wide.columns)
+                    )
+                    avg = np.array([level_balanced_mean(r, lv) for r in wide.to_numpy()])
+                    mn = np.nanmin(wide.to_numpy(), axis=1)
+                    sfx = "" if name == "D" else "_EW"
+                    agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = np.nanpercentile(avg, [lo_q, hi_q])
+                    agg[f"D_min{sfx}_lo"], agg[f"D_min{sfx}_hi"] = np.nanpercentile(mn, [lo_q, hi_q])
+                    agg[f"share_D_avg{sfx}_gt_1"] = float(np.mean(avg > 1))
+                row.update({k: float(v) for k, v in agg.items()})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -1,0 +1,265 @@
+"""Expert weights (paper §4.3.2, Appendix C): which metric a quality issue should hurt most.
+
+For each task and perturbation, experts vote for the metric they think the quality issue affects most;
+the vote shares are the weights EW_j used in p^EW = 1 / Σ_j (EW_j / p_j).
+
+The paper's survey numbers are only shown in a figure, so `data/expert_weights.csv` ships the project's
+OWN default mapping (votes reasoned from the metric definitions), not the paper's survey. Run notebook
+06_expert_survey.ipynb to collect your own votes and write a replacement file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dhp.errors import DHPError
+from dhp.io import resolve, write_csv
+from dhp.schema import DATASET_TASK, PLACEBO, TASK_METRICS
+
+WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
+DEFAULT_PATH = "data/expert_weights.csv"
+
+#: Perturbations of each task (paper Table 1; `word_deletion` only for translation) plus our placebo.
+TASK_PERTURBATIONS: dict[str, tuple[str, ...]] = {
+    "summarization": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
+                      "sentence_reorder", "rewrite_insert", PLACEBO),
+    "story_completion": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
+                         "random_ending", "wrong_ending", PLACEBO),
+    "question_answering": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
+                           "random_answer", PLACEBO),
+    "translation": ("char_deletion", "char_typo", "word_deletion", "fictional_entities",
+                    "grammatical_errors", PLACEBO),
+}  # fmt: skip
+
+#: Quality issue behind each perturbation, in plain words (shown in the survey).
+QUALITY_ISSUES: dict[str, str] = {
+    "char_deletion": "Some letters or digits are missing from words here and there.",
+    "char_typo": "The text contains typing mistakes (swapped, doubled or wrong keys).",
+    "word_deletion": "A run of consecutive words has been dropped from the text.",
+    "fictional_entities": "A key named entity (person, place, number, technical term) is replaced by an invented one.",
+    "grammatical_errors": "The text has grammar mistakes (agreement, tense, prepositions, fragments).",
+    "sentence_reorder": "The sentences are in a shuffled order.",
+    "rewrite_insert": "A sentence is rewritten or a new sentence is inserted that is not supported by the source.",
+    "random_ending": "The ending is a sentence taken from a different, unrelated story.",
+    "wrong_ending": "The ending contradicts the story (the dataset's implausible ending).",
+    "random_answer": "The answer is taken from a different question.",
+    PLACEBO: "Nothing is changed (a control: no metric should be affected).",
+}
+
+#: Short metric definitions in our own words (after Appendix A of the paper), shown in the survey.
+METRIC_DEFINITIONS: dict[str, dict[str, str]] = {
+    "summarization": {
+        "coherence": "the summary is well organised: sentences follow logically and build a whole.",
+        "consistency": "every fact in the summary is supported by the article (no invented facts).",
+        "fluency": "each sentence is well formed: spelling, grammar, word choice.",
+        "relevance": "the summary keeps the important content of the article and nothing superfluous.",
+    },
+    "story_completion": {
+        "coherence": "the story with its ending reads as one connected narrative.",
+        "consistency": "the ending fits the characters, setting, tone and facts established earlier.",
+        "fluency": "the ending is well written: spelling, grammar, style.",
+    },
+    "question_answering": {
+        "answer_quality": "the answer responds to the question fully and correctly, given the context.",
+    },
+    "translation": {
+        "accuracy": "the translation conveys the source meaning without additions, omissions or mistranslations.",
+        "fluency": "the translation follows the norms of the target language: spelling, grammar, consistency.",
+    },
+}
+
+
+def validate_expert_weights(df: pd.DataFrame, source: str = "expert weights") -> pd.DataFrame:
+    """Check an expert-weights table and return a clean copy.
+
+    Columns: task, perturbation, metric, votes (non-negative number), weight (in [0, 1]).
+    Rules: columns present; tasks known; metrics known to their task; no duplicate
+    (task, perturbation, metric); weights non-negative and summing to 1 (±1e-6) per task × perturbation.
+    Raises DHPError naming the first problem found.
+    """
+    missing = [c for c in WEIGHT_COLUMNS if c not in df.columns]
+    if missing:
+        raise DHPError(f"{source}: missing columns {missing}.", f"use the columns {list(WEIGHT_COLUMNS)}.")
+    w = df[list(WEIGHT_COLUMNS)].copy()
+    for c in ("task", "perturbation", "metric"):
+        w[c] = w[c].astype(str).str.strip()
+    for c in ("votes", "weight"):
+        num = pd.to_numeric(w[c], errors="coerce")
+        if num.isna().any():
+            bad = w.loc[num.isna()].iloc[0].to_dict()
+            raise DHPError(f"{source}: column {c!r} is not a number in row {bad}.", f"write a number in {c!r}.")
+        if (num < 0).any():
+            bad = w.loc[num < 0].iloc[0].to_dict()
+            raise DHPError(f"{source}: negative {c} in row {bad}.", f"{c} must be >= 0.")
+        w[c] = num.astype(float)
+    unknown = sorted(set(w["task"]) - set(TASK_METRICS))
+    if unknown:
+        raise DHPError(f"{source}: unknown task(s) {unknown}.", f"use tasks from {sorted(TASK_METRICS)}.")
+    for task, g in w.groupby("task"):
+        bad = sorted(set(g["metric"]) - set(TASK_METRICS[task]))
+        if bad:
+            raise DHPError(
+                f"{source}: metric(s) {bad} are not metrics of task {task!r}.",
+                f"use metrics from {list(TASK_METRICS[task])}.",
+            )
+    dup = w.duplicated(["task", "perturbation", "metric"])
+    if dup.any():
+        raise DHPError(f"{source}: duplicate row {w.loc[dup].iloc[0].to_dict()}.", "keep one row per task, perturbation and metric.")
+    sums = w.groupby(["task", "perturbation"])["weight"].sum()
+    off = sums[(sums - 1.0).abs() > 1e-6]
+    if len(off):
+        (task, pert), total = off.index[0], off.iloc[0]
+        raise DHPError(
+            f"{source}: weights for task {task!r}, perturbation {pert!r} sum to {total:.6g}, not 1.",
+            "make the weights of each task × perturbation sum to 1 (weight = votes / total votes).",
+        )
+    return w.reset_index(drop=True)
+
+
+def load_expert_weights(path=None) -> pd.DataFrame:
+    """Read and validate an expert-weights CSV (default: the shipped `data/expert_weights.csv`).
+
+    Lines starting with '#' are comments. Returns the validated table (see validate_expert_weights).
+    """
+    p = resolve(path if path is not None else DEFAULT_PATH)
+    if not p.exists():
+        raise DHPError(f"Expert weights file not found: {p}.", "pass an existing CSV or run notebook 06 to write one.")
+    try:
+        df = pd.read_csv(p, comment="#")
+    except Exception as e:  # parser errors name the line; keep that detail
+        raise DHPError(f"Cannot read expert weights {p}: {e}.", "fix the CSV (columns task,perturbation,metric,votes,weight).") from e
+    return validate_expert_weights(df, source=str(p))
+
+
+def weights_for(ew: pd.DataFrame, dataset: str, perturbation: str, metrics) -> np.ndarray:
+    """Weights for `metrics` (in that order) of a dataset's task and a perturbation.
+
+    Metrics the table does not list get weight 0. Raises DHPError if the task × perturbation is missing.
+    """
+    task = DATASET_TASK.get(dataset, dataset)
+    g = ew[(ew["task"] == task) & (ew["perturbation"] == perturbation)]
+    if g.empty:
+        raise DHPError(
+            f"No expert weights for task {task!r} (dataset {dataset!r}), perturbation {perturbation!r}.",
+            "add rows for it to the expert-weights CSV (notebook 06 writes a complete file).",
+        )
+    m = dict(zip(g["metric"], g["weight"]))
+    return np.array([m.get(x, 0.0) for x in metrics], dtype=float)
+
+
+def weights_from_votes(votes: dict) -> pd.DataFrame:
+    """Turn votes {task: {perturbation: {metric: count}}} into a validated expert-weights table.
+
+    Every metric of the task gets a row (0 votes if absent). A perturbation with no votes at all
+    (e.g. the placebo) gets equal weights, since no metric is singled out.
+    """
+    rows = []
+    for task, perts in votes.items():
+        if task not in TASK_METRICS:
+            raise DHPError(f"Unknown task {task!r} in votes.", f"use tasks from {sorted(TASK_METRICS)}.")
+        metrics = TASK_METRICS[task]
+        for pert, counts in perts.items():
+            bad = sorted(set(counts) - set(metrics))
+            if bad:
+                raise DHPError(f"Votes name metric(s) {bad} for task {task!r}.", f"use metrics from {list(metrics)}.")
+            total = float(sum(counts.values()))
+            for m in metrics:
+                v = float(counts.get(m, 0))
+                rows.append(
+                    dict(task=task, perturbation=pert, metric=m, votes=v,
+                         weight=(v / total) if total > 0 else 1.0 / len(metrics))
+                )  # fmt: skip
+    return validate_expert_weights(pd.DataFrame(rows, columns=list(WEIGHT_COLUMNS)), source="votes")
+
+
+HEADER = (
+    "# DHP workbench expert weights. {label}\n"
+    "# weight = votes / total votes per task x perturbation; no votes -> equal weights (placebo).\n"
+)
+
+
+def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = False) -> Path:
+    """Validate and write an expert-weights CSV atomically, with a '#' header line saying what it is.
+
+    Refuses to replace an existing file unless overwrite=True (the shipped default lives in data/).
+    """
+    w = validate_expert_weights(df)
+    p = resolve(path)
+    if p.exists() and not overwrite:
+        raise DHPError(f"{p} already exists.", "choose another output path or pass overwrite=True.")
+    votes_are_int = all(float(v).is_integer() for v in w["votes"])
+    body = w.assign(votes=w["votes"].astype(int) if votes_are_int else w["votes"])
+    text = HEADER.format(label=label.replace("\n", " ")) + body.to_csv(index=False, float_format="%.10g")
+    import os
+    import tempfile
+
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, p)
+    return p
+
+
+#: The project's own default votes (10 imaginary voters per issue), reasoned from the metric definitions.
+#: NOT the paper's survey: the paper only shows its numbers in a figure.
+DEFAULT_VOTES: dict[str, dict[str, dict[str, int]]] = {
+    "summarization": {
+        "char_deletion": {"coherence": 1, "fluency": 8, "relevance": 1},
+        "char_typo": {"coherence": 1, "fluency": 9},
+        "fictional_entities": {"coherence": 1, "consistency": 8, "relevance": 1},
+        "grammatical_errors": {"coherence": 1, "fluency": 9},
+        "sentence_reorder": {"coherence": 9, "fluency": 1},
+        "rewrite_insert": {"coherence": 3, "consistency": 3, "relevance": 4},
+        PLACEBO: {},
+    },
+    "story_completion": {
+        "char_deletion": {"coherence": 1, "fluency": 9},
+        "char_typo": {"fluency": 10},
+        "fictional_entities": {"coherence": 2, "consistency": 8},
+        "grammatical_errors": {"coherence": 1, "fluency": 9},
+        "random_ending": {"coherence": 5, "consistency": 5},
+        "wrong_ending": {"coherence": 4, "consistency": 6},
+        PLACEBO: {},
+    },
+    "question_answering": {
+        p: ({"answer_quality": 10} if p != PLACEBO else {}) for p in TASK_PERTURBATIONS["question_answering"]
+    },
+    "translation": {
+        "char_deletion": {"accuracy": 3, "fluency": 7},
+        "char_typo": {"accuracy": 2, "fluency": 8},
+        "word_deletion": {"accuracy": 8, "fluency": 2},
+        "fictional_entities": {"accuracy": 10},
+        "grammatical_errors": {"accuracy": 1, "fluency": 9},
+        PLACEBO: {},
+    },
+}
+
+DEFAULT_LABEL = (
+    "PROJECT DEFAULT MAPPING - not the paper's expert survey (the paper shows its numbers only in a "
+    "figure); votes reasoned by the project from the metric definitions. Replace via notebook 06."
+)
+
+
+def coverage_gaps(ew: pd.DataFrame) -> list[tuple[str, str]]:
+    """(task, perturbation) pairs of TASK_PERTURBATIONS that the table does not cover."""
+    have = set(zip(ew["task"], ew["perturbation"]))
+    return [(t, p) for t, ps in TASK_PERTURBATIONS.items() for p in ps if (t, p) not in have]
+
+
+def save_survey(votes: dict, run_dir: str, output_path=None, replace_default: bool = False,
+                label: str = "votes collected with notebook 06_expert_survey") -> Path:  # fmt: skip
+    """Write survey votes as an expert-weights CSV (default `<run_dir>/expert_weights.csv`).
+
+    Files under the run folder are replaced freely; the shipped `data/expert_weights.csv` only with
+    replace_default=True, and any other existing file is never replaced.
+    """
+    out = resolve(output_path) if output_path else resolve(run_dir) / "expert_weights.csv"
+    is_default = out.resolve() == resolve(DEFAULT_PATH).resolve()
+    if is_default and not replace_default:
+        raise DHPError(f"{out} is the shipped default weights file.", "pass replace_default=True to replace it on purpose.")
+    inside_run = resolve(run_dir).resolve() in out.resolve().parents
+    return write_expert_weights(weights_from_votes(votes), out, label, overwrite=inside_run or is_default)

@@ -1,0 +1,97 @@
+"""Grid runner: YAML validation and failure reporting (with tiny throw-away notebooks)."""
+
+import nbformat as nbf
+import pandas as pd
+import pytest
+import yaml
+
+from dhp import grid
+from dhp.errors import DHPError
+from dhp.io import resolve
+
+BASE = {"judges": ["embedded"], "modes": ["logprobs"], "datasets": ["summeval"]}
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"n_itmes": 5}, "unknown key"),
+        ({"datasets": ["imdb"]}, "unknown dataset"),
+        ({"modes": ["telepathy"]}, "unknown mode"),
+        ({"n_items": "ten"}, "'n_items' should be int"),
+        ({"n_items": True}, "'n_items' should be int"),
+        ({"n_items": 0}, "n_items must be >= 1"),
+        ({"judges": []}, "non-empty list"),
+        ({"combine": "fisher"}, "combine must be"),
+        ({"run_id": "../x"}, "unsafe"),
+        ({"datasets": ["storycloze"], "storycloze_path": None}, "storycloze_path"),
+    ],
+)
+def test_bad_params_are_rejected(change, match, monkeypatch):
+    monkeypatch.delenv("DHP_STORYCLOZE_PATH", raising=False)
+    with pytest.raises(DHPError, match=match):
+        grid.validate_params({**BASE, **change})
+
+
+def test_missing_required_key():
+    with pytest.raises(DHPError, match="missing key"):
+        grid.validate_params({"judges": ["embedded"]})
+
+
+def test_shipped_yamls_are_valid(monkeypatch):
+    monkeypatch.setenv("DHP_STORYCLOZE_PATH", "/nonexistent/only-for-validation.csv")
+    demo = grid.load_params("params/demo.yaml")
+    paper = grid.load_params("params/paper.yaml")
+    assert {"logprobs", "likelihood"} <= set(demo["modes"]) and "storycloze" in demo["datasets"]
+    assert paper["n_items"] == 100 and len(paper["datasets"]) >= 6
+
+
+def test_slug_is_folder_safe():
+    assert grid.slug("openai:gpt-4o@http://h:1/v1") == "openai_gpt-4o_http_h_1_v1"
+
+
+def _nb(path, params_src, body_src):
+    nb = nbf.v4.new_notebook()
+    p = nbf.v4.new_code_cell(params_src)
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [nbf.v4.new_markdown_cell("tiny test notebook"), p, nbf.v4.new_code_cell(body_src)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbf.write(nb, path)
+
+
+@pytest.mark.slow
+def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    _nb(nbs / "01_perturb.ipynb", 'run_dir = "x"\ndataset = "summeval"',
+        "from pathlib import Path\nPath(run_dir).mkdir(parents=True, exist_ok=True)\nPath(run_dir, 'perturbed.parquet').write_text('p')")
+    _nb(nbs / "02_judge.ipynb", 'run_dir = "x"\njudge = "embedded"\nmode = "logprobs"',
+        "import pandas as pd\nfrom pathlib import Path\n"
+        "assert Path(run_dir, 'perturbed.parquet').exists()\n"
+        "if judge == 'bad':\n    raise RuntimeError('judge exploded')\n"
+        "pd.DataFrame({'dataset': ['summeval'], 'judge': [judge], 'mode': [mode], 'item_id': ['1'], 'perturbation': ['original'],"
+        " 'severity': ['none'], 'level': ['none'], 'metric': ['fluency'], 'score': [3.0], 'n_valid': [1], 'n_failed': [0],"
+        " 'text': ['never copied']}).to_parquet(Path(run_dir, 'scores.parquet'))")
+    _nb(nbs / "03_discernment.ipynb", 'run_dir = "x"\njudge = "embedded"',
+        "import pandas as pd\nfrom pathlib import Path\n"
+        "pd.DataFrame({'dataset': ['summeval'], 'judge': [judge], 'mode': ['logprobs'], 'D_avg': [1.5]}).to_csv(Path(run_dir, 'summary.csv'), index=False)")
+    for name in ("04_figures", "05_response_styles"):
+        _nb(nbs / f"{name}.ipynb", 'run_dir = "x"\nresults_dir = None\nfigures_dir = None',
+            "from pathlib import Path\nPath(figures_dir).mkdir(parents=True, exist_ok=True)\n"
+            f"Path(figures_dir, '{name}.txt').write_text(results_dir or run_dir)")
+    cfg = {**BASE, "judges": ["bad", "good"], "run_id": "t", "notebooks_dir": str(nbs), "runs_dir": str(tmp_path / "runs"),
+           "results_dir": str(tmp_path / "results"), "figures_dir": str(tmp_path / "figures"), "per_point_figures": False}
+    f = tmp_path / "grid.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+
+    assert grid.main([str(f)]) == 1
+    text = capsys.readouterr().out
+    assert "1 FAILED" in text and "02_judge.ipynb" in text and "judge exploded" in text and "cell 3 of the executed notebook" in text  # papermill adds a cell
+    assert "'judge': 'bad'" in text
+    point = tmp_path / "runs" / "t" / "summeval"
+    assert (point / "good-logprobs" / "03_discernment.ipynb").exists()  # the other point went on
+    assert not (point / "bad-logprobs" / "03_discernment.ipynb").exists()
+    scores = pd.read_csv(tmp_path / "results" / "scores.csv")
+    assert list(scores["judge"]) == ["good"] and "text" not in scores.columns  # numbers only
+    assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["good"]
+    assert (tmp_path / "figures" / "04_figures.txt").read_text() == str(resolve(tmp_path / "results"))

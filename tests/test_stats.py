@@ -1,0 +1,268 @@
+"""Discernment statistics: hand-computed cases, scipy cross-checks, properties, table behaviour."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats as sps
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_stats_fixtures import synth_scores
+
+from dhp.errors import DHPError
+from dhp.stats import (
+    combine_p,
+    discernment,
+    discernment_score,
+    fast_p_greater,
+    level_balanced_mean,
+    level_weights,
+    resolve_method,
+    summarize,
+    wilcoxon_greater,
+)
+
+
+# ---------------------------------------------------------------- Wilcoxon, by hand
+def test_all_positive_distinct_differences_give_one_over_two_to_the_n():
+    # d = 1..5, all positive: only the all-plus sign pattern reaches T+ = 15 -> p = 1/2^5.
+    r = wilcoxon_greater([2, 4, 6, 8, 10], [1, 2, 3, 4, 5])
+    assert r.p == pytest.approx(1 / 32)
+    assert (r.n_pairs, r.n_nonzero, r.n_dropped_nan, r.method_used) == (5, 5, 0, "exact")
+
+
+def test_mixed_signs_hand_enumeration():
+    # d = [3, -1, 2, 4]: ranks 3,1,2,4, T+ = 9. Subsets of {1,2,3,4} with sum >= 9: {2,3,4}, {1,2,3,4} -> 2/16.
+    r = wilcoxon_greater([3, 0, 2, 4], [0, 1, 0, 0])
+    assert r.p == pytest.approx(2 / 16)
+
+
+def test_exact_with_ties_and_zeros_falls_back_and_is_recorded():
+    # d = [1, 1, 2, 0]; zeros dropped (wilcox), ranks 1.5, 1.5, 3, all positive -> p = 1/8 by enumeration.
+    r = wilcoxon_greater([2, 2, 3, 1], [1, 1, 1, 1], method="exact")
+    assert r.method_used == "permutation"
+    assert "exact_fallback" in r.flags
+    assert r.p == pytest.approx(1 / 8)
+
+
+def test_large_sample_with_ties_uses_normal_approximation():
+    d = np.array([1.0] * 30 + [2.0] * 30 + [-1.0] * 5)
+    used, flags = resolve_method(d, "exact", "wilcox")
+    assert used == "asymptotic" and flags == ["exact_fallback"]
+    r = wilcoxon_greater(d, np.zeros_like(d), method="exact")
+    ref = sps.wilcoxon(d, alternative="greater", method="asymptotic").pvalue
+    assert r.p == pytest.approx(ref)
+
+
+def test_all_zero_differences_give_p_one_with_flag():
+    r = wilcoxon_greater([3, 4, 5], [3, 4, 5])
+    assert r.p == 1.0 and r.flags == ["all_zero"] and r.n_nonzero == 0 and r.n_pairs == 3
+
+
+def test_nan_pairs_are_dropped_and_counted():
+    r = wilcoxon_greater([5, np.nan, 3, 4, 6], [1, 1, np.nan, 2, 2])
+    assert (r.n_pairs, r.n_dropped_nan) == (3, 2)
+    assert r.p == pytest.approx(1 / 8)  # d = [4, 2, 4]: all positive, ties -> permutation 1/8
+
+
+def test_no_pairs_give_nan():
+    r = wilcoxon_greater([np.nan], [1.0])
+    assert math.isnan(r.p) and r.flags == ["no_pairs"]
+
+
+# ---------------------------------------------------------------- scipy cross-checks
+@pytest.mark.parametrize("n", [6, 12, 20, 60])
+@pytest.mark.parametrize("zero_method", ["wilcox", "pratt", "zsplit"])
+def test_matches_scipy_default_auto(n, zero_method):
+    rng = np.random.default_rng(n)
+    x = rng.integers(1, 6, n).astype(float)
+    y = rng.integers(1, 5, n).astype(float)
+    ours = wilcoxon_greater(x, y, zero_method=zero_method).p
+    ref = sps.wilcoxon(x, y, zero_method=zero_method, alternative="greater").pvalue
+    assert ours == pytest.approx(ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("zero_method", ["wilcox", "pratt", "zsplit"])
+@pytest.mark.parametrize("d", [[1, 1, 2, 0, -1, 3], [2, -2, 2, 1, 0, 0, 4], [1, 2, 3, -1, -2, 5, 5]])
+def test_permutation_enumeration_equals_scipy_permutation_method(d, zero_method):
+    d = np.array(d, dtype=float)
+    r = wilcoxon_greater(d, np.zeros_like(d), zero_method=zero_method)
+    assert r.method_used == "permutation"
+    ref = sps.wilcoxon(d, zero_method=zero_method, alternative="greater", method=sps.PermutationMethod()).pvalue
+    assert r.p == pytest.approx(ref, rel=1e-12)
+
+
+diffs = st.lists(st.integers(-4, 4).map(float), min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(d=diffs, zero_method=st.sampled_from(["wilcox", "pratt", "zsplit"]), method=st.sampled_from(["auto", "exact", "asymptotic"]))
+def test_bootstrap_fast_path_equals_scipy_path(d, zero_method, method):
+    d = np.array(d)
+    slow = wilcoxon_greater(d, np.zeros_like(d), zero_method=zero_method, method=method).p
+    fast = fast_p_greater(d, zero_method=zero_method, method=method)
+    assert fast == pytest.approx(slow, rel=1e-7, abs=1e-12)
+
+
+# ---------------------------------------------------------------- combination and D
+def test_harmonic_mean_by_hand():
+    assert combine_p([0.01, 0.04]) == pytest.approx(1 / (100 + 25))  # paper: 0.008
+    assert combine_p([0.01, 0.04], combine="wilson") == pytest.approx(2 / 125)  # M times larger
+    assert combine_p([0.01, 0.04], [0.5, 0.5]) == pytest.approx(1 / (50 + 12.5))
+    assert combine_p([0.01, 0.04], [0.2, 0.8]) == pytest.approx(1 / (20 + 20))
+
+
+def test_nan_metric_is_left_out_and_weights_renormalised():
+    assert combine_p([0.02, np.nan]) == pytest.approx(0.02)
+    assert combine_p([0.02, np.nan, 0.5], [0.5, 0.25, 0.25]) == pytest.approx(1 / (0.5 / 0.75 / 0.02 + 0.25 / 0.75 / 0.5))
+    assert math.isnan(combine_p([np.nan, np.nan]))
+
+
+def test_discernment_score_by_hand():
+    assert discernment_score(0.05) == pytest.approx(1.0)
+    assert discernment_score(0.0025) == pytest.approx(2.0)
+    assert discernment_score(1.0) == 0.0
+    assert np.isfinite(discernment_score(0.0)) and discernment_score(0.0) > 200
+
+
+probs = st.floats(min_value=1e-300, max_value=1.0, allow_nan=False)
+
+
+@given(a=probs, b=probs)
+def test_d_is_decreasing_in_p(a, b):
+    lo, hi = min(a, b), max(a, b)
+    assert discernment_score(lo) >= discernment_score(hi)
+
+
+@given(p=probs, combine=st.sampled_from(["paper", "wilson"]))
+def test_one_metric_combines_to_its_own_p(p, combine):
+    assert combine_p([p], combine=combine) == pytest.approx(p, rel=1e-12)
+
+
+@given(ps=st.lists(probs, min_size=2, max_size=5), data=st.data())
+def test_all_weight_on_one_metric_returns_its_p(ps, data):
+    k = data.draw(st.integers(0, len(ps) - 1))
+    w = np.zeros(len(ps))
+    w[k] = 1.0
+    assert combine_p(ps, w, "paper") == pytest.approx(ps[k], rel=1e-12)
+
+
+@given(ps=st.lists(probs, min_size=1, max_size=5))
+def test_wilson_unweighted_is_m_times_paper(ps):
+    assert combine_p(ps, combine="wilson") == pytest.approx(min(1.0, len(ps) * combine_p(ps)), rel=1e-9)
+
+
+# ---------------------------------------------------------------- level-balanced average
+def test_level_balanced_average_by_hand():
+    d = [3, 1, 2, 0.5, 1.5, 1.0]
+    lv = ["character", "character", "word", "sentence", "sentence", "sentence"]
+    # (mean(3,1) + 2 + mean(0.5,1.5,1.0)) / 3 = (2 + 2 + 1) / 3
+    assert level_balanced_mean(d, lv) == pytest.approx(5 / 3)
+    assert level_weights(lv).sum() == pytest.approx(1.0)
+
+
+def test_task_without_sentence_level_averages_levels_present():
+    assert level_balanced_mean([3, 1, 2, 4], ["character", "character", "word", "word"]) == pytest.approx(2.5)
+
+
+# ---------------------------------------------------------------- the tables
+def test_discernment_table_rows_and_placebo_excluded_from_summary():
+    s = synth_scores(n=20, seed=1)
+    d = discernment(s)
+    assert "original" not in set(d["perturbation"])
+    assert len(d) == 6  # 5 perturbations + placebo
+    plc = d[d["perturbation"] == "placebo"].iloc[0]
+    assert plc["role"] == "placebo_calibration"
+    assert "all_zero" in plc["flags"]  # unchanged scores -> every metric p = 1
+    # ...but the paper's unweighted formula gives 1 / (4 * 1) = 0.25 over 4 metrics, so D > 0.
+    assert plc["p"] == pytest.approx(0.25) and plc["p_EW"] == pytest.approx(1.0)
+    real = d[d["perturbation"] != "placebo"].set_index(["perturbation", "severity"])["D"]
+    expected = (
+        (real[("char_typo", "minor")] + real[("char_typo", "major")] + real[("char_deletion", "minor")]) / 3
+        + real[("fictional_entities", "minor")]
+        + real[("sentence_reorder", "minor")]
+    ) / 3
+    sm = summarize(d).iloc[0]
+    assert sm["D_avg"] == pytest.approx(expected)
+    assert sm["D_min"] == pytest.approx(real.min())
+    assert sm["placebo_D"] == pytest.approx(math.log(0.25) / math.log(0.05))
+    assert sm["n_perturbations"] == 5
+
+
+def test_paper_and_per_metric_p_values_agree_with_scipy_in_table():
+    s = synth_scores(n=15, seed=2)
+    d = discernment(s).set_index(["perturbation", "severity"])
+    row = d.loc[("char_typo", "minor")]
+    sub = s[s["perturbation"].isin(["original", "char_typo"]) & s["severity"].isin(["none", "minor"])]
+    ps = []
+    for m in ("coherence", "consistency", "fluency", "relevance"):
+        w = sub[sub["metric"] == m].pivot(index="item_id", columns="perturbation", values="score")
+        ps.append(sps.wilcoxon(w["original"], w["char_typo"], alternative="greater").pvalue)
+    assert row["p"] == pytest.approx(1 / sum(1 / p for p in ps))
+    assert row["D"] == pytest.approx(math.log(row["p"]) / math.log(0.05))
+    ew = np.array([0.1, 0.0, 0.9, 0.0])  # project default for summarization char_typo
+    assert row["p_EW"] == pytest.approx(1 / sum(w / p for w, p in zip(ew, ps)))
+
+
+def test_likelihood_mode_is_single_metric_so_d_equals_d_ew():
+    d = discernment(synth_scores(n=12, mode="likelihood"))
+    assert (d["n_metrics"] == 1).all()
+    assert np.allclose(d["D"], d["D_EW"])
+
+
+def test_wilson_combine_changes_only_unweighted_p():
+    s = synth_scores(n=15, seed=3)
+    a = discernment(s, combine="paper")
+    b = discernment(s, combine="wilson")
+    assert np.allclose(b["p_EW"], a["p_EW"])
+    real = a["perturbation"] != "placebo"
+    assert np.allclose(b.loc[real, "p"], np.minimum(1, 4 * a.loc[real, "p"]))
+
+
+def test_nan_scores_are_counted_in_table():
+    s = synth_scores(n=12, seed=4)
+    hit = (s["perturbation"] == "char_typo") & (s["severity"] == "minor") & (s["item_id"].isin(["i0", "i1"]))
+    s.loc[hit & (s["metric"] == "fluency"), "score"] = np.nan
+    row = discernment(s).set_index(["perturbation", "severity"]).loc[("char_typo", "minor")]
+    assert row["n_dropped_nan"] == 2 and row["n_pairs_min"] == 10 and "nan_dropped" in row["flags"]
+
+
+def test_bootstrap_is_seeded_and_gives_intervals():
+    s = synth_scores(n=15, seed=5)
+    a = discernment(s, n_boot=50, seed=7)
+    b = discernment(s, n_boot=50, seed=7)
+    pd.testing.assert_frame_equal(a, b)
+    real = a[a["perturbation"] != "placebo"]
+    assert (real["D_lo"] <= real["D_hi"]).all()
+    assert real["share_D_gt_1"].between(0, 1).all()
+    sm = summarize(a).iloc[0]
+    assert sm["D_avg_lo"] <= sm["D_avg_hi"] and 0 <= sm["share_D_avg_gt_1"] <= 1
+    assert discernment(s, n_boot=0)["D_lo"].isna().all()
+
+
+def test_groups_are_kept_apart():
+    s = pd.concat([synth_scores(n=10, judge="a"), synth_scores(n=10, judge="b", seed=9)])
+    sm = summarize(discernment(s))
+    assert list(sm["judge"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda s: s.drop(columns=["level"]), "lacks columns"),
+        (lambda s: pd.concat([s, s.iloc[:1]]), "duplicate"),
+        (lambda s: s[s["perturbation"] != "original"], "No 'original'"),
+    ],
+)
+def test_bad_scores_tables_raise_clear_errors(mutate, match):
+    with pytest.raises(DHPError, match=match):
+        discernment(mutate(synth_scores(n=5)))
+
+
+def test_bad_options_raise():
+    s = synth_scores(n=5)
+    with pytest.raises(DHPError, match="combine"):
+        discernment(s, combine="fisher")
+    with pytest.raises(DHPError, match="zero_method"):
+        discernment(s, zero_method="drop")

@@ -1,0 +1,42 @@
+"""Synthetic scores tables (numpy only) in the contract's schema, for the stats/plots tests."""
+
+import numpy as np
+import pandas as pd
+
+from dhp.schema import DATASET_TASK, TASK_METRICS
+
+COLUMNS = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score", "n_valid", "n_failed"]
+
+# (perturbation, severity, level, effect size in score points)
+PERTURBATIONS = [
+    ("char_typo", "minor", "character", 1.0),
+    ("char_typo", "major", "character", 2.0),
+    ("char_deletion", "minor", "character", 1.0),
+    ("fictional_entities", "minor", "word", 0.5),
+    ("sentence_reorder", "minor", "sentence", 0.3),
+    ("placebo", "single", "none", 0.0),
+]
+
+
+def synth_scores(n=20, seed=0, dataset="summeval", judge="j1", mode="logprobs", perturbations=PERTURBATIONS):
+    rng = np.random.default_rng(seed)
+    metrics = ("likelihood",) if mode == "likelihood" else TASK_METRICS[DATASET_TASK[dataset]]
+    base = {m: rng.integers(2, 6, n).astype(float) for m in metrics}
+    rows = []
+    for m in metrics:
+        for i in range(n):
+            rows.append((dataset, judge, mode, f"i{i}", "original", "none", "none", m, base[m][i], 1, 0))
+    for pert, sev, lvl, eff in perturbations:
+        for m in metrics:
+            sc = base[m] if eff == 0 else np.round(base[m] - eff + rng.normal(0, 0.5, n))
+            for i in range(n):
+                rows.append((dataset, judge, mode, f"i{i}", pert, sev, lvl, m, float(sc[i]), 1, 0))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def test_synthetic_table_follows_the_contract_schema():
+    s = synth_scores(n=4)
+    assert list(s.columns) == COLUMNS
+    assert not s.duplicated(["item_id", "perturbation", "severity", "metric"]).any()
+    # 4 items x (original + 6 perturbations) x 4 summarization metrics
+    assert len(s) == 4 * 7 * 4

@@ -1,0 +1,91 @@
+"""Expert weights: the shipped default, validation errors, votes -> weights, safe writing."""
+
+import pandas as pd
+import pytest
+
+from dhp.errors import DHPError
+from dhp.schema import TASK_METRICS
+from dhp.weights import (
+    DEFAULT_VOTES,
+    TASK_PERTURBATIONS,
+    coverage_gaps,
+    load_expert_weights,
+    validate_expert_weights,
+    weights_for,
+    weights_from_votes,
+    write_expert_weights,
+)
+from dhp.io import resolve
+
+
+def test_shipped_default_is_complete_valid_and_labelled_as_ours():
+    ew = load_expert_weights()
+    assert coverage_gaps(ew) == []
+    assert ew.groupby(["task", "perturbation"])["weight"].sum().round(9).eq(1).all()
+    first = resolve("data/expert_weights.csv").read_text().splitlines()[0]
+    assert first.startswith("#") and "not the paper" in first
+
+
+def test_shipped_default_matches_default_votes():
+    ew = load_expert_weights()
+    expected = weights_from_votes(DEFAULT_VOTES)
+    pd.testing.assert_frame_equal(ew, expected, check_dtype=False)
+
+
+def test_paper_example_votes_become_vote_shares():
+    # The paper's example: votes 4, 1, 5 for coherence, consistency, fluency -> [0.4, 0.1, 0.5].
+    ew = weights_from_votes({"story_completion": {"char_typo": {"coherence": 4, "consistency": 1, "fluency": 5}}})
+    assert list(weights_for(ew, "storycloze", "char_typo", ["coherence", "consistency", "fluency"])) == pytest.approx([0.4, 0.1, 0.5])
+
+
+def test_no_votes_means_equal_weights():
+    ew = weights_from_votes({"translation": {"placebo": {}}})
+    assert list(ew["weight"]) == [0.5, 0.5]
+
+
+def _good():
+    return pd.DataFrame(
+        {"task": ["translation"] * 2, "perturbation": ["char_typo"] * 2, "metric": ["accuracy", "fluency"],
+         "votes": [2, 8], "weight": [0.2, 0.8]}
+    )
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d.drop(columns=["votes"]), "missing columns"),
+        (lambda d: d.assign(weight=[0.3, 0.8]), "sum to 1.1"),
+        (lambda d: d.assign(metric=["accuracy", "coherence"]), "not metrics of task"),
+        (lambda d: d.assign(weight=[-0.2, 1.2]), "negative weight"),
+        (lambda d: d.assign(task=["poetry"] * 2), "unknown task"),
+        (lambda d: d.assign(weight=["x", 0.8]), "not a number"),
+        (lambda d: pd.concat([d, d.iloc[:1]]), "duplicate row"),
+    ],
+)
+def test_validation_errors(mutate, match):
+    validate_expert_weights(_good())
+    with pytest.raises(DHPError, match=match):
+        validate_expert_weights(mutate(_good()))
+
+
+def test_missing_perturbation_weights_are_an_error():
+    with pytest.raises(DHPError, match="No expert weights"):
+        weights_for(validate_expert_weights(_good()), "wmt22_de_en", "word_deletion", ["accuracy", "fluency"])
+
+
+def test_write_roundtrip_and_no_silent_overwrite(tmp_path):
+    out = tmp_path / "ew.csv"
+    ew = weights_from_votes(DEFAULT_VOTES)
+    write_expert_weights(ew, out, "test votes")
+    pd.testing.assert_frame_equal(load_expert_weights(out), ew, check_dtype=False)
+    with pytest.raises(DHPError, match="already exists"):
+        write_expert_weights(ew, out, "again")
+
+
+def test_missing_file_names_the_fix(tmp_path):
+    with pytest.raises(DHPError, match="notebook 06"):
+        load_expert_weights(tmp_path / "nope.csv")
+
+
+def test_perturbation_lists_cover_every_task():
+    assert set(TASK_PERTURBATIONS) == set(TASK_METRICS)
