@@ -1,0 +1,202 @@
+"""Hierarchical perturbation (DHP paper §4.1, Table 2, Appendix B): turn each reference text into
+lower-quality variants at the character, word and sentence level, reproducibly.
+
+Public API:
+- `perturb(dataset_df, seed=0, perturber="rule", ...)` -> the perturbed table;
+- `audit(perturbed, dataset=None)` -> one row per method: did it do what it claims?;
+- `verify(perturbed, dataset=None)` -> the table with a per-row `verified` column;
+- `methods_table(dataset=None)` -> Table 2 as data (levels, severities, k values);
+- `diff_html(original, new)`, `examples_html(perturbed)` -> highlighted changes for notebooks.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+
+from dhp.errors import DHPError
+from dhp.perturb import entities, grammar, paraphrase, rules
+from dhp.perturb.display import diff_html, examples_html
+from dhp.perturb.registry import LLM_METHODS, Method, methods_for, methods_table, task_of
+from dhp.perturb.rules import Skip, stable_seed
+from dhp.perturb.verify import audit, verify
+from dhp.schema import ORIGINAL, PLACEBO
+
+__all__ = [
+    "COLUMNS", "perturb", "audit", "verify", "methods_table", "diff_html", "examples_html",
+    "row_seed", "resolve_perturber",
+]
+
+COLUMNS = [
+    "dataset", "task", "item_id", "perturbation", "level", "severity", "method", "text", "edits",
+    "status", "reason",
+]
+_REQUIRED = ("dataset", "item_id", "reference")
+
+
+def row_seed(seed: int, dataset: str, item_id: str, perturbation: str, severity: str) -> int:
+    """The seed of one output row: a stable hash of the run seed and the row's identity, so a row
+    is the same whatever n_items or the other rows are."""
+    return stable_seed("dhp-perturb", seed, dataset, item_id, perturbation, severity)
+
+
+def resolve_perturber(perturber):
+    """(backend or None, method label for LLM methods).
+
+    "rule" -> (None, "rule"); a backend spec string -> dhp.backends.get_backend(spec); an object
+    with .chat and .identity (for instance a test double) is used as is.
+    """
+    if isinstance(perturber, str):
+        if perturber.strip().lower() == "rule":
+            return None, "rule"
+        if not perturber.strip():
+            raise DHPError("Empty perturber.", "pass perturber='rule' or a backend spec like 'openai:<model>@<url>'.")
+        from dhp.backends import get_backend
+
+        backend = get_backend(perturber)
+    elif hasattr(perturber, "chat"):
+        backend = perturber
+    else:
+        raise DHPError(
+            f"perturber must be 'rule', a backend spec string or a backend object, not {type(perturber).__name__}.",
+            "pass perturber='rule' or e.g. 'openai:<model>@http://127.0.0.1:8000/v1'.",
+        )
+    identity = getattr(backend, "identity", None) or type(backend).__name__
+    return backend, f"llm:{identity}"
+
+
+def _rule(m: Method, text: str, rng: random.Random, fake, item: dict, pool: dict[str, str],
+          seed: int) -> tuple[str, str]:
+    p, sev = m.perturbation, m.severity
+    if p == "char_deletion":
+        return rules.char_deletion(text, int(m.k), rng)
+    if p == "char_typo":
+        return rules.char_typo(text, int(m.k), rng)
+    if p == "word_deletion":
+        return rules.word_deletion(text, int(m.k), rng)
+    if p == "sentence_reorder":
+        return rules.sentence_reorder(text, sev, rng)
+    if p == "fictional_entities":
+        return entities.fictional_entities(text, sev, rng, fake)
+    if p == "grammatical_errors":
+        return grammar.grammatical_errors(text, sev, rng)
+    if p == "rewrite_insert":
+        return paraphrase.rewrite_insert(text, sev, rng)
+    if p in ("random_ending", "random_answer"):
+        donor = rules.pick_donor(item["item_id"], text, pool, "donor", seed, item["dataset"], p)
+        return pool[donor], f"replaced with the reference of item {donor}"
+    if p == "wrong_ending":
+        wrong = (item.get("wrong_ending") or "").strip()
+        if not wrong:
+            raise Skip("the dataset has no wrong ending for this item")
+        if wrong == text.strip():
+            raise Skip("the wrong ending equals the right ending")
+        return wrong, "replaced with the dataset's wrong ending"
+    if p == PLACEBO:
+        return text, "unchanged (placebo)"
+    raise DHPError(f"Unknown perturbation {p!r}.", "use a name from dhp.perturb.methods_table().")
+
+
+def perturb(
+    dataset_df: pd.DataFrame,
+    seed: int = 0,
+    perturber="rule",
+    perturbations: list[str] | None = None,
+    max_attempts: int = 3,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Perturb every reference of a dataset table with every method of its task (paper Table 2).
+
+    Parameters: `dataset_df` is the dataset table of `dhp.data.load_dataset` (needs at least
+    dataset, item_id, reference; task and wrong_ending are used when present); `seed` the run
+    seed; `perturber` "rule" (rule-based counterparts for the LLM methods) or a backend spec /
+    backend object used for fictional_entities, grammatical_errors and rewrite_insert;
+    `perturbations` restricts the methods (default: all of the task, plus placebo); `max_attempts`
+    bounds the LLM retries per row.
+
+    Returns the perturbed table, one row per (item, perturbation, severity), items in input order,
+    methods in Table 2 order, with columns:
+    - dataset, task, item_id (str): the item;
+    - perturbation: "original", "placebo" or a method name (see `methods_table()`);
+    - level: "character", "word", "sentence", or "none" (original, placebo);
+    - severity: "minor", "major", "single", or "none" (original);
+    - method: "none" (original), "rule", or "llm:<backend identity>";
+    - text: the perturbed text (str), None unless status is "ok";
+    - edits: short human-readable summary of what changed ("deleted 10 alphanumeric chars", ...);
+    - status: "ok", "skipped" (the text cannot carry the method: too short, one sentence, no
+      entity, ...) or "failed" (LLM output invalid after all retries);
+    - reason: why a row is skipped/failed ("" when ok).
+
+    Each row's randomness comes from `row_seed(seed, dataset, item_id, perturbation, severity)`:
+    the same seed gives a byte-identical table, and a row does not change when n_items changes
+    (random_ending/random_answer pick the donor by rendezvous hashing for the same reason).
+    Python's global `random` state is left untouched.
+    """
+    if not isinstance(dataset_df, pd.DataFrame):
+        raise DHPError("perturb() needs the dataset table (a pandas DataFrame).",
+                       "pass the result of dhp.data.load_dataset(...).")
+    missing = [c for c in _REQUIRED if c not in dataset_df.columns]
+    if missing:
+        raise DHPError(f"The dataset table lacks column(s) {missing}.",
+                       "pass the table made by dhp.data.load_dataset(...).")
+    if dataset_df.empty:
+        raise DHPError("The dataset table has no rows.", "load at least one item (n_items >= 1).")
+    if dataset_df.duplicated(["dataset", "item_id"]).any():
+        raise DHPError("The dataset table has duplicate (dataset, item_id) rows.",
+                       "make item_id unique within each dataset.")
+    datasets = list(dict.fromkeys(dataset_df["dataset"].astype(str)))
+    plans = {ds: methods_for(ds, perturbations) for ds in datasets}  # validates names first
+    backend, llm_label = resolve_perturber(perturber)
+
+    from faker import Faker
+
+    fake = Faker("en_US")  # reseeded per row with seed_instance (its own RNG, not global random)
+
+    items = dataset_df.to_dict("records")
+    pools = {
+        ds: {str(r["item_id"]): str(r["reference"] or "") for r in items if str(r["dataset"]) == ds}
+        for ds in datasets
+    }
+    it = items
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(items, desc="perturb", unit="item")
+    rows = []
+    state = random.getstate()  # belt and braces: no method may leak changes to global random
+    try:
+        for item in it:
+            ds, item_id = str(item["dataset"]), str(item["item_id"])
+            task = str(item.get("task") or task_of(ds))
+            text = item["reference"] if isinstance(item["reference"], str) else ""
+            base = {"dataset": ds, "task": task, "item_id": item_id}
+            empty = not text.strip()
+            rows.append({**base, "perturbation": ORIGINAL, "level": "none", "severity": "none",
+                         "method": "none", "text": None if empty else text, "edits": "",
+                         "status": "skipped" if empty else "ok",
+                         "reason": "empty reference text" if empty else ""})
+            for m in plans[ds]:
+                use_llm = backend is not None and m.perturbation in LLM_METHODS
+                row = {**base, "perturbation": m.perturbation, "level": m.level,
+                       "severity": m.severity, "method": llm_label if use_llm else "rule",
+                       "text": None, "edits": "", "status": "skipped", "reason": ""}
+                rs = row_seed(seed, ds, item_id, m.perturbation, m.severity)
+                if empty:
+                    row["reason"] = "empty reference text"
+                elif use_llm:
+                    from dhp.perturb.llm import llm_perturb
+
+                    res = llm_perturb(backend, m.perturbation, m.severity, task, text, rs, max_attempts)
+                    row.update(text=res.text, edits=res.edits, status=res.status, reason=res.reason)
+                else:
+                    try:
+                        new, edits = _rule(m, text, random.Random(rs), fake, {**item, "item_id": item_id},
+                                           pools[ds], seed)
+                        row.update(text=new, edits=edits, status="ok")
+                    except Skip as s:
+                        row["reason"] = s.reason
+                rows.append(row)
+    finally:
+        random.setstate(state)
+    return pd.DataFrame(rows, columns=COLUMNS)

