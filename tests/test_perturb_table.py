@@ -168,7 +168,9 @@ def test_bad_arguments_raise_clear_errors(kwargs, match):
 def test_bad_tables_raise_clear_errors():
     df = items("summeval")
     with pytest.raises(DHPError, match="Unknown dataset"):
-        perturb(df.assign(dataset="imaginary_set"))
+        perturb(df.assign(dataset="imaginary_set").drop(columns=["task"]))
+    with pytest.raises(DHPError, match="Unknown task"):
+        perturb(df.assign(dataset="imaginary_set", task="poetry"))
     with pytest.raises(DHPError, match="lacks column"):
         perturb(df.drop(columns=["reference"]))
     with pytest.raises(DHPError, match="no rows"):
@@ -177,6 +179,15 @@ def test_bad_tables_raise_clear_errors():
         perturb(pd.concat([df, df]))
     with pytest.raises(DHPError, match="DataFrame"):
         perturb([{"dataset": "summeval"}])
+
+
+def test_own_dataset_uses_its_task_and_that_tasks_k():
+    own = perturb(items("summeval").assign(dataset="my_news"), perturbations=["char_deletion"])
+    ref = perturb(items("summeval"), perturbations=["char_deletion"])
+    assert set(own["dataset"]) == {"my_news"}
+    # Same task -> same methods and k (summeval's), so the edit summaries agree row for row.
+    assert own["edits"].tolist() == ref["edits"].tolist()
+    assert (audit(own)["pct_verified"].dropna() == 100).all()
 
 
 def test_empty_text_and_short_texts_are_recorded_skips():

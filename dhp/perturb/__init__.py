@@ -54,7 +54,11 @@ def resolve_perturber(perturber):
             raise DHPError("Empty perturber.", "pass perturber='rule' or a backend spec like 'openai:<model>@<url>'.")
         from dhp.backends import get_backend
 
-        backend = get_backend(perturber)
+        try:
+            backend = get_backend(perturber)
+        except DHPError as e:
+            raise DHPError(f"Bad perturber {perturber!r}: {e.problem}",
+                           f"pass perturber='rule', or an LLM backend spec: {e.fix}") from None
     elif hasattr(perturber, "chat"):
         backend = perturber
     else:
@@ -96,6 +100,19 @@ def _rule(m: Method, text: str, rng: random.Random, fake, item: dict, pool: dict
     if p == PLACEBO:
         return text, "unchanged (placebo)"
     raise DHPError(f"Unknown perturbation {p!r}.", "use a name from dhp.perturb.methods_table().")
+
+
+def _dataset_tasks(dataset_df: pd.DataFrame) -> dict[str, str]:
+    """dataset -> task from the table's `task` column (a dataset of your own has no built-in task)."""
+    if "task" not in dataset_df.columns:
+        return {}
+    pairs = dataset_df[["dataset", "task"]].astype(str).drop_duplicates()
+    clash = pairs[pairs.duplicated("dataset", keep=False)]
+    if not clash.empty:
+        ds = clash["dataset"].iloc[0]
+        raise DHPError(f"Dataset {ds!r} has rows of several tasks {sorted(clash['task'])}.",
+                       "give each dataset name a single task (split the file or rename the dataset).")
+    return {d: t for d, t in pairs.itertuples(index=False) if t and t != "nan"}
 
 
 def perturb(
@@ -146,7 +163,8 @@ def perturb(
         raise DHPError("The dataset table has duplicate (dataset, item_id) rows.",
                        "make item_id unique within each dataset.")
     datasets = list(dict.fromkeys(dataset_df["dataset"].astype(str)))
-    plans = {ds: methods_for(ds, perturbations) for ds in datasets}  # validates names first
+    tasks = _dataset_tasks(dataset_df)
+    plans = {ds: methods_for(ds, perturbations, tasks.get(ds)) for ds in datasets}  # validates names first
     backend, llm_label = resolve_perturber(perturber)
 
     from faker import Faker
@@ -168,7 +186,7 @@ def perturb(
     try:
         for item in it:
             ds, item_id = str(item["dataset"]), str(item["item_id"])
-            task = str(item.get("task") or task_of(ds))
+            task = str(item.get("task") or tasks.get(ds) or task_of(ds))
             text = item["reference"] if isinstance(item["reference"], str) else ""
             base = {"dataset": ds, "task": task, "item_id": item_id}
             empty = not text.strip()

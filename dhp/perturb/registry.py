@@ -113,13 +113,28 @@ def task_of(dataset: str) -> str:
         ) from None
 
 
-def methods_for(dataset: str, perturbations: list[str] | None = None) -> list[Method]:
+# Your own dataset (dhp.data.load_custom) gets the k values of the paper's dataset of the same task.
+TASK_DEFAULT_K_SOURCE = {
+    "summarization": "summeval",
+    "story_completion": "storycloze",
+    "question_answering": "pubmedqa",
+    "translation": "wmt22_zh_en",
+}
+
+
+def methods_for(dataset: str, perturbations: list[str] | None = None, task: str | None = None) -> list[Method]:
     """The methods that apply to `dataset`, optionally restricted to the named `perturbations`.
 
-    Raises DHPError for an unknown dataset, an unknown perturbation name, or a perturbation that
-    the paper does not define for this dataset's task.
+    `task` is needed only for a dataset of your own (not one of the paper's); its k values are those
+    of the paper's dataset of the same task (`TASK_DEFAULT_K_SOURCE`).
+    Raises DHPError for an unknown dataset without a task, an unknown task or perturbation name, or
+    a perturbation that the paper does not define for this dataset's task.
     """
-    task = task_of(dataset)
+    if dataset in DATASET_TASK or task is None:
+        task = task_of(dataset)
+    elif task not in TASK_METHODS:
+        raise DHPError(f"Unknown task {task!r} for dataset {dataset!r}.", f"use one of {sorted(TASK_METHODS)}.")
+    k_source = dataset if dataset in K_TABLE else TASK_DEFAULT_K_SOURCE[task]
     table = TASK_METHODS[task]
     available = [p for p, _ in table]
     if perturbations is not None:
@@ -139,9 +154,15 @@ def methods_for(dataset: str, perturbations: list[str] | None = None) -> list[Me
         if perturbations is not None and p not in perturbations:
             continue
         for sev in severities:
-            k = K_TABLE.get(dataset, {}).get(p, {}).get(sev)
+            k = K_TABLE.get(k_source, {}).get(p, {}).get(sev)
             out.append(Method(p, DESCRIPTIONS[p][0], sev, k))
     return out
+
+
+def k_for(dataset: str, task: str | None, perturbation: str, severity: str) -> int | str | None:
+    """The k of one (dataset, perturbation, severity); datasets of your own use their task's default."""
+    source = dataset if dataset in K_TABLE else TASK_DEFAULT_K_SOURCE.get(task or "", "")
+    return K_TABLE.get(source, {}).get(perturbation, {}).get(severity)
 
 
 def methods_table(dataset: str | None = None):

@@ -7,7 +7,7 @@ import statistics
 import pandas as pd
 
 from dhp.perturb import entities, grammar, paraphrase, rules
-from dhp.perturb.registry import K_TABLE
+from dhp.perturb.registry import k_for
 
 AUDIT_COLUMNS = [
     "dataset", "perturbation", "level", "severity", "method", "k", "n_rows", "n_ok", "n_skipped",
@@ -42,7 +42,7 @@ def verify_row(row, reference: str, references: dict[str, str], wrong_ending: st
         from dhp.perturb.llm import validate
 
         return validate(p, reference, text) is None
-    k = K_TABLE.get(row["dataset"], {}).get(p, {}).get(sev)
+    k = k_for(row["dataset"], row.get("task"), p, sev)
     if p == "char_deletion":
         return rules.is_char_deletion(reference, text, k)
     if p == "char_typo":
@@ -126,7 +126,7 @@ def audit(perturbed: pd.DataFrame, dataset: pd.DataFrame | None = None) -> pd.Da
         ds, p, level, sev, method = key
         ok = g[g["status"] == "ok"]
         d = [x for x in ok["edit_distance"] if x == x]
-        k = K_TABLE.get(ds, {}).get(p, {}).get(sev)
+        k = k_for(ds, g["task"].iloc[0] if "task" in g else None, p, sev)
         rows.append(
             {
                 "dataset": ds, "perturbation": p, "level": level, "severity": sev, "method": method,
