@@ -47,7 +47,7 @@ SCHEMA: dict[str, tuple[tuple, str]] = {
     "expert_weights": ((str, type(None)), "expert-weights CSV (null = data/expert_weights.csv)"),
     "data_dir": ((str, type(None)), "dataset root (null = DHP_DATA_DIR or ../shared/datasets)"),
     "storycloze_path": ((str, type(None)), "user-supplied Story Cloze CSV"),
-    "cache": ((str, type(None)), "judge cache path, passed to notebook 02 as `cache`"),
+    "cache": ((str, type(None)), "judge cache path, passed to notebook 02 as `cache_path`"),
     "perturber": ((str,), "perturber for notebook 01 ('rule' or an LLM spec)"),
     "runs_dir": ((str,), "where executed notebooks go (default runs)"),
     "results_dir": ((str,), "aggregated tables (default results)"),
@@ -234,9 +234,11 @@ def _common(p: dict) -> dict:
         "combine": p["combine"],
         "perturber": p["perturber"],
     }
-    for k in ("expert_weights", "data_dir", "storycloze_path", "cache"):
+    for k in ("expert_weights", "data_dir", "storycloze_path"):
         if p[k] is not None:
-            c[k] = p[k] if k == "cache" else str(resolve(p[k]))
+            c[k] = str(resolve(p[k]))
+    if p["cache"] is not None:
+        c["cache_path"] = str(resolve(p["cache"]))  # notebook 02's parameter name
     return c
 
 

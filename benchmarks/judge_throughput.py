@@ -1,0 +1,165 @@
+"""Judge engine throughput benchmark (issue 4). Prints, last, exactly:
+
+    P1 <ratio>                      embedded pipeline throughput / raw llama-cpp-python on the same prompts
+    P2 <ratio>                      prompt tokens computed (prefix-grouped order) / unique-token lower bound
+    P2naive <ratio>                 same for a shuffled order (simulated with the backend's own reuse rule)
+    P3 calls=<a>/<b> D=<x>/<y>      logprobs vs sample(5): calls, and D for one perturbation
+    P4 calls=<n> seconds=<s>        warm rerun of notebooks/02_judge.ipynb (papermill): calls made, wall time
+
+Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1]
+Not a test: numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import wilcoxon
+
+from dhp.backends import EmbeddedBackend, _lcp
+from dhp.data import load_dataset
+from dhp.io import write_parquet
+from dhp.judge import TOP_LOGPROBS, build_prompt, judge
+from dhp.perturb import perturb
+
+
+def trie_size(seqs: list[list[int]]) -> int:
+    """Distinct prefixes = tokens any prefix cache must compute at least once."""
+    seen: set = set()
+    for s in seqs:
+        node = ()
+        for t in s:
+            node = node + (t,)
+            seen.add(hash(node))
+    return len(seen)
+
+
+def simulate_single_slot(seqs: list[list[int]], chunk: int) -> int:
+    """Tokens computed by the embedded backend's reuse rule (prefix of the previous prompt, rounded down
+    to a chunk boundary, at least the last token) for prompts in the given order."""
+    prev: list[int] = []
+    total = 0
+    for s in seqs:
+        keep = min(_lcp(prev, s), len(s) - 1)
+        keep -= keep % chunk
+        total += len(s) - keep
+        prev = s
+    return total
+
+
+def d_score(orig: np.ndarray, pert: np.ndarray) -> float:
+    """D = log(p)/log(0.05), p from the one-sided Wilcoxon signed-rank test original > perturbed."""
+    ok = ~(np.isnan(orig) | np.isnan(pert))
+    if ok.sum() < 2 or np.allclose(orig[ok], pert[ok]):
+        return 0.0
+    p = wilcoxon(orig[ok], pert[ok], alternative="greater").pvalue
+    return math.log(p) / math.log(0.05) + 0.0  # + 0.0 turns -0.0 (p = 1) into 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=2)
+    ap.add_argument("--p3-items", type=int, default=8)
+    ap.add_argument("--p4-items", type=int, default=1)
+    ap.add_argument("--metric", default="coherence")
+    args = ap.parse_args()
+
+    ds = load_dataset("summeval", n_items=max(args.items, args.p3_items), seed=0)
+    pt = perturb(ds, seed=0)
+    items = list(dict.fromkeys(pt["item_id"]))
+    pt1 = pt[pt["item_id"].isin(items[: args.items])]
+
+    # ---- P1 / P2: pipeline (cold, in-memory cache) vs raw llama-cpp-python on the same prompts
+    backend = EmbeddedBackend()
+    backend.llm  # load outside the timing
+    t = time.perf_counter()
+    sc = judge(pt1, ds, judge=backend, mode="logprobs", metrics=[args.metric], cache=None, progress=False)
+    t_pipe = time.perf_counter() - t
+    st = sc.attrs["judge_stats"]
+    n_calls = st["calls"]
+
+    # the same prompts, in the same order, as the judge built them
+    ok = pt1[pt1["status"] == "ok"]
+    item_rec = {r["item_id"]: r for r in ds.to_dict("records")}
+    prompts, seen = [], set()
+    for iid in items[: args.items]:
+        for rank in (0, 1):
+            sub = ok[(ok["item_id"] == iid) & ((ok["perturbation"] != "original").astype(int) == rank)]
+            for rec in sub.sort_values(["perturbation", "severity"], kind="stable").to_dict("records"):
+                p = build_prompt("summarization", args.metric, item_rec[iid], rec["text"])
+                if p not in seen:
+                    seen.add(p)
+                    prompts.append(p)
+    assert len(prompts) == n_calls, (len(prompts), n_calls)
+    from llama_cpp import Llama
+
+    raw = Llama(model_path=str(backend.model_path), n_ctx=2048, n_threads=backend.n_threads,
+                n_threads_batch=backend.n_threads, seed=0, logits_all=True, verbose=False)
+    t = time.perf_counter()
+    for p in prompts:
+        raw.create_chat_completion([{"role": "user", "content": p}], max_tokens=5, temperature=0.0,
+                                   logprobs=True, top_logprobs=TOP_LOGPROBS)
+    t_raw = time.perf_counter() - t
+    raw.close()
+    p1 = t_raw / t_pipe  # throughput ratio = (calls / t_pipe) / (calls / t_raw)
+
+    seqs = [backend.format_chat([{"role": "user", "content": p}])[0] for p in prompts]
+    lower = trie_size(seqs)
+    p2 = st["prompt_tokens_computed"] / lower
+    sim_grouped = simulate_single_slot(seqs, backend.CHUNK)
+    order = np.random.default_rng(0).permutation(len(seqs))
+    p2naive = simulate_single_slot([seqs[i] for i in order], backend.CHUNK) / lower
+    print(f"[P1] {n_calls} calls: pipeline {t_pipe:.1f} s, raw llama-cpp-python {t_raw:.1f} s")
+    print(f"[P2] submitted {st['prompt_tokens_submitted']}, computed {st['prompt_tokens_computed']} "
+          f"(simulated {sim_grouped}), unique lower bound {lower}")
+
+    # ---- P3: logprobs (1 call) vs sample (5 calls), D for one perturbation on the same items
+    pert = "char_deletion"
+    sev = "minor"
+    pt3 = pt[pt["item_id"].isin(items[: args.p3_items])
+             & ((pt["perturbation"] == "original") | ((pt["perturbation"] == pert) & (pt["severity"] == sev)))]
+    res = {}
+    for mode in ("logprobs", "sample"):
+        t = time.perf_counter()
+        s3 = judge(pt3, ds, judge=backend, mode=mode, n_samples=5, metrics=[args.metric], cache=None, progress=False)
+        wide = s3.pivot_table(index="item_id", columns="perturbation", values="score", dropna=False)
+        res[mode] = (s3.attrs["judge_stats"]["calls"], time.perf_counter() - t,
+                     d_score(wide["original"].to_numpy(float), wide[pert].to_numpy(float)))
+    print(f"[P3] {pert}/{sev} on {args.p3_items} items, metric {args.metric}: "
+          f"logprobs {res['logprobs'][1]:.1f} s, sample {res['sample'][1]:.1f} s")
+
+    # ---- P4: notebook 02 cold then warm (papermill), same cache
+    import papermill as pm
+
+    nb = Path(__file__).resolve().parent.parent / "notebooks" / "02_judge.ipynb"
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        d4 = load_dataset("summeval", n_items=args.p4_items, seed=0)
+        write_parquet(perturb(d4, seed=0), run_dir / "perturbed.parquet")
+        params = {"n_items": args.p4_items, "run_dir": str(run_dir), "cache_path": str(Path(tmp) / "c.sqlite")}
+        t = time.perf_counter()
+        pm.execute_notebook(str(nb), str(Path(tmp) / "cold.ipynb"), parameters=params, progress_bar=False,
+                            cwd=str(nb.parent))
+        t_cold = time.perf_counter() - t
+        t = time.perf_counter()
+        out = pm.execute_notebook(str(nb), str(Path(tmp) / "warm.ipynb"), parameters=params,
+                                  progress_bar=False, cwd=str(nb.parent))
+        t_warm = time.perf_counter() - t
+        text = "".join(o.get("text", "") for c in out.cells for o in c.get("outputs", []))
+        warm_calls = int(text.split("calls made: ")[1].split(",")[0])
+    print(f"[P4] notebook 02 with n_items={args.p4_items}: cold {t_cold:.1f} s, warm {t_warm:.1f} s")
+
+    print(f"P1 {p1:.3f}")
+    print(f"P2 {p2:.3f}")
+    print(f"P2naive {p2naive:.3f}")
+    print(f"P3 calls={res['logprobs'][0]}/{res['sample'][0]} D={res['logprobs'][2]:.3f}/{res['sample'][2]:.3f}")
+    print(f"P4 calls={warm_calls} seconds={t_warm:.1f}")
+
+
+if __name__ == "__main__":
+    main()

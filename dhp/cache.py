@@ -1,0 +1,140 @@
+"""Persistent judge cache: one SQLite row per model call, so reruns and resumed runs make no repeat calls.
+
+The key is the sha256 of (backend identity, model, full prompt, sampling parameters, sample index) — see
+:func:`make_key`. The backend identity never contains a secret (API keys are read from the environment
+and never passed here), so the database can be shared. Each row stores the raw output text, the
+top-logprobs (JSON) and the token usage. Every ``put`` is its own committed transaction in WAL mode: a
+process killed with SIGKILL loses at most the call in flight, never a committed row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dhp.errors import DHPError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT,
+    top_logprobs TEXT,
+    value REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    created REAL NOT NULL
+)
+"""
+
+
+def make_key(identity: str, model: str, prompt: Any, params: dict, sample_index: int) -> str:
+    """sha256 over a canonical JSON of everything that determines a model call's output.
+
+    ``prompt`` is the full prompt (a string, a chat message list, or a (prefix, continuation) pair);
+    ``params`` holds the sampling parameters (temperature, max_tokens, seed, logprobs, ...).
+    """
+    payload = json.dumps(
+        {"identity": identity, "model": model, "prompt": prompt, "params": params,
+         "sample": int(sample_index)},
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class CachedCall:
+    """One stored call. ``top_logprobs``: list (one per generated token) of {token: logprob} dicts."""
+
+    text: str | None
+    top_logprobs: list[dict[str, float]] | None
+    value: float | None  # numeric result of non-chat calls (e.g. a summed log-likelihood)
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class Cache:
+    """SQLite-backed call cache (WAL journal, one commit per ``put``).
+
+    ``Cache(None)`` or ``Cache(":memory:")`` gives a throw-away in-memory cache.
+    """
+
+    def __init__(self, path: str | os.PathLike | None):
+        from dhp.io import resolve
+
+        self.path = None if path in (None, ":memory:") else resolve(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection shared by the judge thread and the async backend's result callback.
+        self._lock = threading.Lock()
+        try:
+            self._con = sqlite3.connect(
+                ":memory:" if self.path is None else str(self.path),
+                timeout=30, check_same_thread=False, isolation_level=None,
+            )
+            if self.path is not None:
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=NORMAL")
+            self._con.execute(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise DHPError(f"Cannot open the judge cache {self.path}: {e}.",
+                           "delete the file or pass another cache path.") from None
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> CachedCall | None:
+        with self._lock:
+            row = self._con.execute(
+                "SELECT text, top_logprobs, value, prompt_tokens, completion_tokens FROM calls "
+                "WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return CachedCall(row[0], json.loads(row[1]) if row[1] is not None else None, row[2],
+                          row[3], row[4])
+
+    def contains(self, key: str) -> bool:
+        with self._lock:
+            return self._con.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone() is not None
+
+    def put(self, key: str, identity: str, kind: str, call: CachedCall) -> None:
+        """Store one call and commit immediately (INSERT OR IGNORE: the first stored result wins)."""
+        with self._lock:
+            self._con.execute(
+                "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, identity, kind, call.text,
+                 json.dumps(call.top_logprobs) if call.top_logprobs is not None else None,
+                 call.value, call.prompt_tokens, call.completion_tokens, time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._con.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    def __enter__(self) -> "Cache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_cache(cache: "Cache | str | os.PathLike | None | bool") -> Cache:
+    """Accept a Cache, a path, or None/False (in-memory, nothing persisted)."""
+    if isinstance(cache, Cache):
+        return cache
+    if cache is None or cache is False:
+        return Cache(None)
+    return Cache(Path(cache))

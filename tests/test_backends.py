@@ -1,0 +1,192 @@
+"""Backends: spec parsing and fail-fast errors (fast), then the embedded model and the OpenAI backend
+end-to-end against a real llama_cpp.server on loopback, through a fault-injecting proxy (slow)."""
+
+import math
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dhp.backends import ChatRequest, EmbeddedBackend, OpenAIBackend, get_backend
+from dhp.errors import DHPError
+from dhp.judge import failure_summary, judge
+from dhp.testing import FaultProxy, StatusServer, free_port, start_llama_server
+
+
+def test_spec_parsing_and_identity_without_secret(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-VERYSECRET")
+    b = get_backend("openai:gpt-4o-mini")
+    assert b.identity == "openai:gpt-4o-mini" and b.is_paid and b.model == "gpt-4o-mini"
+    local = get_backend("openai:m@http://127.0.0.1:9/v1/")
+    assert local.identity == "openai:m@http://127.0.0.1:9/v1" and not local.is_paid
+    for obj in (b, local):
+        assert "VERYSECRET" not in repr(obj) and "VERYSECRET" not in obj.identity
+        assert "VERYSECRET" not in str(vars(obj).keys())
+    assert get_backend("embedded") is get_backend("embedded")
+    assert get_backend("embedded").identity == "embedded:smollm2-135m"
+    for bad in ("", "gpt4", "embedded:nope", "openai:", "vllm:"):
+        with pytest.raises(DHPError):
+            get_backend(bad)
+
+
+def test_remote_openai_needs_key_from_environment(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(DHPError, match="OPENAI_API_KEY"):
+        get_backend("openai:gpt-4o-mini")
+    assert get_backend("openai:m@http://localhost:8000/v1").identity.startswith("openai:m@")
+
+
+def test_vllm_missing_gives_clear_error():
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vllm is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(DHPError, match="vllm") as e:
+        get_backend("vllm:Qwen/Qwen2.5-0.5B-Instruct")
+    assert "GPU" in str(e.value) and "pip install" in str(e.value)
+
+
+def test_unreachable_server_fails_fast():
+    b = get_backend(f"openai:m@http://127.0.0.1:{free_port()}/v1", max_retries=5, backoff_initial=5.0)
+    with pytest.raises(DHPError, match="Cannot reach"):
+        b.chat([{"role": "user", "content": "hi"}], max_tokens=2)
+
+
+@pytest.mark.parametrize("status,match", [(401, "401"), (403, "403"), (404, "404")])
+def test_auth_and_not_found_fail_fast_without_retries(status, match):
+    with StatusServer(status) as srv:
+        b = get_backend(f"openai:m@{srv.base_url}", max_retries=5, backoff_initial=5.0)
+        if status == 404:  # /models 404 is tolerated (some servers lack it); the call itself fails fast
+            with pytest.raises(DHPError, match=match):
+                b.chat_many([ChatRequest.make([{"role": "user", "content": "hi"}], 2)] * 3)
+            assert srv.requests <= 1 + 3
+        else:
+            with pytest.raises(DHPError, match=match):
+                b.chat([{"role": "user", "content": "hi"}], max_tokens=2)
+            assert srv.requests == 1  # no retry loop on a bad key
+
+
+# ------------------------------------------------------------------------------------------- slow: real models
+
+SOURCE = ("The town council of Elmbridge voted on Tuesday to build a new library next to the railway "
+          "station. The project will cost four million pounds and should open in two years. Residents "
+          "had asked for a larger library for a decade, and the old building will become a youth centre.")
+SUMMARY = "Elmbridge council approved a new four million pound library by the station, due in two years."
+
+
+def synthetic(marker_variant=False):
+    ds = pd.DataFrame([{"dataset": "summeval", "task": "summarization", "item_id": "s1", "source": SOURCE,
+                        "reference": SUMMARY, "question": "", "wrong_ending": "", "src_lang": "", "tgt_lang": ""}])
+    variants = [("original", "none", "none", SUMMARY),
+                ("char_deletion", "major", "character", "Elmbridge cncil aproved a nw four mllion pound librar by the sttion."),
+                ("sentence_reorder", "single", "sentence", "ZZMARK due in two years. Elmbridge council approved a new library.")]
+    pt = pd.DataFrame([{"dataset": "summeval", "task": "summarization", "item_id": "s1", "perturbation": p,
+                        "level": lvl, "severity": sev, "method": "rule", "text": t, "edits": "", "status": "ok",
+                        "reason": ""} for p, sev, lvl, t in variants])
+    return pt, ds
+
+
+@pytest.mark.slow
+def test_embedded_chat_is_deterministic_and_reuses_prefix():
+    b = get_backend("embedded")
+    msgs = [{"role": "user", "content": f"Article: {SOURCE}\nSummary: {SUMMARY}\nRate the summary 1-5. Score:"}]
+    a = b.chat(msgs, max_tokens=4, logprobs=20)
+    again = b.chat(msgs, max_tokens=4, logprobs=20)
+    assert a.text == again.text and a.top_logprobs == again.top_logprobs
+    assert len(a.top_logprobs[0]) <= 20 and all(v <= 0 for v in a.top_logprobs[0].values())
+    # the shared prefix came from the KV cache (reuse restarts at a chunk boundary, see _decode_with_reuse)
+    assert 1 <= again.prompt_tokens_computed <= b.CHUNK
+    other = [{"role": "user", "content": msgs[0]["content"].replace("Score:", "Your score:")}]
+    c = b.chat(other, max_tokens=2)
+    assert 1 <= c.prompt_tokens_computed <= b.CHUNK + 8 < c.prompt_tokens
+    fresh = EmbeddedBackend()  # a cold model gives the same answer as one reusing its KV cache
+    cold = fresh.chat(other, max_tokens=2, logprobs=20)
+    assert cold.prompt_tokens_computed == cold.prompt_tokens
+    assert cold.text == c.text
+    assert cold.top_logprobs == b.chat(other, max_tokens=2, logprobs=20).top_logprobs  # bit-identical
+    fresh.close()
+
+
+@pytest.mark.slow
+def test_embedded_likelihood_prefers_clean_text():
+    b = get_backend("embedded")
+    clean = b.loglikelihood(f"Article:\n{SOURCE}\n\nSummary:\n", SUMMARY)
+    broken = b.loglikelihood(f"Article:\n{SOURCE}\n\nSummary:\n", SUMMARY.replace("o", ""))
+    assert clean.n_tokens > 5 and np.isfinite(clean.mean) and clean.mean < 0
+    assert broken.mean < clean.mean
+    # a separate model instance agrees with the KV-reusing one
+    fresh = EmbeddedBackend()
+    assert fresh.loglikelihood(f"Article:\n{SOURCE}\n\nSummary:\n", SUMMARY).mean == clean.mean
+    fresh.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with start_llama_server() as srv:
+        yield srv
+
+
+@pytest.mark.slow
+def test_openai_backend_against_llama_server_with_logprobs(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-TOPSECRET-123")
+    spec = f"openai:{server.model_alias}@{server.base_url}"
+    b = get_backend(spec, timeout=120)
+    c = b.chat([{"role": "user", "content": "Reply with one digit from 1 to 5."}], max_tokens=3, logprobs=20)
+    assert c.text and c.prompt_tokens > 0 and c.completion_tokens > 0
+    assert c.top_logprobs and len(c.top_logprobs[0]) >= 10
+    assert 0 < sum(math.exp(v) for v in c.top_logprobs[0].values()) <= 1.0 + 1e-6
+    assert all(v <= 0 for pos in c.top_logprobs for v in pos.values())
+    pt, ds = synthetic()
+    db = tmp_path / "cache.sqlite"
+    sc = judge(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False,
+               backend_options={"timeout": 120})
+    assert len(sc) == 3 and (sc["judge"] == b.identity).all()
+    assert sc["score"].between(1, 5).all() and sc["prob_mass"].between(0, 1).all() and (sc["prob_mass"] > 0).all()
+    assert not sc["fallback"].any()
+    warm = judge(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False)
+    assert warm.attrs["judge_stats"]["calls"] == 0
+    pd.testing.assert_frame_equal(sc, warm)
+    raw = db.read_bytes() + (db.parent / (db.name + "-wal")).read_bytes() if (db.parent / (db.name + "-wal")).exists() else db.read_bytes()
+    assert b"TOPSECRET" not in raw
+    rows = sqlite3.connect(db).execute("SELECT * FROM calls").fetchall()
+    assert rows and not any("TOPSECRET" in str(r) for r in rows)
+    assert not sc.astype(str).apply(lambda col: col.str.contains("TOPSECRET")).any().any()
+
+
+@pytest.mark.slow
+def test_unknown_model_on_real_server_fails_fast(server):
+    with pytest.raises(DHPError, match="not served"):
+        get_backend(f"openai:no-such-model@{server.base_url}").chat([{"role": "user", "content": "hi"}], 2)
+
+
+@pytest.mark.slow
+def test_fault_proxy_retries_are_bounded_and_recover(server):
+    pt, ds = synthetic()
+    with FaultProxy(server.base_url, fault_rate=0.6, seed=3, hang_seconds=5.0, max_consecutive=2) as px:
+        b = OpenAIBackend(server.model_alias, px.base_url, timeout=4.0, max_retries=2, backoff_initial=0.05,
+                          concurrency=4)
+        sc = judge(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
+    calls = 3 * 2
+    faults = sum(v for k, v in px.counts.items() if k != "forwarded")
+    chat_requests = sum(1 for path, _ in px.log if path.endswith("/chat/completions"))
+    assert faults > 0 and set(px.counts) - {"forwarded"} <= {"429", "500", "timeout", "garbage"}
+    assert chat_requests == calls + faults  # every fault was retried, nothing else was
+    assert chat_requests <= calls * (b.max_retries + 1)
+    assert (sc["n_valid"] + sc["n_failed"] == 2).all()  # every call accounted for
+
+
+@pytest.mark.slow
+def test_calls_failing_after_retries_are_nan_and_counted(server):
+    pt, ds = synthetic()
+    with FaultProxy(server.base_url, fault_rate=1.0, faults=("500", "garbage", "429"), seed=0,
+                    max_consecutive=None, only_matching="ZZMARK") as px:
+        b = OpenAIBackend(server.model_alias, px.base_url, timeout=60, max_retries=2, backoff_initial=0.01)
+        sc = judge(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
+    bad = sc[sc["perturbation"] == "sentence_reorder"].iloc[0]
+    assert math.isnan(bad["score"]) and bad["n_valid"] == 0 and bad["n_failed"] == 2
+    assert px.counts["forwarded"] >= 4 and sum(v for k, v in px.counts.items() if k != "forwarded") == 2 * 3
+    assert sc.attrs["judge_stats"]["call_errors"] == 2
+    fs = failure_summary(sc).iloc[0]
+    assert fs["n_failed"] >= 2 and fs["nan_rows"] >= 1

@@ -1,0 +1,128 @@
+"""The judge with the real embedded model: all three modes on real SummEval items, warm rerun, and
+resuming after SIGKILL without repeating calls (slow)."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+
+from dhp.cache import Cache
+from dhp.judge import SCORE_COLUMNS, failure_summary, judge
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def real_items():
+    """One real SummEval item (read from ../shared/datasets at run time) with three variants."""
+    data = pytest.importorskip("dhp.data")
+    perturb = pytest.importorskip("dhp.perturb")
+    try:
+        ds = data.load_dataset("summeval", n_items=1, seed=0)
+    except Exception as e:  # noqa: BLE001 - no local copy of the data: nothing real to judge
+        pytest.skip(f"SummEval not available: {e}")
+    pt = perturb.perturb(ds, seed=0)
+    keep = pt["perturbation"].isin(["original", "char_deletion"]) & (pt["status"] == "ok")
+    return pt[keep].head(3).reset_index(drop=True), ds
+
+
+def test_three_modes_on_real_items(real_items, tmp_path):
+    pt, ds = real_items
+    cache = tmp_path / "c.sqlite"
+    n_var = len(pt)
+    lp = judge(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
+    assert list(lp.columns[:len(SCORE_COLUMNS)]) == SCORE_COLUMNS and len(lp) == n_var
+    assert lp["score"].between(1, 5).all() and (lp["prob_mass"] > 0).all() and (lp["n_valid"] == 1).all()
+    st = lp.attrs["judge_stats"]
+    # variants of one (item, metric) share instructions + article: most prompt tokens come from the KV cache
+    assert st["prompt_tokens_computed"] < 0.6 * st["prompt_tokens_submitted"]
+
+    sm = judge(pt, ds, mode="sample", n_samples=2, metrics=["fluency"], cache=cache, progress=False)
+    assert len(sm) == n_var and ((sm["n_valid"] + sm["n_failed"]) == 2).all()
+    assert sm["score"].dropna().between(1, 5).all()
+    assert sm["score"].isna().eq(sm["n_valid"] == 0).all()  # NaN exactly where nothing parsed
+
+    ll = judge(pt, ds, mode="likelihood", cache=cache, progress=False)
+    assert len(ll) == n_var and (ll["metric"] == "likelihood").all()
+    assert (ll["score"] < 0).all() and (ll["completion_tokens"] > 5).all()
+    orig = ll.loc[ll["perturbation"] == "original", "score"].iloc[0]
+    assert (ll.loc[ll["perturbation"] == "char_deletion", "score"] < orig).all()  # deletions lower likelihood
+
+    again = judge(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
+    assert again.attrs["judge_stats"]["calls"] == 0
+    pd.testing.assert_frame_equal(lp, again)
+    assert set(failure_summary(pd.concat([lp, sm, ll]))["mode"]) == {"logprobs", "sample", "likelihood"}
+
+
+SOURCE = ("A storm closed the coastal road near Pellham on Sunday. Crews cleared fallen trees by the evening, "
+          "and the road reopened on Monday morning. No one was hurt, the county said.")
+
+
+def synthetic_tables():
+    ds = pd.DataFrame([{"dataset": "summeval", "task": "summarization", "item_id": "k1", "source": SOURCE,
+                        "reference": "x", "question": "", "wrong_ending": "", "src_lang": "", "tgt_lang": ""}])
+    texts = ["A storm shut the Pellham coastal road on Sunday; it reopened Monday and no one was hurt.",
+             "A strm shut the Pelham coastl road on Sunday; it reopned Monday and no one was hurt.",
+             "It reopened Monday and no one was hurt. A storm shut the Pellham coastal road on Sunday."]
+    pt = pd.DataFrame([{"dataset": "summeval", "task": "summarization", "item_id": "k1", "perturbation": p,
+                        "level": "none", "severity": "none", "method": "rule", "text": t, "edits": "",
+                        "status": "ok", "reason": ""}
+                       for p, t in zip(["original", "char_typo", "sentence_reorder"], texts)])
+    return pt, ds
+
+
+RUN = textwrap.dedent("""
+    import sys, pandas as pd
+    from dhp.judge import judge
+    pt = pd.read_parquet(sys.argv[1]); ds = pd.read_parquet(sys.argv[2])
+    judge(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=sys.argv[3],
+          progress=False)
+""")
+
+
+def _rows(db):
+    if not os.path.exists(db):
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as con:
+            return con.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
+    pt, ds = synthetic_tables()
+    pt.to_parquet(tmp_path / "pt.parquet")
+    ds.to_parquet(tmp_path / "ds.parquet")
+    db = str(tmp_path / "killed.sqlite")
+    script = tmp_path / "run.py"
+    script.write_text(RUN)
+    total = 3 * 2 * 3  # variants x metrics x samples
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "pt.parquet"),
+                             str(tmp_path / "ds.parquet"), db], cwd=os.getcwd())
+    deadline = time.monotonic() + 240
+    while _rows(db) < 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = _rows(db)
+    assert 4 <= done < total
+
+    with Cache(db) as cache:
+        resumed = judge(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=cache,
+                        progress=False)
+        assert len(cache) == total  # each call stored once
+    assert resumed.attrs["judge_stats"]["calls"] == total - done  # no committed call was repeated
+    assert resumed.attrs["judge_stats"]["cache_hits"] == done
+
+    fresh = judge(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=None,
+                  progress=False)
+    assert fresh.attrs["judge_stats"]["calls"] == total
+    pd.testing.assert_frame_equal(resumed, fresh)
