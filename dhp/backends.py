@@ -21,6 +21,7 @@ continuation)`` and ``loglikelihood_many(pairs)``.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import importlib.util
 import json
@@ -695,6 +696,14 @@ class VLLMBackend(Backend):
 # ---------------------------------------------------------------------------------------------- factory
 
 _EMBEDDED_CACHE: dict[tuple, EmbeddedBackend] = {}
+
+
+@atexit.register
+def _close_embedded() -> None:
+    # Free llama.cpp models while the interpreter is intact; Llama.__del__ at shutdown raises noise.
+    for backend in _EMBEDDED_CACHE.values():
+        backend.close()
+    _EMBEDDED_CACHE.clear()
 
 
 def get_backend(spec: "str | Backend" = "embedded", **options: Any) -> Backend:

@@ -101,7 +101,8 @@ def run_pipeline(
     n_boot: int = 0,
     perturbations: list[str] | None = None,
     progress: bool = False,
-) -> dict[str, Path]:
+    dry_run: bool = False,
+):
     """Run dataset -> perturb -> judge -> statistics and write the tables into `run_dir`.
 
     Parameters: `dataset` a name from dhp.data.DATASETS or the path of your own .csv/.jsonl file
@@ -112,7 +113,9 @@ def run_pipeline(
     relative to the repo root); `cache_path` judge cache (default `<run_dir>/cache.sqlite`);
     `data_dir`, `path` as in dhp.data.load_dataset; `perturber` "rule" or a backend spec;
     `expert_weights` None (shipped CSV), a CSV path or a DataFrame; `combine`, `n_boot` as in
-    dhp.stats.discernment; `perturbations` restricts the perturbation methods (default: all).
+    dhp.stats.discernment; `perturbations` restricts the perturbation methods (default: all);
+    `dry_run=True` loads and perturbs, then returns the judge's cost estimate
+    (dhp.judge.JudgeEstimate: calls, tokens, USD) without calling the judge or writing any table.
 
     Returns {"perturbed", "scores", "discernment", "summary", "failures", "judge_stats"} -> path of
     the file written (see the module docstring). Raises DHPError (problem + "Fix: ...") for bad
@@ -141,6 +144,9 @@ def run_pipeline(
     table = _load(dataset, n_items, seed, data_dir, path)
     perturbed = perturb(table, seed=seed, perturber=perturber, perturbations=perturbations,
                         progress=progress)
+    if dry_run:
+        return judge_mod.judge(perturbed, table, judge=backend, mode=mode, n_samples=n_samples, seed=seed,
+                               cache=cache, progress=False, dry_run=True)
     scores = judge_mod.judge(perturbed, table, judge=backend, mode=mode, n_samples=n_samples, seed=seed,
                              cache=cache, progress=progress)
     run_stats = dict(scores.attrs.get("judge_stats") or {})
@@ -186,6 +192,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--combine", default="paper")
     ap.add_argument("--n-boot", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the judge's calls, tokens and cost estimate; call no model, write no table")
     return ap
 
 
@@ -198,10 +206,12 @@ def main(argv=None) -> int:
             n_samples=args.n_samples, run_dir=args.run_dir, cache_path=args.cache_path,
             data_dir=args.data_dir, path=args.path, perturber=args.perturber,
             expert_weights=args.expert_weights, combine=args.combine, n_boot=args.n_boot,
-            perturbations=perts, progress=args.progress)
+            perturbations=perts, progress=args.progress, dry_run=args.dry_run)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        return 0  # the judge printed its estimate
     for name, p in paths.items():
         print(f"{name}: {p}")
     return 0
