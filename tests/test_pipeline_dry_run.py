@@ -1,0 +1,32 @@
+"""`--dry-run` tells a user what a paid judge run will cost, without calling it or writing tables."""
+
+import re
+import subprocess
+import sys
+
+from dhp.data import load_dataset
+from dhp.io import project_root
+from dhp.perturb import perturb
+from dhp.schema import metrics_for
+
+
+def test_dry_run_counts_every_call_and_writes_no_table(tmp_path):
+    env = {"OPENAI_API_KEY": "sk-dry-run-test", "PATH": "/usr/bin:/bin"}
+    run_dir = tmp_path / "run"
+    out = subprocess.run(
+        [sys.executable, "-m", "dhp.pipeline", "--dataset", "summeval", "--n-items", "2",
+         "--judge", "openai:gpt-4o-mini", "--mode", "sample", "--n-samples", "3",
+         "--run-dir", str(run_dir), "--dry-run"],
+        capture_output=True, text=True, env=env, cwd=project_root(), timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    m = re.search(r"(\d+) calls to make \((\d+) cached\).*est\. cost \$(\d+\.\d+)", out.stdout)
+    assert m, out.stdout
+    variants = perturb(load_dataset("summeval", n_items=2))
+    ok = variants[variants["status"] == "ok"]
+    # Identical prompts are one call (the placebo text equals the original): count distinct texts per item.
+    expected = len(ok.drop_duplicates(["item_id", "text"])) * len(metrics_for("summarization")) * 3
+    assert int(m.group(1)) == expected and int(m.group(2)) == 0
+    assert float(m.group(3)) > 0  # gpt-4o-mini is in data/judge_prices.yaml
+    assert "sk-dry-run-test" not in out.stdout + out.stderr
+    assert not list(run_dir.glob("*.parquet")) and not list(run_dir.glob("*.csv"))
