@@ -37,7 +37,9 @@ COLORS = ["#4C72B0", "#8DA0CB", "#DD8452", "#F2B880"]
 
 
 def _judge_label(judge: str, mode: str) -> str:
-    return f"{judge}\n({mode})"
+    # Backend and model on separate lines, so neighbouring bar groups' labels do not overlap.
+    kind, _, model = judge.partition(":")
+    return f"{kind}:\n{model}\n({mode})" if model else f"{judge}\n({mode})"
 
 
 def save_figure(fig, out_dir, name: str) -> list[Path]:
@@ -63,7 +65,7 @@ def plot_discernment_bars(summary: pd.DataFrame, dataset: str):
     labels = [_judge_label(j, m) for j, m in zip(s["judge"], s["mode"])]
     x = np.arange(len(s))
     width = 0.8 / len(STAT_LABELS)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(s) + 2), 3.8))
+    fig, ax = plt.subplots(figsize=(max(4.5, 2.0 * len(s) + 2), 3.8))
     for k, (stat, lab) in enumerate(STAT_LABELS.items()):
         v = s[stat].to_numpy(float)
         lo_c, hi_c = STAT_CI[stat]
