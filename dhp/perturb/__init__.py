@@ -67,7 +67,8 @@ def resolve_perturber(perturber):
             "pass perturber='rule' or e.g. 'openai:<model>@http://127.0.0.1:8000/v1'.",
         )
     identity = getattr(backend, "identity", None) or type(backend).__name__
-    return backend, f"llm:{identity}"
+    # Drop "@<base_url>": a local server's random port must not change the table between runs.
+    return backend, f"llm:{identity.split('@')[0]}"
 
 
 def _rule(m: Method, text: str, rng: random.Random, fake, item: dict, pool: dict[str, str],
@@ -138,7 +139,7 @@ def perturb(
     - perturbation: "original", "placebo" or a method name (see `methods_table()`);
     - level: "character", "word", "sentence", or "none" (original, placebo);
     - severity: "minor", "major", "single", or "none" (original);
-    - method: "none" (original), "rule", or "llm:<backend identity>";
+    - method: "none" (original), "rule", or "llm:<backend identity without its @base_url>" (e.g. "llm:openai:gpt-4o");
     - text: the perturbed text (str), None unless status is "ok";
     - edits: short human-readable summary of what changed ("deleted 10 alphanumeric chars", ...);
     - status: "ok", "skipped" (the text cannot carry the method: too short, one sentence, no
