@@ -48,19 +48,23 @@ OnResult = Callable[[int, Any], None]
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat call. ``logprobs``: how many top alternatives to return per generated token (None: none)."""
+    """One chat call. ``logprobs``: how many top alternatives to return per generated token (None: none).
+    ``stop_after``: the embedded backend stops right after generating a token whose text (stripped) is
+    one of these (the judge's score digits: later tokens cannot change a logprobs score); HTTP backends
+    generate up to ``max_tokens`` regardless."""
 
     messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
     max_tokens: int = 256
     temperature: float = 0.0
     seed: int = 0
     logprobs: int | None = None
+    stop_after: tuple[str, ...] = ()
 
     @staticmethod
     def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
-             logprobs: int | None = None) -> "ChatRequest":
+             logprobs: int | None = None, stop_after: tuple[str, ...] = ()) -> "ChatRequest":
         return ChatRequest(tuple((m["role"], m["content"]) for m in messages), int(max_tokens),
-                           float(temperature), int(seed), logprobs)
+                           float(temperature), int(seed), logprobs, tuple(stop_after))
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
@@ -322,7 +326,7 @@ class EmbeddedBackend(Backend):
             if tok in stop_ids:
                 break
             out.append(tok)
-            if len(out) == req.max_tokens:
+            if len(out) == req.max_tokens or (req.stop_after and self.detokenize([tok]).strip() in req.stop_after):
                 break
             llm.eval([tok])
         return Completion(text=self.detokenize(out), top_logprobs=tops if req.logprobs else None,

@@ -56,6 +56,7 @@ SCORE_COLUMNS = ["dataset", "judge", "mode", "item_id", "perturbation", "severit
                  "score", "n_valid", "n_failed"]
 EXTRA_COLUMNS = ["prob_mass", "truncated", "fallback", "prompt_tokens", "completion_tokens"]
 VALID_SCORES = (1, 2, 3, 4, 5)
+_SCORE_TOKENS = tuple(str(v) for v in VALID_SCORES)
 DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 5}
 TOP_LOGPROBS = 20
 _TEMPLATE_MARGIN = 48  # tokens of chat-template wrapping (system prompt, role tags) beyond the user text
@@ -379,10 +380,14 @@ def judge(
                 content = build_prompt(task, metric, it, cand)
                 messages = [{"role": "user", "content": content}]
                 for s in range(n_calls_per_row):
+                    # Greedy logprobs scoring reads the first position whose top token is a score digit
+                    # (score_from_logprobs): tokens after it cannot change the score.
+                    greedy_lp = mode == "logprobs" and temperature <= 0
                     req = ChatRequest.make(messages, max_new, temperature, seed + s,
-                                           TOP_LOGPROBS if mode == "logprobs" else None)
+                                           TOP_LOGPROBS if mode == "logprobs" else None,
+                                           _SCORE_TOKENS if greedy_lp else ())
                     params = {"kind": "chat", "max_tokens": req.max_tokens, "temperature": req.temperature,
-                              "seed": req.seed, "logprobs": req.logprobs}
+                              "seed": req.seed, "logprobs": req.logprobs, "stop_after": list(req.stop_after)}
                     key = make_key(backend.identity, backend.model, messages, params, s)
                     if key not in calls:
                         calls[key] = _Call(key, "chat", req, 0, max_new)

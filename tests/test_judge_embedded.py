@@ -126,3 +126,28 @@ def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
                   progress=False)
     assert fresh.attrs["judge_stats"]["calls"] == total
     pd.testing.assert_frame_equal(resumed, fresh)
+
+
+@pytest.mark.slow
+def test_stopping_after_the_score_digit_keeps_the_logprobs_score(real_items):
+    """Greedy logprobs judging stops right after the first score digit; the score must be the one a
+    full-length reply gives (same logits at every position the score reads)."""
+    from dhp.backends import ChatRequest, get_backend
+    from dhp.judge import build_prompt, score_from_logprobs
+
+    perturbed, dataset = real_items
+    backend = get_backend("embedded")
+    item = dataset.iloc[0].to_dict()
+    checked, saved = 0, 0
+    for cand in perturbed["text"]:
+        msgs = [{"role": "user", "content": build_prompt(item["task"], "fluency", item, cand)}]
+        full, short = backend.chat_many([
+            ChatRequest.make(msgs, 5, 0.0, 0, 20),
+            ChatRequest.make(msgs, 5, 0.0, 0, 20, ("1", "2", "3", "4", "5")),
+        ])
+        assert score_from_logprobs(short.top_logprobs, "fluency") == score_from_logprobs(full.top_logprobs, "fluency")
+        assert short.completion_tokens <= full.completion_tokens
+        saved += full.completion_tokens - short.completion_tokens
+        checked += 1
+    assert checked == len(perturbed) == 3
+    assert saved > 0  # the stop did cut at least one reply short
