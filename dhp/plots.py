@@ -206,6 +206,21 @@ def all_figures(summary: pd.DataFrame, discernment: pd.DataFrame, figures_dir, e
     return paths
 
 
+def response_style_figures(scores: pd.DataFrame, figures_dir, dataset: str | None = None,
+                           perturbation: str = "fictional_entities", severity: str | None = None) -> list[Path]:
+    """Write the response-style figure for `dataset` (None: every dataset in `scores`). A dataset that
+    lacks `perturbation` (e.g. no entity could be replaced) uses its first perturbation in name order."""
+    paths: list[Path] = []
+    for ds in [dataset] if dataset else sorted(scores["dataset"].unique()):
+        present = sorted(set(scores.loc[scores["dataset"] == ds, "perturbation"]) - {"original", "placebo"})
+        if not present:
+            raise DHPError(f"The scores of dataset {ds!r} have no perturbed rows.",
+                           "judge the perturbed table of notebook 01, not the originals alone.")
+        pert = perturbation if perturbation in present else present[0]
+        paths += save_figure(plot_response_styles(scores, ds, pert, severity), figures_dir, f"response_styles_{ds}")
+    return paths
+
+
 def read_result(directory, name: str) -> pd.DataFrame:
     """Read table `name` (scores, discernment, summary) from a run or results folder: parquet, else CSV."""
     from dhp.io import read_table

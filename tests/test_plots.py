@@ -57,3 +57,14 @@ def test_unknown_dataset_is_a_clear_error(tables):
     _, d, sm = tables
     with pytest.raises(DHPError, match="notebook 03"):
         plots.plot_discernment_bars(sm, "pubmedqa")
+
+
+def test_response_style_figures_fall_back_to_a_present_perturbation(tables, tmp_path):
+    s, _, _ = tables
+    paths = plots.response_style_figures(s, tmp_path, perturbation="wrong_ending")  # not in these scores
+    assert sorted(p.name for p in paths) == ["response_styles_summeval.pdf", "response_styles_summeval.png"]
+    # The fallback is the first perturbation in name order: char_deletion, whose figure is byte-equal.
+    same = plots.save_figure(plots.plot_response_styles(s, "summeval", "char_deletion"), tmp_path / "ref", "x")
+    assert paths[0].read_bytes() == same[0].read_bytes()
+    with pytest.raises(DHPError, match="no perturbed rows"):
+        plots.response_style_figures(s[s["perturbation"] == "original"], tmp_path)
