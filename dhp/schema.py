@@ -32,3 +32,7 @@ def metrics_for(task: str) -> tuple[str, ...]:
         raise DHPError(
             f"Unknown task {task!r}.", f"use one of {sorted(TASK_METRICS)}."
         ) from None
+
+#: The negative control: the original re-scored through a separate judge call (a formatting-only
+#: variant whose cache key differs), so its D measures the judge's test-retest noise.
+CONTROL = "control"

@@ -1,0 +1,289 @@
+"""The call engine: every model call of every stage (judging, LLM perturbations, multi-step judge
+protocols) goes through here, so all of them share one cache, one scheduler and one set of counters.
+
+- A call is planned with :func:`plan_chat` / :func:`plan_loglik`: its cache key(s) come from
+  :func:`dhp.cache.make_key` over the backend's ``cache_identity()`` (backend, model content identity,
+  output-affecting settings — never a secret), the prompt and the sampling parameters. A chat request
+  asking for ``n`` replies has one key per reply, so each reply is stored on its own and a partly
+  answered request resumes.
+- :func:`run` makes the calls whose keys are not in the cache, in the given order (callers order them so
+  that consecutive prompts share a prefix), and commits each result as it arrives: a run killed with
+  SIGKILL repeats only the calls that were in flight. A **circuit breaker** stops the run with a
+  :class:`~dhp.errors.DHPError` after ``max_consecutive_failures`` failed calls in a row (a dead server
+  must not yield a "completed" table of NaN rows); what was done stays cached and a rerun resumes.
+- :func:`estimate` counts what :func:`run` would do (calls, tokens, USD) without calling anything.
+- :func:`chat` is the one-line form for callers that want replies: plan, run, fetch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from dhp.backends import Backend, ChatRequest, Completion, get_backend
+from dhp.cache import CachedCall, Cache, make_key, open_cache
+from dhp.errors import DHPError
+
+__all__ = [
+    "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "run", "estimate", "chat",
+    "load_price_table", "MAX_CONSECUTIVE_FAILURES", "TEMPLATE_MARGIN",
+]
+
+#: Default of the circuit breaker: this many failed calls in a row stop the run.
+MAX_CONSECUTIVE_FAILURES = 20
+#: Tokens of chat-template wrapping (system prompt, role tags) beyond the user text, for estimates.
+TEMPLATE_MARGIN = 48
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call: ``kind`` "chat" (request: ChatRequest) or "loglik" (request: (prefix,
+    continuation)); ``keys`` one cache key per reply (``request.n`` for chat, else one)."""
+
+    kind: str
+    request: Any
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """A call that gave no usable result, and why (HTTP status, timeout, context overflow, ...)."""
+
+    reason: str
+
+
+@dataclass
+class Estimate:
+    """What :func:`run` would do: calls still to make, cached ones, estimated tokens and cost."""
+
+    identity: str
+    calls: int
+    cached_calls: int
+    prompt_tokens: int
+    completion_tokens: int  # upper bound: max_tokens per call
+    cost_usd: float | None  # None: no price known for this model; 0.0 for local backends
+
+    def describe(self, what: str = "calls") -> str:
+        cost = "unknown (add the model to data/judge_prices.yaml)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        return (f"[{what}] {self.identity}: {self.calls} calls to make ({self.cached_calls} cached), "
+                f"~{self.prompt_tokens:,} prompt + <= {self.completion_tokens:,} completion tokens, "
+                f"est. cost {cost}")
+
+
+@dataclass
+class RunReport:
+    """Outcome of :func:`run`: ``errors`` maps each key of a failed call to its reason; ``stats`` counts
+    requests (replies asked for), calls made, replies used, cache hits and tokens."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _identity(backend: Backend) -> dict:
+    if hasattr(backend, "cache_identity"):
+        return backend.cache_identity()
+    return {"backend": backend.identity, "model": backend.model}  # TEMPORARY, see _key
+
+
+def _key(ident: dict, prompt: Any, params: dict, sample_index: int) -> str:
+    # TEMPORARY while dhp.cache.make_key moves to (cache_identity, prompt, params, sample_index).
+    import inspect
+
+    if len(inspect.signature(make_key).parameters) == 5:
+        return make_key(ident["backend"], ident.get("model", ""), prompt, params, sample_index)
+    return make_key(ident, prompt, params, sample_index)
+
+
+def plan_chat(backend: Backend, request: ChatRequest) -> Call:
+    """The call for one chat request, with one cache key per reply."""
+    params = {"kind": "chat", "max_tokens": request.max_tokens, "temperature": request.temperature,
+              "seed": request.seed, "logprobs": request.logprobs, "stop_after": list(request.stop_after),
+              "n": int(getattr(request, "n", 1))}
+    messages = [list(m) for m in request.messages]
+    ident = _identity(backend)
+    return Call("chat", request, tuple(_key(ident, messages, params, i) for i in range(params["n"])))
+
+
+def plan_loglik(backend: Backend, prefix: str, continuation: str) -> Call:
+    """The call scoring log p(continuation | prefix)."""
+    return Call("loglik", (prefix, continuation),
+                (_key(_identity(backend), [prefix, continuation], {"kind": "loglik"}, 0),))
+
+
+def _unique(calls: Iterable[Call]) -> list[Call]:
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for c in calls:
+        if c.keys not in seen:
+            seen.add(c.keys)
+            out.append(c)
+    return out
+
+
+def pending(calls: Iterable[Call], store: Cache) -> list[Call]:
+    """The calls with at least one reply not in the cache (duplicates removed, order kept)."""
+    return [c for c in _unique(calls) if not all(store.contains(k) for k in c.keys)]
+
+
+# ---------------------------------------------------------------------------------------------- prices
+
+def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> dict[str, dict[str, float]]:
+    """Prices in USD per 1M tokens: {model: {"input": x, "output": y}}. ``None`` reads
+    ``data/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
+    import pandas as pd
+
+    from dhp.io import resolve
+
+    if isinstance(price_table, dict):
+        return price_table
+    path = resolve(price_table) if price_table is not None else resolve("data/judge_prices.yaml")
+    if not path.exists():
+        if price_table is None:
+            return {}
+        raise DHPError(f"Price table {path} not found.", "pass a YAML/CSV path or a dict.")
+    if path.suffix == ".csv":
+        df = pd.read_csv(path)
+        return {r.model: {"input": float(r.input), "output": float(r.output)} for r in df.itertuples()}
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    return data.get("models", data)
+
+
+def estimate(backend: Backend, calls: Sequence[Call], store: Cache, price_table=None) -> Estimate:
+    """Calls :func:`run` would make for ``calls`` given the cache, with estimated tokens and cost."""
+    todo = pending(calls, store)
+    n_all = len(_unique(calls))
+    prompt_tokens = completion = 0
+    for c in todo:
+        if c.kind == "chat":
+            text = "".join(content for _, content in c.request.messages)
+            prompt_tokens += backend.count_tokens(text) + TEMPLATE_MARGIN
+            completion += c.request.max_tokens * len(c.keys)
+        else:
+            prompt_tokens += backend.count_tokens(c.request[0] + c.request[1]) + 1
+    cost: float | None = 0.0
+    if backend.is_paid:
+        p = load_price_table(price_table).get(backend.model)
+        cost = None if p is None else (prompt_tokens * float(p["input"]) + completion * float(p["output"])) / 1e6
+    return Estimate(backend.identity, len(todo), n_all - len(todo), prompt_tokens, completion, cost)
+
+
+# ---------------------------------------------------------------------------------------------- run
+
+def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: dict) -> None:
+    stats["calls"] += int(getattr(res, "calls", 1) or 1)
+    stats["prompt_tokens_submitted"] += int(res.prompt_tokens or 0)
+    if res.prompt_tokens_computed is None:
+        stats["prompt_tokens_computed_known"] = False
+    else:
+        stats["prompt_tokens_computed"] += int(res.prompt_tokens_computed)
+    if isinstance(res, Completion):
+        stats["completion_tokens"] += int(res.completion_tokens or 0)
+        texts = list(getattr(res, "texts", None) or [res.text])
+        if len(texts) < len(call.keys):
+            raise DHPError(f"{backend.identity} returned {len(texts)} replies where {len(call.keys)} were asked for.",
+                           "report this backend bug; rerun to retry the missing replies.")
+        for i, key in enumerate(call.keys):
+            # Token logprobs belong to the first reply only; later replies of an n-request carry text.
+            store.put(key, backend.identity, "chat",
+                      CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
+                                 res.prompt_tokens if i == 0 else 0,
+                                 res.completion_tokens if i == 0 else 0))
+    else:
+        store.put(call.keys[0], backend.identity, "loglik",
+                  CachedCall(None, None, res.logprob_sum, res.prompt_tokens, res.n_tokens))
+
+
+def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool = True, desc: str = "calls",
+        max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> RunReport:
+    """Make every call of ``calls`` that is not (fully) cached, in order, storing each result at once.
+
+    Per-call failures (after the backend's own retries) are recorded in ``report.errors`` and not cached,
+    so a rerun tries them again. After ``max_consecutive_failures`` failures in a row the run stops with a
+    DHPError (circuit breaker); configuration errors (bad key, unknown model, unreachable server) are
+    raised by the backend before or during the run.
+    """
+    todo = pending(calls, store)
+    n_keys = sum(len(c.keys) for c in _unique(calls))
+    stats = {"identity": backend.identity, "requests": n_keys, "calls": 0,
+             "replies_made": sum(len(c.keys) for c in todo), "cache_hits": n_keys - sum(len(c.keys) for c in todo),
+             "call_errors": 0, "prompt_tokens_submitted": 0, "prompt_tokens_computed": 0,
+             "prompt_tokens_computed_known": True, "completion_tokens": 0}
+    report = RunReport({}, stats)
+    if todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=desc, unit="call", disable=not progress)
+        streak = [0]
+
+        def on_result(batch: list[Call]):
+            def cb(i: int, res: Any) -> None:
+                call = batch[i]
+                bar.update(1)
+                if isinstance(res, Exception):
+                    stats["call_errors"] += 1
+                    for k in call.keys:
+                        report.errors[k] = _reason(res)
+                    streak[0] += 1
+                    if max_consecutive_failures and streak[0] >= max_consecutive_failures:
+                        raise DHPError(
+                            f"{streak[0]} calls to {backend.identity} failed in a row (last: {_reason(res)}); "
+                            "the run was stopped.",
+                            "check the server/model (is it still running? does the prompt fit its context?), "
+                            "then rerun: finished calls are cached and will not be repeated.")
+                    return
+                streak[0] = 0
+                _store_result(store, backend, call, res, stats)
+            return cb
+
+        try:
+            chats = [c for c in todo if c.kind == "chat"]
+            logliks = [c for c in todo if c.kind == "loglik"]
+            if chats:
+                backend.chat_many([c.request for c in chats], on_result=on_result(chats))
+            if logliks:
+                backend.loglikelihood_many([c.request for c in logliks], on_result=on_result(logliks))
+        finally:
+            bar.close()
+    if not stats.pop("prompt_tokens_computed_known"):
+        stats["prompt_tokens_computed"] = None
+    return report
+
+
+def _reason(e: BaseException) -> str:
+    """A short, secret-free reason for a failed call."""
+    msg = getattr(e, "problem", None) or str(e) or type(e).__name__
+    return f"{type(e).__name__}: {msg}"[:300]
+
+
+def chat(judge: "str | Backend", requests: Sequence[ChatRequest], cache: "Cache | str | os.PathLike | None" = None,
+         *, progress: bool = True, desc: str = "calls", dry_run: bool = False, price_table=None,
+         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES, backend_options: dict | None = None
+         ) -> "list[CachedCall | CallFailure] | Estimate":
+    """Answer chat requests through the cache: one result per request, in order — the stored
+    :class:`~dhp.cache.CachedCall` (``.text``, ``.top_logprobs``, token counts) or a :class:`CallFailure`
+    with its reason. Requests must ask for one reply (``n == 1``). ``dry_run=True`` returns an
+    :class:`Estimate` and calls nothing."""
+    backend = get_backend(judge, **(backend_options or {}))
+    planned = []
+    for r in requests:
+        if int(getattr(r, "n", 1)) != 1:
+            raise DHPError("dhp.calls.chat answers one reply per request.", "use plan_chat + run for n > 1.")
+        planned.append(plan_chat(backend, r))
+    store = open_cache(cache)
+    owns = not isinstance(cache, Cache)
+    try:
+        if dry_run:
+            return estimate(backend, planned, store, price_table)
+        report = run(backend, planned, store, progress=progress, desc=desc,
+                     max_consecutive_failures=max_consecutive_failures)
+        out: list[CachedCall | CallFailure] = []
+        for c in planned:
+            got = store.get(c.keys[0])
+            out.append(got if got is not None else CallFailure(report.errors.get(c.keys[0], "no result")))
+        return out
+    finally:
+        if owns:
+            store.close()
