@@ -17,7 +17,9 @@ protocols) goes through here, so all of them share one cache, one scheduler and 
 
 from __future__ import annotations
 
+import contextvars
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -27,7 +29,7 @@ from dhp.errors import DHPError
 
 __all__ = [
     "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "run", "estimate", "chat",
-    "load_price_table", "MAX_CONSECUTIVE_FAILURES", "TEMPLATE_MARGIN",
+    "load_price_table", "MAX_CONSECUTIVE_FAILURES", "TEMPLATE_MARGIN", "PendingCalls", "collect_pending",
 ]
 
 #: Default of the circuit breaker: this many failed calls in a row stop the run.
@@ -78,6 +80,30 @@ class RunReport:
 
     errors: dict[str, str] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+class PendingCalls(Exception):
+    """Raised by :func:`run` inside :func:`collect_pending` instead of calling the model: carries the
+    calls that are not cached yet (offline batch export/import reads them, see dhp.batch)."""
+
+    def __init__(self, backend: Backend, calls: list[Call]):
+        super().__init__(f"{len(calls)} pending calls to {backend.identity}")
+        self.backend = backend
+        self.calls = calls
+
+
+_COLLECTING: contextvars.ContextVar[bool] = contextvars.ContextVar("dhp_collect_pending", default=False)
+
+
+@contextmanager
+def collect_pending():
+    """Within this block the first :func:`run` that has uncached calls raises :class:`PendingCalls`
+    instead of calling the model (a stage's calls are known only once the stage before it is done)."""
+    token = _COLLECTING.set(True)
+    try:
+        yield
+    finally:
+        _COLLECTING.reset(token)
 
 
 def _identity(backend: Backend) -> dict:
@@ -206,6 +232,8 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
     raised by the backend before or during the run.
     """
     todo = pending(calls, store)
+    if todo and _COLLECTING.get():
+        raise PendingCalls(backend, todo)
     n_keys = sum(len(c.keys) for c in _unique(calls))
     stats = {"identity": backend.identity, "requests": n_keys, "calls": 0,
              "replies_made": sum(len(c.keys) for c in todo), "cache_hits": n_keys - sum(len(c.keys) for c in todo),

@@ -58,3 +58,47 @@ def read_table(path: str | os.PathLike, what: str, producer: str) -> pd.DataFram
     if not p.exists():
         raise DHPError(f"{what} not found at {p}.", f"run {producer} first with the same run_dir.")
     return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+
+
+#: Packages whose versions can change a run's numbers; recorded in every manifest.
+MANIFEST_PACKAGES = ("dhp", "numpy", "pandas", "scipy", "llama_cpp_python", "openai", "typo", "spacy",
+                     "scikit-learn", "vllm")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, backends=(), inputs=()) -> Path:
+    """Record one stage of a run in ``<run_dir>/manifest.json`` (atomically; other stages' entries kept).
+
+    Schema: {"stages": {stage: {"parameters": {...}, "backends": [cache identities],
+    "inputs": {path: sha256}, "packages": {name: version}}}}. ``parameters`` must be JSON-serialisable
+    (paths become strings); ``backends`` are :class:`dhp.backends.Backend` objects (their
+    ``cache_identity()`` never holds a secret); ``inputs`` are files the stage read.
+    """
+    import json
+    from importlib import metadata
+
+    path = resolve(run_dir) / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"stages": {}}
+    versions = {}
+    for name in MANIFEST_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    manifest["stages"][stage] = {
+        "parameters": json.loads(json.dumps(parameters, default=str)),
+        "backends": [b.cache_identity() if hasattr(b, "cache_identity") else {"backend": str(b)} for b in backends],
+        "inputs": {str(p): _sha256(Path(p)) for p in inputs if Path(p).is_file()},
+        "packages": versions,
+    }
+    text = json.dumps(manifest, indent=1, sort_keys=True)
+    return _atomic(path, lambda t: Path(t).write_text(text, encoding="utf-8"))

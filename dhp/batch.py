@@ -1,0 +1,200 @@
+"""Offline batch for scale: write a run's pending model calls as an OpenAI Batch input file, answer it
+elsewhere (OpenAI's Batch API, or ``vllm run-batch`` on GPU nodes, shard by shard), and load the answers
+into the run's cache; rerunning the pipeline then makes no live call.
+
+    python -m dhp batch export <python -m dhp run arguments> --out calls.jsonl
+    python -m dhp batch import results.jsonl <the same arguments>
+
+Export runs the pipeline inside :func:`dhp.calls.collect_pending`: the first stage with uncached calls
+(LLM perturbations, then judging) stops there and its calls are written, one line each::
+
+    {"custom_id": <cache key>, "method": "POST", "url": "/v1/chat/completions", "body": {...}}
+
+A stage's prompts depend on the stage before it (the judge scores what the perturber wrote), so a run
+with an LLM perturber needs two rounds: export → answer → import, then export again for the judge.
+
+Import re-plans the same run, matches every output line's ``custom_id`` to a pending call, checks each
+line before anything is stored (a foreign id, a line that is not JSON, or a body that does not parse
+rejects the whole file with the line numbers named — nothing half-imported), stores the successful
+answers in the cache and reports answers with an error status (left pending). Importing twice is
+harmless (the cache keeps the first stored answer).
+
+Only OpenAI-compatible judges (``openai:<model>[@url]``) can be exported: the body is the one that
+backend would send live, so the cache keys of a batch run and of a live run are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from dhp.calls import Call, PendingCalls, collect_pending
+from dhp.errors import DHPError
+
+__all__ = ["export_calls", "import_results", "answer_file", "ImportReport", "CHAT_URL"]
+
+CHAT_URL = "/v1/chat/completions"
+
+
+def _pending(run: Callable[[], Any]) -> PendingCalls | None:
+    """Run a pipeline callable until its first stage with uncached calls; None when all are cached."""
+    with collect_pending():
+        try:
+            run()
+        except PendingCalls as p:
+            return p
+    return None
+
+
+def _body(backend, call: Call) -> dict:
+    if call.kind != "chat" or not hasattr(backend, "_chat_body"):
+        raise DHPError(f"Batch export supports chat calls to OpenAI-compatible judges, not {call.kind} calls "
+                       f"to {backend.identity}.",
+                       "use --judge openai:<model>[@<url>] with mode logprobs or sample.")
+    return backend._chat_body(call.request)
+
+
+def export_calls(run: Callable[[], Any], out: str | os.PathLike) -> int:
+    """Write the pending calls of ``run`` (a no-argument callable running the pipeline) to ``out`` in
+    the OpenAI Batch input format; returns how many lines were written (0: everything is cached)."""
+    from dhp.io import resolve
+
+    found = _pending(run)
+    path = resolve(out)
+    lines = []
+    if found is not None:
+        for c in found.calls:
+            lines.append(json.dumps({"custom_id": c.keys[0], "method": "POST", "url": CHAT_URL,
+                                     "body": _body(found.backend, c)}, ensure_ascii=False, sort_keys=True))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return len(lines)
+
+
+@dataclass
+class ImportReport:
+    """What an import did: answers stored, lines whose answer was an error (still pending), and calls
+    of the run that the file did not answer."""
+
+    stored: int
+    error_lines: list[tuple[int, str]]
+    unanswered: int
+
+    def describe(self) -> str:
+        s = f"imported {self.stored} answers; {self.unanswered} calls of this stage still pending"
+        if self.error_lines:
+            s += f"; {len(self.error_lines)} lines carried an error (e.g. line {self.error_lines[0][0]}: " \
+                 f"{self.error_lines[0][1]})"
+        return s
+
+
+def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) -> ImportReport:
+    """Load an OpenAI Batch output file into ``cache`` for the pending calls of ``run`` (see module
+    docstring). Raises DHPError naming the lines when any line is foreign or corrupt; then nothing is
+    stored."""
+    from dhp.cache import CachedCall, open_cache
+    from dhp.io import resolve
+
+    path = resolve(results)
+    if not path.is_file():
+        raise DHPError(f"Batch results file {path} not found.", "pass the output file of the batch job.")
+    found = _pending(run)
+    if found is None:
+        return ImportReport(0, [], 0)
+    backend = found.backend
+    by_id = {c.keys[0]: c for c in found.calls}
+    problems: list[str] = []
+    answers: list[tuple[Call, Any]] = []
+    errors: list[tuple[int, str]] = []
+    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            cid = rec["custom_id"]
+        except (ValueError, KeyError, TypeError):
+            problems.append(f"line {no}: not a batch output record (JSON with custom_id)")
+            continue
+        call = by_id.get(cid)
+        if call is None:
+            problems.append(f"line {no}: custom_id {str(cid)[:16]}… is not a pending call of this run")
+            continue
+        resp = rec.get("response") or {}
+        status = resp.get("status_code")
+        if rec.get("error") or status != 200:
+            msg = (rec.get("error") or {}).get("message") if isinstance(rec.get("error"), dict) else rec.get("error")
+            errors.append((no, f"HTTP {status}: {msg or (resp.get('body') or {}).get('error', '')}"[:200]))
+            continue
+        try:
+            res = backend._parse_chat(resp.get("body") or {})
+        except Exception as e:  # noqa: BLE001 - any parse error makes the line corrupt
+            problems.append(f"line {no}: response body does not parse ({e})")
+            continue
+        texts = list(getattr(res, "texts", None) or [res.text])
+        if len(texts) < len(call.keys):
+            problems.append(f"line {no}: {len(texts)} replies where {len(call.keys)} were asked for")
+            continue
+        answers.append((call, res))
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise DHPError(f"{path} was not imported: {shown}.",
+                       "import the output of a batch exported with the same run arguments "
+                       "(python -m dhp batch export ...), unmodified.")
+    store = open_cache(cache)
+    try:
+        for call, res in answers:
+            texts = list(getattr(res, "texts", None) or [res.text])
+            for i, key in enumerate(call.keys):
+                store.put(key, backend.identity, "chat",
+                          CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
+                                     res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
+    finally:
+        if not hasattr(cache, "put"):
+            store.close()
+    answered = {c.keys for c, _ in answers}
+    return ImportReport(len(answers), errors, sum(1 for c in found.calls if c.keys not in answered))
+
+
+def read_lines(path: str | os.PathLike) -> list[dict]:
+    """The records of a JSONL batch file."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def answer_file(calls_path: str | os.PathLike, out: str | os.PathLike, base_url: str, timeout: float = 600) -> int:
+    """Answer an exported batch input file with an OpenAI-compatible server, one request at a time in
+    file order, writing the OpenAI Batch output format (what ``vllm run-batch`` and OpenAI's Batch API
+    write). For local servers and tests; a key, if the server needs one, is read from OPENAI_API_KEY and
+    only sent to https or loopback URLs. Returns the number of lines written."""
+    import httpx
+
+    from dhp.backends import OpenAIBackend  # noqa: F401 - same key rules as live calls
+
+    from urllib.parse import urlparse
+
+    host = urlparse(base_url).hostname or ""
+    key = os.environ.get("OPENAI_API_KEY", "")
+    local = host in ("localhost", "::1") or host.startswith("127.")
+    if key and not (base_url.startswith("https://") or local):
+        raise DHPError(f"Refusing to send OPENAI_API_KEY over plain http to {host}.",
+                       "use an https:// URL or a loopback server.")
+    headers = {"Authorization": f"Bearer {key or 'sk-no-key'}"}
+    root = base_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    rows = []
+    with httpx.Client(timeout=timeout, headers=headers) as client:
+        for i, rec in enumerate(read_lines(calls_path)):
+            r = client.post(root + rec["url"], json=rec["body"])
+            ok = r.status_code == 200
+            rows.append({"id": f"batch_req_{i}", "custom_id": rec["custom_id"],
+                         "response": {"status_code": r.status_code, "request_id": f"req_{i}",
+                                      "body": r.json() if ok else {"error": r.text[:500]}},
+                         "error": None})
+    path = Path(out)
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in rows), encoding="utf-8")
+    return len(rows)

@@ -1,0 +1,81 @@
+"""Offline batch: export a run's pending calls, answer them through a real llama_cpp.server, import,
+rerun with zero live calls and get the same scores as a live run; foreign or corrupt lines are
+rejected with nothing imported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dhp import batch
+from dhp.backends import OpenAIBackend
+from dhp.cache import Cache
+from dhp.errors import DHPError
+from dhp.pipeline import run_pipeline
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp: Path, name: str, url: str, storycloze_path: Path):
+    run_dir = tmp / name
+    # One request at a time: llama.cpp reuses the previous prompt's KV cache, so the live run and the
+    # batch answers must see the same sequence of prompts to give bit-identical logprobs.
+    backend = OpenAIBackend("smollm2-135m", url, concurrency=1)
+    kwargs = dict(dataset="storycloze", n_items=2, seed=0, judge=backend, mode="logprobs", run_dir=run_dir,
+                  path=storycloze_path, perturbations=["char_typo"], n_boot=0)
+    return run_dir, (lambda: run_pipeline(**kwargs))
+
+
+def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
+    from dhp.testing import free_port, start_llama_server
+
+    port = free_port()  # both servers on one port: the judge's identity (with its URL) is in the scores
+    server = start_llama_server(model_alias="smollm2-135m", port=port, n_threads=1, timeout=180)
+    try:
+        live_dir, live = _run(tmp_path, "live", server.base_url, storycloze_path)
+        live()
+    finally:
+        server.stop()
+    live_stats = json.loads((live_dir / "judge_stats.json").read_text())
+    assert live_stats["calls"] > 0
+
+    server = start_llama_server(model_alias="smollm2-135m", port=port, n_threads=1, timeout=180)
+    try:
+        run_dir, run = _run(tmp_path, "batch", server.base_url, storycloze_path)
+        calls_file = tmp_path / "calls.jsonl"
+        n = batch.export_calls(run, calls_file)
+        lines = batch.read_lines(calls_file)
+        assert n == len(lines) == live_stats["calls"]
+        assert {ln["url"] for ln in lines} == {batch.CHAT_URL}
+        assert not (run_dir / "scores.parquet").exists()  # export calls no model and writes no table
+
+        out = tmp_path / "results.jsonl"
+        batch.answer_file(calls_file, out, server.base_url)
+        cache = run_dir / "cache.sqlite"
+
+        # A foreign line and a corrupt line: the whole file is rejected, nothing stored.
+        good = out.read_text().splitlines()
+        bad = tmp_path / "bad.jsonl"
+        foreign = json.loads(good[0]) | {"custom_id": "0" * 64}
+        bad.write_text("\n".join(good[1:] + [json.dumps(foreign), "{not json"]) + "\n")
+        with pytest.raises(DHPError, match="not a pending call|not a batch output record"):
+            batch.import_results(run, bad, cache)
+        with Cache(cache) as c:
+            assert len(c) == 0
+
+        report = batch.import_results(run, out, cache)
+        assert report.stored == n and report.unanswered == 0 and not report.error_lines
+        again = batch.import_results(run, out, cache)  # idempotent: nothing pending any more
+        assert again.stored == 0
+        assert batch.export_calls(run, tmp_path / "none.jsonl") == 0
+        run()  # the rerun: everything from the cache
+    finally:
+        server.stop()
+    stats = json.loads((run_dir / "judge_stats.json").read_text())
+    assert stats["calls"] == 0
+    assert (run_dir / "scores.parquet").read_bytes() == (live_dir / "scores.parquet").read_bytes()
+    scores = pd.read_parquet(run_dir / "scores.parquet")
+    assert scores["score"].notna().all()
