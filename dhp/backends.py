@@ -59,12 +59,15 @@ class ChatRequest:
     seed: int = 0
     logprobs: int | None = None
     stop_after: tuple[str, ...] = ()
+    n: int = 1  # replies wanted (sample mode): one request, n replies
 
     @staticmethod
     def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
-             logprobs: int | None = None, stop_after: tuple[str, ...] = ()) -> "ChatRequest":
+             logprobs: int | None = None, stop_after: tuple[str, ...] = (), n: int = 1) -> "ChatRequest":
+        if int(n) < 1:
+            raise DHPError(f"A chat request needs n >= 1 replies (got {n}).", "pass n=1 or more.")
         return ChatRequest(tuple((m["role"], m["content"]) for m in messages), int(max_tokens),
-                           float(temperature), int(seed), logprobs, tuple(stop_after))
+                           float(temperature), int(seed), logprobs, tuple(stop_after), int(n))
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
@@ -78,6 +81,8 @@ class Completion:
     position), or None when logprobs were not requested or the server gave none.
     ``prompt_tokens_computed``: prompt tokens the backend actually evaluated (smaller than
     ``prompt_tokens`` when a cached prefix was reused); None when the backend cannot tell.
+    ``texts``: all replies of a request with ``n > 1`` (``text`` is the first); ``calls``: model calls
+    made to get them (1 when the server honoured ``n`` or a deterministic backend repeated its reply).
     """
 
     text: str
@@ -85,6 +90,8 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_computed: int | None = None
+    texts: list[str] | None = None
+    calls: int = 1
 
 
 @dataclass
@@ -105,6 +112,53 @@ class TransientError(RuntimeError):
     """A call failed in a way worth retrying (429, 5xx, timeout, malformed response)."""
 
 
+def _is_wide(ch: str) -> bool:
+    """CJK ideographs, kana, hangul and full-width forms: about one token per character or more."""
+    o = ord(ch)
+    return (0x2E80 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF
+            or 0xFF00 <= o <= 0xFFEF or 0x20000 <= o <= 0x2FA1F)
+
+
+def _char_cost(ch: str) -> float:
+    return 1.0 if _is_wide(ch) else 1.0 / 3.0
+
+
+def estimate_tokens(text: str) -> int:
+    """Conservative token estimate for a backend without a tokenizer: one token per CJK/kana/hangul
+    character, one per 3 other characters (BPE vocabularies average ~4 for English, so this over-counts
+    a little, which is the safe side for fitting a context)."""
+    return max(1, math.ceil(sum(_char_cost(c) for c in text)))
+
+
+def truncate_estimated(text: str, n_tokens: int) -> str:
+    """The longest prefix of ``text`` whose :func:`estimate_tokens` is at most ``n_tokens``."""
+    budget, used = max(0, n_tokens), 0.0
+    for i, ch in enumerate(text):
+        used += _char_cost(ch)
+        if used > budget:
+            return text[:i]
+    return text
+
+
+_GGUF_SHA256: dict[tuple[str, int, int], str] = {}
+
+
+def gguf_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a model file, computed once per (path, size, mtime) in this process."""
+    import hashlib
+
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    if key not in _GGUF_SHA256:
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+        _GGUF_SHA256[key] = h.hexdigest()
+    return _GGUF_SHA256[key]
+
+
 def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -123,14 +177,28 @@ class Backend:
     is_paid: bool = False  # print a cost estimate before running
     supports_logprobs: bool = True
     supports_loglikelihood: bool = True
+    #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
+    deterministic: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's content identity (what changes when the model's weights change)."""
+        return self.model
+
+    def cache_identity(self) -> dict:
+        """Everything besides the prompt and sampling parameters that determines a call's output:
+        backend, the model's content identity and output-affecting settings. Part of every cache key;
+        never holds a secret."""
+        return {"backend": self.identity, "model": self.fingerprint}
 
     def count_tokens(self, text: str) -> int:
-        """Token count of ``text`` (approximate, 4 characters a token, unless the backend knows better)."""
-        return max(1, math.ceil(len(text) / 4))
+        """Token count of ``text``: the backend's tokenizer where it has one, else
+        :func:`estimate_tokens` (conservative: errs towards more tokens, so truncation cuts enough)."""
+        return estimate_tokens(text)
 
     def truncate_to_tokens(self, text: str, n_tokens: int) -> str:
-        """Keep the first ``n_tokens`` tokens of ``text`` (approximate unless overridden)."""
-        return text[: max(0, n_tokens) * 4]
+        """Keep the first ``n_tokens`` tokens of ``text`` (by :func:`estimate_tokens` unless overridden)."""
+        return truncate_estimated(text, n_tokens)
 
     def chat(self, messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
              logprobs: int | None = None) -> Completion:
@@ -198,6 +266,7 @@ class EmbeddedBackend(Backend):
     ``softmax(logits / temperature)`` with a numpy generator seeded by the request's seed."""
 
     is_paid = False
+    deterministic = True
     CHUNK = 32  # prompt evaluation chunk (see _decode_with_reuse)
 
     def __init__(self, name: str = "smollm2-135m", n_ctx: int = 2048, seed: int = 0,
@@ -223,6 +292,17 @@ class EmbeddedBackend(Backend):
         self._lock = threading.Lock()
         self._formatter = None
         self._kv_prompt_len: dict[int, int] = {}
+
+    @property
+    def fingerprint(self) -> str:
+        return gguf_sha256(self.model_path)
+
+    def cache_identity(self) -> dict:
+        from importlib import metadata
+
+        # The chunk size and llama.cpp's version change logits in the last bits: part of the identity.
+        return {"backend": self.identity, "model": self.fingerprint, "chunk": self.CHUNK,
+                "llama_cpp": metadata.version("llama_cpp_python")}
 
     def _load(self, logits_all: bool):
         # llama.cpp's OpenMP workers spin while waiting; on a shared machine that starves everyone.
@@ -333,12 +413,28 @@ class EmbeddedBackend(Backend):
                           prompt_tokens=len(tokens), completion_tokens=len(out),
                           prompt_tokens_computed=computed)
 
+    def _generate_n(self, req: ChatRequest) -> Completion:
+        first = self._generate(req)
+        if req.n == 1:
+            return first
+        if req.temperature <= 0:  # greedy: every reply would be this one
+            first.texts = [first.text] * req.n
+            return first
+        others = [self._generate(ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + i,
+                                             req.logprobs, req.stop_after)) for i in range(1, req.n)]
+        first.texts = [first.text] + [o.text for o in others]
+        first.calls = req.n
+        first.completion_tokens += sum(o.completion_tokens for o in others)
+        first.prompt_tokens_computed = (first.prompt_tokens_computed or 0) + sum(
+            o.prompt_tokens_computed or 0 for o in others)
+        return first
+
     def chat_many(self, requests, on_result=None):
         results: list[Completion | Exception] = []
         with self._lock:
             for i, req in enumerate(requests):
                 try:
-                    res = self._generate(req)
+                    res = self._generate_n(req)
                 except DHPError as e:  # a prompt that does not fit: that call fails, the run goes on
                     res = e
                 results.append(res)
@@ -389,7 +485,19 @@ class EmbeddedBackend(Backend):
 
 # ---------------------------------------------------------------------------------------------- openai
 
-_LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+_LOCAL_HOSTS = {"localhost", "0.0.0.0"}
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses that never leave this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host in _LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _run_coro(coro):
@@ -402,34 +510,49 @@ class OpenAIBackend(Backend):
     """OpenAI-compatible HTTP backend (see module docstring).
 
     ``concurrency``: requests in flight at once; ``max_retries``: retries per call after the first try;
-    ``timeout``: seconds per try; ``n_ctx``: the server's context size if you want sources truncated.
-    ``attempts`` counts every HTTP try (first tries and retries) made by this object.
+    ``timeout``: seconds per try; ``n_ctx``: the server's context size (default: what the server
+    reports, e.g. vLLM's ``max_model_len``; None if it reports none); ``allow_insecure_key``: send
+    ``OPENAI_API_KEY`` over plain http to a non-loopback host (refused unless set: the key would cross
+    the network in clear text). ``attempts`` counts every HTTP try (first tries and retries).
     """
 
     def __init__(self, model: str, base_url: str | None = None, *, concurrency: int = 8,
                  max_retries: int = 4, timeout: float = 60.0, backoff_initial: float = 0.5,
-                 backoff_max: float = 8.0, n_ctx: int | None = None):
+                 backoff_max: float = 8.0, n_ctx: int | None = None, allow_insecure_key: bool = False):
         if not model:
             raise DHPError("The openai backend needs a model name.", "use 'openai:<model>[@<base_url>]'.")
         self.model = model
         self.base_url = (base_url or "https://api.openai.com/v1").rstrip("/")
-        host = urlparse(self.base_url).hostname or ""
-        self.is_local = host in _LOCAL_HOSTS
+        parsed = urlparse(self.base_url)
+        host = parsed.hostname or ""
+        if parsed.scheme not in ("http", "https") or not host:
+            raise DHPError(f"Invalid judge server URL {self.base_url!r}.",
+                           "use http(s)://host:port/v1, e.g. http://127.0.0.1:8000/v1.")
+        self.is_local = is_loopback(host)
         self.is_paid = not self.is_local
         self.identity = f"openai:{model}" if base_url is None else f"openai:{model}@{self.base_url}"
         key = os.environ.get("OPENAI_API_KEY")
+        if key and parsed.scheme != "https" and not self.is_local and not allow_insecure_key:
+            raise DHPError(f"Refusing to send OPENAI_API_KEY over plain http to {host}: it would cross the "
+                           "network unencrypted.",
+                           "use an https:// URL, a loopback server, or pass --allow-insecure-key "
+                           "(allow_insecure_key=True) if you accept that risk.")
         if not key:
             if not self.is_local:
                 raise DHPError(f"OPENAI_API_KEY is not set (needed for {self.identity}).",
                                "export OPENAI_API_KEY in the environment; it is read from there only.")
             key = "sk-local-no-key"
         self.__key = key  # name-mangled and excluded from repr: never logged, cached or saved
+        self._n_ctx_given = n_ctx is not None
+        self._server_info: dict | None = None
+        self._tokenize_route: str | None = None  # "vllm", "llama_cpp" or "" (none) once probed
+        self._token_counts: dict[str, int] = {}
         self.concurrency = int(concurrency)
         self.max_retries = int(max_retries)
         self.timeout = float(timeout)
         self.backoff_initial = float(backoff_initial)
         self.backoff_max = float(backoff_max)
-        self.n_ctx = n_ctx
+        self._n_ctx = n_ctx
         self.attempts = 0
         self._checked = False
 
@@ -440,6 +563,97 @@ class OpenAIBackend(Backend):
         # Retries are ours (tenacity), so the client's own are off; a fresh client per event loop.
         return openai.AsyncOpenAI(api_key=self.__key, base_url=self.base_url, max_retries=0,
                                   timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
+
+    # ------------------------------------------------------------------ what the server says about itself
+    def _get(self, path: str) -> dict | None:
+        import httpx
+
+        try:
+            r = httpx.get(self.base_url + path, timeout=min(self.timeout, 10.0),
+                          headers={"Authorization": f"Bearer {self.__key}"})
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def _post_sync(self, url: str, body: dict) -> dict | None:
+        import httpx
+
+        try:
+            r = httpx.post(url, json=body, timeout=min(self.timeout, 10.0),
+                           headers={"Authorization": f"Bearer {self.__key}"})
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def server_info(self) -> dict:
+        """The /models entry the server reports for this model ({} if it reports none), fetched once.
+        Its id/owner/root name the model that answers, whatever the URL's port; vLLM's entry also gives
+        ``max_model_len``, used as ``n_ctx`` unless one was given."""
+        if self._server_info is None:
+            data = self._get("/models") or {}
+            entries = data.get("data") if isinstance(data, dict) else None
+            entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == self.model), None)
+            self._server_info = entry or {}
+            if not self._n_ctx_given and isinstance(self._server_info.get("max_model_len"), int):
+                self._n_ctx = int(self._server_info["max_model_len"])
+        return self._server_info
+
+    @property
+    def n_ctx(self) -> int | None:  # type: ignore[override]
+        if not self._n_ctx_given:
+            self.server_info()
+        return self._n_ctx
+
+    @property
+    def fingerprint(self) -> str:
+        info = self.server_info()
+        reported = {k: info[k] for k in ("id", "owned_by", "root") if info.get(k) is not None}
+        return json.dumps(reported or {"id": self.model, "reported": False}, sort_keys=True)
+
+    def cache_identity(self) -> dict:
+        # The port of a loopback server is left out (tests and local servers use random ports);
+        # a remote host is part of the identity: another provider may serve another model by that name.
+        host = "local" if self.is_local else urlparse(self.base_url).hostname
+        return {"backend": "openai", "host": host, "model": self.fingerprint}
+
+    # ------------------------------------------------------------------ tokenizer
+    def _root(self) -> str:
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _server_tokens(self, text: str) -> list[int] | None:
+        """Token ids from the server's tokenizer (vLLM /tokenize, llama-cpp-python /extras/tokenize)."""
+        if self._tokenize_route == "":
+            return None
+        routes = [self._tokenize_route] if self._tokenize_route else ["vllm", "llama_cpp"]
+        for route in routes:
+            if route == "vllm":
+                out = self._post_sync(self._root() + "/tokenize", {"model": self.model, "prompt": text})
+            else:
+                out = self._post_sync(self._root() + "/extras/tokenize", {"model": self.model, "input": text})
+            if isinstance(out, dict) and isinstance(out.get("tokens"), list):
+                self._tokenize_route = route
+                return out["tokens"]
+        self._tokenize_route = ""
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        if not self.is_local:
+            return estimate_tokens(text)  # hosted APIs have no tokenize endpoint; don't send texts twice
+        if text not in self._token_counts:
+            toks = self._server_tokens(text)
+            self._token_counts[text] = len(toks) if toks is not None else estimate_tokens(text)
+        return self._token_counts[text]
+
+    def truncate_to_tokens(self, text: str, n_tokens: int) -> str:
+        toks = self._server_tokens(text) if self.is_local else None
+        if toks is None:
+            return truncate_estimated(text, n_tokens)
+        if len(toks) <= n_tokens:
+            return text
+        route = "/detokenize" if self._tokenize_route == "vllm" else "/extras/detokenize"
+        out = self._post_sync(self._root() + route, {"model": self.model, "tokens": toks[: max(0, n_tokens)]})
+        piece = (out or {}).get("prompt") or (out or {}).get("text")
+        return piece if isinstance(piece, str) else truncate_estimated(text, n_tokens)
 
     def _fatal(self, e: Exception) -> DHPError | None:
         """Map a non-retryable error to a clear DHPError (or None if the error is retryable)."""
@@ -460,10 +674,7 @@ class OpenAIBackend(Backend):
         if isinstance(e, openai.APIConnectionError) and not self._checked:
             return DHPError(f"Cannot reach the judge server at {self.base_url}.",
                             "start the server or fix the base URL / port.")
-        if isinstance(e, openai.BadRequestError):
-            return DHPError(f"{where} rejected the request (400): {e.message}",
-                            "check the model supports these parameters (e.g. logprobs).")
-        return None
+        return None  # 400 and the rest: that call fails with its reason (see _per_call_error), the run goes on
 
     def _transient(self, e: BaseException) -> bool:
         import openai
@@ -474,6 +685,23 @@ class OpenAIBackend(Backend):
         return dropped or isinstance(e, (TransientError, openai.RateLimitError, openai.InternalServerError,
                                          openai.APITimeoutError)) or (
             isinstance(e, openai.APIStatusError) and e.status_code >= 500)
+
+    @staticmethod
+    def _per_call_error(e: Exception) -> Exception:
+        """A readable reason for one failed call (the run goes on; the circuit breaker counts it)."""
+        import openai
+
+        if isinstance(e, openai.BadRequestError):
+            msg = str(getattr(e, "message", "") or e)
+            low = msg.lower()
+            if any(w in low for w in ("context", "too long", "maximum", "exceed", "n_ctx")):
+                return RuntimeError(f"context overflow: HTTP 400: {msg[:200]}")
+            return RuntimeError(f"HTTP 400: {msg[:200]}")
+        if isinstance(e, openai.APIStatusError):
+            return RuntimeError(f"HTTP {e.status_code}: {str(getattr(e, 'message', '') or e)[:200]}")
+        if isinstance(e, openai.APITimeoutError):
+            return RuntimeError("timeout")
+        return e
 
     async def _with_retries(self, fn):
         from tenacity import (AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential,
@@ -530,6 +758,8 @@ class OpenAIBackend(Backend):
         if req.logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = min(int(req.logprobs), 20)
+        if req.n > 1:
+            body["n"] = req.n
         return body
 
     @staticmethod
@@ -537,6 +767,7 @@ class OpenAIBackend(Backend):
         try:
             choice = data["choices"][0]
             text = choice["message"]["content"] or ""
+            texts = [(c["message"]["content"] or "") for c in data["choices"]]
             tops = None
             lp = choice.get("logprobs")
             if lp and lp.get("content"):
@@ -548,7 +779,8 @@ class OpenAIBackend(Backend):
                     tops.append(d)
             usage = data.get("usage") or {}
             return Completion(text, tops, int(usage.get("prompt_tokens") or 0),
-                              int(usage.get("completion_tokens") or 0), None)
+                              int(usage.get("completion_tokens") or 0), None,
+                              texts if len(texts) > 1 else None)
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise TransientError(f"malformed chat response: {e!r}") from None
 
@@ -567,7 +799,7 @@ class OpenAIBackend(Backend):
                         fatal = self._fatal(e)
                         if fatal is not None and not self._transient(e):
                             raise fatal from None
-                        res = e
+                        res = self._per_call_error(e)
                 results[i] = res
                 if on_result is not None:
                     on_result(i, res)
@@ -586,7 +818,19 @@ class OpenAIBackend(Backend):
 
     def chat_many(self, requests, on_result=None):
         async def one(client, req):
-            return self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(req)))
+            res = self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(req)))
+            texts = list(res.texts or [res.text])
+            # A server that ignores `n` (llama-cpp-python's does) answers once: ask for the rest singly.
+            while len(texts) < req.n:
+                single = ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + len(texts),
+                                     req.logprobs, req.stop_after)
+                more = self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(single)))
+                texts.append(more.text)
+                res.calls += 1
+                res.completion_tokens += more.completion_tokens
+            if req.n > 1:
+                res.texts = texts[: req.n]
+            return res
 
         return _run_coro(self._run_many(list(requests), one, on_result))
 

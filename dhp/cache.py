@@ -1,6 +1,6 @@
 """Persistent judge cache: one SQLite row per model call, so reruns and resumed runs make no repeat calls.
 
-The key is the sha256 of (backend identity, model, full prompt, sampling parameters, sample index) — see
+The key is the sha256 of (backend cache identity with the model's content hash, full prompt, sampling parameters, reply index) — see
 :func:`make_key`. The backend identity never contains a secret (API keys are read from the environment
 and never passed here), so the database can be shared. Each row stores the raw output text, the
 top-logprobs (JSON) and the token usage. Every ``put`` is its own committed transaction in WAL mode: a
@@ -36,15 +36,17 @@ CREATE TABLE IF NOT EXISTS calls (
 """
 
 
-def make_key(identity: str, model: str, prompt: Any, params: dict, sample_index: int) -> str:
+def make_key(cache_identity: dict, prompt: Any, params: dict, sample_index: int) -> str:
     """sha256 over a canonical JSON of everything that determines a model call's output.
 
-    ``prompt`` is the full prompt (a string, a chat message list, or a (prefix, continuation) pair);
-    ``params`` holds the sampling parameters (temperature, max_tokens, seed, logprobs, ...).
+    ``cache_identity`` is the backend's :meth:`~dhp.backends.Backend.cache_identity` (backend, the
+    model's content identity — e.g. the GGUF's sha256 — and output-affecting settings), so a new model
+    under an old name never reuses old answers; ``prompt`` is the full prompt (a string, a chat message
+    list, or a (prefix, continuation) pair); ``params`` the sampling parameters; ``sample_index`` the
+    reply's index within its request.
     """
     payload = json.dumps(
-        {"identity": identity, "model": model, "prompt": prompt, "params": params,
-         "sample": int(sample_index)},
+        {"identity": cache_identity, "prompt": prompt, "params": params, "sample": int(sample_index)},
         sort_keys=True, ensure_ascii=False, separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()

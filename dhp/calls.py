@@ -107,18 +107,7 @@ def collect_pending():
 
 
 def _identity(backend: Backend) -> dict:
-    if hasattr(backend, "cache_identity"):
-        return backend.cache_identity()
-    return {"backend": backend.identity, "model": backend.model}  # TEMPORARY, see _key
-
-
-def _key(ident: dict, prompt: Any, params: dict, sample_index: int) -> str:
-    # TEMPORARY while dhp.cache.make_key moves to (cache_identity, prompt, params, sample_index).
-    import inspect
-
-    if len(inspect.signature(make_key).parameters) == 5:
-        return make_key(ident["backend"], ident.get("model", ""), prompt, params, sample_index)
-    return make_key(ident, prompt, params, sample_index)
+    return backend.cache_identity()
 
 
 def plan_chat(backend: Backend, request: ChatRequest) -> Call:
@@ -128,13 +117,13 @@ def plan_chat(backend: Backend, request: ChatRequest) -> Call:
               "n": int(getattr(request, "n", 1))}
     messages = [list(m) for m in request.messages]
     ident = _identity(backend)
-    return Call("chat", request, tuple(_key(ident, messages, params, i) for i in range(params["n"])))
+    return Call("chat", request, tuple(make_key(ident, messages, params, i) for i in range(params["n"])))
 
 
 def plan_loglik(backend: Backend, prefix: str, continuation: str) -> Call:
     """The call scoring log p(continuation | prefix)."""
     return Call("loglik", (prefix, continuation),
-                (_key(_identity(backend), [prefix, continuation], {"kind": "loglik"}, 0),))
+                (make_key(_identity(backend), [prefix, continuation], {"kind": "loglik"}, 0),))
 
 
 def _unique(calls: Iterable[Call]) -> list[Call]:

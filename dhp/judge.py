@@ -2,13 +2,15 @@
 
 Three scoring modes (``mode``):
 
-- ``sample``: ``n_samples`` calls per (item, variant, metric) (paper: 5 at temperature 0); each reply is
-  parsed by :func:`parse_score`; the score is the mean of the replies that parse. Replies that do not
-  parse are NaN and counted in ``n_failed`` — never replaced by a number.
-- ``logprobs``: one call; at the score position the top-20 log-probabilities of the tokens "1".."5" are
-  renormalised and the score is their expected value (:func:`score_from_logprobs`); ``prob_mass`` records
-  how much probability the valid score tokens had. If a reply carries no logprobs, that reply's text
-  is parsed instead (``fallback`` = True, and a warning says how often).
+- ``sample``: ``n_samples`` replies per (item, variant, metric) (paper: 5 at temperature 0), asked as ONE
+  request with ``n`` replies; each reply is parsed by :func:`parse_reply`; the score is the mean of the
+  replies that parse. Replies that do not parse are counted in ``n_failed`` with their reason in
+  ``failure`` — never replaced by a number.
+- ``logprobs``: one call; the reply must pass the same :func:`parse_reply` rule as in sample mode (else
+  NaN with its reason); then at the score position the top-20 log-probabilities of the tokens "1".."5"
+  are renormalised and the score is their expected value (:func:`score_from_logprobs`); ``prob_mass``
+  records how much probability the valid score tokens had. If a server returns no logprobs, the parsed
+  number is used (``fallback`` = True, and a warning says how often).
 - ``likelihood``: GPTScore-style, no number is asked for: the score is the mean token log-probability of
   the candidate text after a task instruction and the source (``metric`` = "likelihood").
 
@@ -40,26 +42,25 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from dhp.backends import Backend, ChatRequest, Completion, get_backend
-from dhp.cache import CachedCall, Cache, make_key, open_cache
+from dhp import calls as calls_mod
+from dhp.backends import Backend, ChatRequest, get_backend
+from dhp.cache import Cache, open_cache
+from dhp.calls import Call
 from dhp.errors import DHPError
-from dhp.schema import DATASET_TASK, ORIGINAL, metrics_for
+from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMNS, TASK_METRICS, metrics_for
 
 __all__ = [
-    "MODES", "SCORE_COLUMNS", "judge", "parse_score", "score_from_logprobs", "failure_summary",
-    "load_prompt", "build_prompt", "likelihood_prefix", "JudgeEstimate", "load_price_table",
+    "MODES", "SCORE_COLUMNS", "judge", "score_prompts", "parse_score", "parse_reply", "score_from_logprobs",
+    "failure_summary", "failures_table", "load_prompt", "build_prompt", "likelihood_prefix",
     "load_judge_inputs",
 ]
 
 MODES = ("sample", "logprobs", "likelihood")
-SCORE_COLUMNS = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric",
-                 "score", "n_valid", "n_failed"]
-EXTRA_COLUMNS = ["prob_mass", "truncated", "fallback", "prompt_tokens", "completion_tokens"]
 VALID_SCORES = (1, 2, 3, 4, 5)
 _SCORE_TOKENS = tuple(str(v) for v in VALID_SCORES)
-DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 5}
+# logprobs replies get a few tokens past the digit so "1. Read ..." or "3 out of 10" can be told from a score.
+DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 8}
 TOP_LOGPROBS = 20
-_TEMPLATE_MARGIN = 48  # tokens of chat-template wrapping (system prompt, role tags) beyond the user text
 _CUT_MARK = " [...]"
 _LANG_NAMES = {"de": "German", "zh": "Chinese", "en": "English", "fr": "French", "ru": "Russian",
                "ja": "Japanese", "cs": "Czech", "uk": "Ukrainian"}
@@ -113,38 +114,49 @@ def _labels(metric: str | None) -> list[str]:
     return sorted(set(labels), key=len, reverse=True)
 
 
-_NUM = r"([1-5](?:\.\d+)?)(?![\d])"
-_SCALE = r"(?:\s*(?:/|out\s+of)\s*5(?![\d.]))?"
-_BAD_AFTER = re.compile(r"^(?:[.)]\s*[^\W\d_]|\s*(?:-|–|to)\s*\d|\s*/\s*\d|\.\d)")
+_NUMBER = r"(\d+(?:\.\d+)?)(?![\d])"
+_SCALE = r"(?:\s*(?:/|out\s+of)\s*5(?![\d.,]))?"
+# After a number, these mean it is not one score on the 1-5 scale: a numbered-list echo ("1. Read"),
+# a range ("3-4", "3 to 4"), another scale ("4/10", "3 out of 10"), a decimal comma or a list ("4,5").
+_BAD_AFTER = re.compile(r"^(?:[.)]\s*[^\W\d_]|\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
+                        r"|\s*(?:and|or)\s+\d)", re.IGNORECASE)
+SCALE = (1.0, 5.0)
 
 
-def parse_score(text: str | None, metric: str | None = None) -> float:
-    """The 1–5 score in a judge reply, or NaN.
+def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str]:
+    """The 1–5 score in a judge reply and, when there is none, why: ``(score, "")`` or ``(NaN, reason)``.
 
     Accepted: the score at the start of the reply, optionally after a label ("4", "4.", "Score: 4",
     "- Coherence: 3", "**4**", "4/5", "4 out of 5", "3.5", "4 - mostly coherent\\n..."), or a labelled
-    score anywhere ("... Score: 4"). Rejected (NaN): numbers outside 1–5 ("0", "6", "10"), other scales
-    ("4/10"), ranges echoed from the rubric ("1-5"), numbered-list echoes of the evaluation steps
-    ("1. Read the summary"), and numbers that are not anchored to the start or to a label ("I read 3
-    articles"). The prompt itself is never searched, so its own numbers cannot be matched.
+    score anywhere ("... Score: 4"). NaN: numbers outside the scale ("0", "6", "5.5", "Score: 5.9"),
+    other scales ("4/10", "3 out of 10"), decimal commas and lists ("4,5"), ranges ("1-5", "3 to 4"),
+    numbered-list echoes of the evaluation steps ("1. Read the summary"), and numbers anchored to neither
+    the start nor a label ("I read 3 articles"). Every mode applies this same rule to the same reply.
     """
     if text is None or (isinstance(text, float) and math.isnan(text)):
-        return math.nan
+        return math.nan, "no reply"
     t = str(text).replace("*", "").replace("`", "").strip()
+    if not t:
+        return math.nan, "empty reply"
     lab = "|".join(re.escape(x) for x in _labels(metric))
     head = rf"(?:(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=\-]|is)?\s*)"
-    for pattern in (rf"^[\s\-•>#]*{head}?{_NUM}{_SCALE}",
-                    rf"\b(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*{_NUM}{_SCALE}"):
+    why = ""
+    for pattern in (rf"^[\s\-•>#]*{head}?{_NUMBER}{_SCALE}",
+                    rf"\b(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*{_NUMBER}{_SCALE}"):
         for m in re.finditer(pattern, t, flags=re.IGNORECASE | re.MULTILINE):
-            if not _BAD_AFTER.match(t[m.end():]):
-                return float(m.group(1))
-    return math.nan
+            value = float(m.group(1))
+            if _BAD_AFTER.match(t[m.end():]):
+                why = why or f"not a single score on the 1-5 scale: {t[:80]!r}"
+            elif not SCALE[0] <= value <= SCALE[1]:
+                why = why or f"out of scale: {m.group(1)}"
+            else:
+                return value, ""
+    return math.nan, why or f"unparsable reply: {t[:80]!r}"
 
 
-def _is_preamble(text: str, metric: str | None) -> bool:
-    """True while a reply so far is only whitespace/punctuation and (part of) a score label."""
-    t = re.sub(r"\(\s*1\s*-\s*5\s*\)", "", text).strip(" \t\r\n*-#>•:=").lower()
-    return t == "" or any(lb.startswith(t) or t == lb for lb in _labels(metric))
+def parse_score(text: str | None, metric: str | None = None) -> float:
+    """The 1–5 score in a judge reply, or NaN (the rule of :func:`parse_reply`)."""
+    return parse_reply(text, metric)[0]
 
 
 def score_from_logprobs(top_logprobs: list[dict[str, float]] | None, metric: str | None = None
@@ -152,103 +164,162 @@ def score_from_logprobs(top_logprobs: list[dict[str, float]] | None, metric: str
     """Expected score and probability mass at the score position, from per-position top logprobs.
 
     The score position is the first generated position whose chosen (most likely) token is a valid
-    score "1".."5", as long as everything before it is a preamble (spaces, punctuation, a label such as
-    "Score:"). If the reply leaves the preamble without such a token, the position among those walked
-    where "1".."5" have the most probability is used. Token texts are compared after stripping spaces,
-    and probabilities of the same digit are added. Returns (NaN, 0.0) when no valid score token is seen.
+    score "1".."5". Token texts are compared after stripping spaces, and probabilities of the same digit
+    are added. Returns (NaN, 0.0) when no position chose a score token. The judge calls this only for
+    replies whose text :func:`parse_reply` accepts, so both modes share one acceptance rule.
     """
     if not top_logprobs:
         return math.nan, 0.0
-    walked: list[np.ndarray] = []
-    so_far = ""
     for pos in top_logprobs:
         p = np.zeros(len(VALID_SCORES))
         for tok, lp in pos.items():
             s = tok.strip()
-            if s in {"1", "2", "3", "4", "5"}:
+            if s in _SCORE_TOKENS:
                 p[int(s) - 1] += math.exp(lp)
-        walked.append(p)
         chosen = max(pos, key=pos.get)
-        if chosen.strip() in {"1", "2", "3", "4", "5"} and p.sum() > 0:
-            break
-        so_far += chosen
-        if not _is_preamble(so_far, metric):
-            p = max(walked, key=lambda a: a.sum())
-            break
-    mass = float(p.sum())
-    if mass <= 0:
-        return math.nan, 0.0
-    return float(np.dot(np.array(VALID_SCORES), p) / mass), min(mass, 1.0)
+        if chosen.strip() in _SCORE_TOKENS and p.sum() > 0:
+            mass = float(p.sum())
+            return float(np.dot(np.array(VALID_SCORES), p) / mass), min(mass, 1.0)
+    return math.nan, 0.0
 
 
-# ---------------------------------------------------------------------------------------------- prices
-
-@dataclass
-class JudgeEstimate:
-    """What a judge run will cost before it is made (also what ``dry_run=True`` returns)."""
-
-    identity: str
-    mode: str
-    calls: int  # calls still to make (not in the cache)
-    cached_calls: int
-    prompt_tokens: int  # estimated, for the calls still to make
-    completion_tokens: int  # upper bound (max_tokens per call)
-    cost_usd: float | None  # None: no price known for this model
-
-    def describe(self) -> str:
-        cost = "unknown (add the model to the price table)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
-        return (f"[judge] {self.identity} mode={self.mode}: {self.calls} calls to make "
-                f"({self.cached_calls} cached), ~{self.prompt_tokens:,} prompt + <= "
-                f"{self.completion_tokens:,} completion tokens, est. cost {cost}")
-
-
-def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> dict[str, dict[str, float]]:
-    """Prices in USD per 1M tokens: {model: {"input": x, "output": y}}. ``None`` reads
-    ``data/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
-    from dhp.io import resolve
-
-    if isinstance(price_table, dict):
-        return price_table
-    path = resolve(price_table) if price_table is not None else resolve("data/judge_prices.yaml")
-    if not path.exists():
-        if price_table is None:
-            return {}
-        raise DHPError(f"Price table {path} not found.", "pass a YAML/CSV path or a dict.")
-    if path.suffix == ".csv":
-        df = pd.read_csv(path)
-        return {r.model: {"input": float(r.input), "output": float(r.output)} for r in df.itertuples()}
-    import yaml
-
-    data = yaml.safe_load(path.read_text()) or {}
-    return data.get("models", data)
-
-
-def _cost(model: str, prompt_tokens: int, completion_tokens: int, prices: dict) -> float | None:
-    p = prices.get(model)
-    if p is None:
-        return None
-    return (prompt_tokens * float(p["input"]) + completion_tokens * float(p["output"])) / 1e6
-
-
-# ---------------------------------------------------------------------------------------------- judge
-
-@dataclass
-class _Call:
-    key: str
-    kind: str  # "chat" | "loglik"
-    request: Any  # ChatRequest | (prefix, continuation)
-    est_prompt_tokens: int
-    max_new: int
-
+# ---------------------------------------------------------------------------------------------- scoring core
 
 @dataclass
 class _Row:
+    """One score to produce: its id fields, the metric (parser label) and the call that answers it."""
+
     meta: dict
     metric: str
-    keys: list[str]
-    truncated: bool
-    failed_upfront: bool = False
+    call: Call | None  # None: failed before any call (e.g. the candidate alone does not fit)
+    truncated: bool = False
+    upfront_failure: str = ""
 
+
+def _chat_request(content: str, mode: str, n_samples: int, seed: int, max_new: int, temperature: float
+                  ) -> ChatRequest:
+    messages = [{"role": "user", "content": content}]
+    return ChatRequest.make(messages, max_new, temperature, seed, TOP_LOGPROBS if mode == "logprobs" else None,
+                            n=n_samples if mode == "sample" else 1)
+
+
+def _row_value(mode: str, metric: str, got: list, n_expected: int) -> dict:
+    """Score of one row from its stored replies (None where a reply is missing)."""
+    values: list[float] = []
+    reasons: list[str] = []
+    masses: list[float] = []
+    fallback = False
+    for g in got:
+        if g is None:
+            continue
+        if mode == "likelihood":
+            v = g.value / g.completion_tokens if g.completion_tokens else math.nan
+            why = "" if math.isfinite(v) else "no candidate tokens to score"
+        else:
+            v, why = parse_reply(g.text, metric)
+            if mode == "logprobs" and math.isfinite(v):
+                if g.top_logprobs:
+                    v, mass = score_from_logprobs(g.top_logprobs, metric)
+                    masses.append(mass)
+                    why = "" if math.isfinite(v) else "no score token in the reply's logprobs"
+                else:
+                    fallback = True  # the server returned no logprobs: the parsed number stands
+        if math.isfinite(v):
+            values.append(float(v))
+        else:
+            reasons.append(why)
+    return {"score": float(np.mean(values)) if values else math.nan, "n_valid": len(values),
+            "n_failed": n_expected - len(values), "reasons": reasons,
+            "prob_mass": float(np.mean(masses)) if masses else math.nan, "fallback": fallback}
+
+
+def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expected: int) -> list[dict]:
+    out = []
+    for r in rows:
+        rec = dict(r.meta)
+        if r.call is None:
+            rec.update(score=math.nan, n_valid=0, n_failed=n_expected, failure=r.upfront_failure,
+                       prob_mass=math.nan, fallback=False, prompt_tokens=0, completion_tokens=0)
+            out.append({**rec, "truncated": r.truncated})
+            continue
+        got = [store.get(k) for k in r.call.keys]
+        val = _row_value(mode, r.metric, got, n_expected)
+        call_errors = sorted({errors.get(k, "no result") for k, g in zip(r.call.keys, got) if g is None})
+        reasons = list(dict.fromkeys(call_errors + val.pop("reasons")))
+        rec.update(val, failure="; ".join(reasons)[:300] if val["n_failed"] else "",
+                   prompt_tokens=sum(int(g.prompt_tokens or 0) for g in got if g is not None),
+                   completion_tokens=sum(int(g.completion_tokens or 0) for g in got if g is not None),
+                   truncated=r.truncated)
+        out.append(rec)
+    return out
+
+
+def _score_rows(backend: Backend, rows: list[_Row], mode: str, n_expected: int, cache, dry_run: bool,
+                price_table, progress: bool, desc: str, max_consecutive_failures: int):
+    """Plan → (estimate | run) → assemble: the core shared by :func:`judge` and :func:`score_prompts`."""
+    planned = [r.call for r in rows if r.call is not None]
+    store = open_cache(cache)
+    try:
+        if dry_run:
+            est = calls_mod.estimate(backend, planned, store, price_table)
+            print(est.describe(f"judge {mode}"))
+            return est, None
+        if backend.is_paid and calls_mod.pending(planned, store):
+            print(calls_mod.estimate(backend, planned, store, price_table).describe(f"judge {mode}"))
+        report = calls_mod.run(backend, planned, store, progress=progress, desc=desc,
+                               max_consecutive_failures=max_consecutive_failures)
+        return _assemble(rows, mode, store, report.errors, n_expected), report.stats
+    finally:
+        if not isinstance(cache, Cache):
+            store.close()
+
+
+PROMPT_SCORE_COLUMNS = ["score", "n_valid", "n_failed", "failure", "prob_mass", "prompt_tokens", "completion_tokens"]
+
+
+def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mode: str = "logprobs",
+                  n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
+                  max_tokens: int | None = None, temperature: float = 0.0, progress: bool = True,
+                  max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES) -> pd.DataFrame:
+    """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`judge`).
+
+    ``prompts``: one row per question, column ``prompt`` (the full user message), optional ``metric``
+    (the aspect name, used by the parser to recognise "Coherence: 4"), any other columns are ids and are
+    kept. ``mode``: "logprobs" or "sample". Returns the same rows without ``prompt``, plus ``score``
+    (NaN when no valid score), ``n_valid``, ``n_failed``, ``failure`` (reason, "" when ok),
+    ``prob_mass``, ``prompt_tokens``, ``completion_tokens``; run statistics in ``attrs["judge_stats"]``.
+    """
+    if not isinstance(prompts, pd.DataFrame) or "prompt" not in prompts.columns:
+        raise DHPError("score_prompts needs a DataFrame with a 'prompt' column.",
+                       "build one row per question with the full prompt text in 'prompt'.")
+    if mode not in ("logprobs", "sample"):
+        raise DHPError(f"score_prompts scores in mode 'logprobs' or 'sample', not {mode!r}.",
+                       "pass mode='logprobs' or mode='sample'.")
+    backend = get_backend(judge)
+    max_new = int(max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS[mode])
+    n = int(n_samples) if mode == "sample" else 1
+    rows = []
+    for i, rec in enumerate(prompts.to_dict("records")):
+        text = rec.get("prompt")
+        metric = str(rec.get("metric") or "") or None
+        if not isinstance(text, str) or not text.strip():
+            rows.append(_Row({"_i": i}, metric or "", None, upfront_failure="empty prompt"))
+            continue
+        call = calls_mod.plan_chat(backend, _chat_request(text, mode, n, seed, max_new, temperature))
+        rows.append(_Row({"_i": i}, metric or "", call))
+    scored, stats = _score_rows(backend, rows, mode, n, cache, False, None, progress,
+                                f"score {backend.identity}", max_consecutive_failures)
+    values = pd.DataFrame(scored).sort_values("_i")
+    out = prompts.drop(columns=["prompt"]).reset_index(drop=True)
+    for c in PROMPT_SCORE_COLUMNS:
+        out[c] = values[c].to_numpy()
+    out = out.astype({"score": float, "n_valid": int, "n_failed": int, "prompt_tokens": int,
+                      "completion_tokens": int})
+    out.attrs["judge_stats"] = stats
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- judge
 
 def _item_table(perturbed: pd.DataFrame, dataset: pd.DataFrame | None) -> tuple[pd.DataFrame, dict]:
     need = ["dataset", "item_id", "perturbation", "severity", "level", "text", "status"]
@@ -270,11 +341,78 @@ def _item_table(perturbed: pd.DataFrame, dataset: pd.DataFrame | None) -> tuple[
     return ok, items
 
 
-def _task_of(dataset_name: str, item: dict) -> str:
-    task = item.get("task") or DATASET_TASK.get(dataset_name)
-    if not task:
+def _task_of(dataset_name: str, item: dict, row_task=None) -> str:
+    task = row_task if isinstance(row_task, str) and row_task not in ("", "nan") else None
+    task = task or item.get("task") or DATASET_TASK.get(dataset_name)
+    if not task or (isinstance(task, float) and math.isnan(task)):
         raise DHPError(f"Unknown task for dataset {dataset_name!r}.", "add a 'task' column to the dataset table.")
-    return task
+    return str(task)
+
+
+def _check_judge_args(mode, n_samples, order, metrics) -> set | None:
+    if mode not in MODES:
+        raise DHPError(f"Unknown judge mode {mode!r}.", f"use one of {list(MODES)}.")
+    if mode == "sample" and int(n_samples) < 1:
+        raise DHPError(f"n_samples must be >= 1 (got {n_samples}).", "pass n_samples=5 (the paper's value).")
+    if order not in ("grouped", "shuffled"):
+        raise DHPError(f"Unknown order {order!r}.", "use 'grouped' (or 'shuffled' for benchmarks).")
+    if metrics is None:
+        return None
+    wanted = {metrics} if isinstance(metrics, str) else set(metrics)
+    known = {m for ms in TASK_METRICS.values() for m in ms}
+    unknown = sorted(wanted - known)
+    if unknown or not wanted:
+        raise DHPError(f"Unknown metric(s) {unknown or '(none given)'}.", f"use metrics from {sorted(known)}.")
+    return wanted
+
+
+def _groups(ok: pd.DataFrame, items: dict, mode: str, wanted: set | None) -> list[tuple]:
+    """(metric, item, task, rows) in prefix-grouped order: metric -> item -> original first -> variants.
+    Consecutive prompts then share the instructions (same metric) and the source (same item), which
+    the embedded backend's KV cache and vLLM/llama.cpp prefix caches reuse."""
+    ok = ok.copy()
+    ok["_rank"] = (ok["perturbation"] != ORIGINAL).astype(int)
+    keys = list(zip(ok["dataset"].astype(str), ok["item_id"].astype(str)))
+    order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    ok["_item"] = [order[k] for k in keys]
+    ok = ok.sort_values(["_item", "_rank", "perturbation", "severity"], kind="stable")
+    groups = []
+    for (idx, ds_name, item_id), grp in ok.groupby(["_item", "dataset", "item_id"], sort=True):
+        item = items[(str(ds_name), str(item_id))]
+        task = _task_of(str(ds_name), item, grp["task"].iloc[0] if "task" in grp else None)
+        task_metrics = ["likelihood"] if mode == "likelihood" else [
+            m for m in metrics_for(task) if wanted is None or m in wanted]
+        for metric in task_metrics:
+            groups.append((metric, idx, str(ds_name), str(item_id), task, item, grp))
+    if wanted is not None and not groups and len(ok):
+        tasks = sorted({_task_of(str(d), items[(str(d), str(i))]) for d, i in zip(ok["dataset"], ok["item_id"])})
+        raise DHPError(f"None of the metrics {sorted(wanted)} is defined for these items' tasks {tasks}.",
+                       f"use metrics of those tasks: {sorted({m for t in tasks for m in TASK_METRICS[t]})}.")
+    rank = {m: i for i, m in enumerate(dict.fromkeys(g[0] for g in groups))}
+    groups.sort(key=lambda g: (rank[g[0]], g[1]))
+    return groups
+
+
+def _plan_judge_rows(backend, groups, mode, ctx, max_new, n, seed, temperature) -> tuple[list[_Row], int]:
+    rows: list[_Row] = []
+    n_truncated = 0
+    for metric, _, ds_name, item_id, task, item, grp in groups:
+        texts = [str(t) for t in grp["text"]]
+        source, truncated, too_long = _fit_source(backend, ctx, mode, task, metric, item, texts, max_new)
+        n_truncated += bool(truncated) * len(grp)
+        it = {**item, "source": source}
+        for rec, cand in zip(grp.to_dict("records"), texts):
+            meta = {"dataset": ds_name, "task": task, "item_id": item_id, "perturbation": rec["perturbation"],
+                    "severity": rec["severity"], "level": rec["level"], "metric": metric}
+            if too_long:
+                rows.append(_Row(meta, metric, None, truncated, "candidate too long for the judge's context"))
+            elif mode == "likelihood":
+                rows.append(_Row(meta, metric, calls_mod.plan_loglik(backend, likelihood_prefix(task, it), cand),
+                                 truncated))
+            else:
+                req = _chat_request(build_prompt(task, metric, it, cand), mode, n, seed, max_new, temperature)
+                rows.append(_Row(meta, metric, calls_mod.plan_chat(backend, req), truncated))
+    return rows, n_truncated
 
 
 def judge(
@@ -294,144 +432,75 @@ def judge(
     order: str = "grouped",
     progress: bool = True,
     backend_options: dict | None = None,
-) -> "pd.DataFrame | JudgeEstimate":
+    max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
+) -> "pd.DataFrame | calls_mod.Estimate":
     """Score every ``status == "ok"`` row of the perturbed table (originals included) with an LLM judge.
 
     Parameters: ``perturbed`` the perturbed table (notebook 01); ``dataset`` the dataset table (sources,
     questions, languages); ``judge`` a backend spec ("embedded", "openai:<model>[@url]", "vllm:<model>")
     or a :class:`~dhp.backends.Backend`; ``mode`` one of "sample", "logprobs", "likelihood" (module
-    docstring); ``n_samples`` calls per row in sample mode; ``seed`` the base seed (sample i uses
-    seed + i); ``cache`` a :class:`~dhp.cache.Cache`, a SQLite path (relative to the repo root) or None
-    (in memory); ``dry_run`` return a :class:`JudgeEstimate` without calling the model;
-    ``price_table`` USD per 1M tokens (dict or YAML/CSV path; default data/judge_prices.yaml);
-    ``metrics`` restrict the task's metrics; ``max_tokens`` reply length (default 12 sample, 5
-    logprobs); ``n_ctx`` the judge's context for source truncation (default: the backend's);
-    ``order`` "grouped" (prefix-sharing order) or "shuffled" (for benchmarks only);
-    ``backend_options`` passed to :func:`~dhp.backends.get_backend`.
+    docstring); ``n_samples`` replies per row in sample mode (ONE request with ``n`` replies: one prompt
+    charge on OpenAI-compatible servers, one generation on deterministic backends at temperature 0);
+    ``seed`` the request seed; ``cache`` a :class:`~dhp.cache.Cache`, a SQLite path (relative to the repo
+    root) or None (in memory); ``dry_run`` return a :class:`dhp.calls.Estimate` without calling the
+    model; ``price_table`` USD per 1M tokens (dict or YAML/CSV path; default data/judge_prices.yaml);
+    ``metrics`` restrict the task's metrics (unknown names raise); ``max_tokens`` reply length
+    (default 12 sample, 8 logprobs: enough to see whether the number is a score or a list/range/scale);
+    ``n_ctx`` the judge's context for source truncation (default: the backend's, e.g. what the server
+    reports); ``order`` "grouped" (prefix-sharing order) or "shuffled" (for benchmarks only);
+    ``backend_options`` passed to :func:`~dhp.backends.get_backend`; ``max_consecutive_failures`` the
+    circuit breaker of :func:`dhp.calls.run`.
 
     Returns the scores table, one row per (item, ok variant, metric) — for likelihood one row per
-    (item, ok variant) with metric "likelihood" — with columns:
-    - dataset, judge (backend identity, no secrets), mode, item_id, perturbation, severity, level, metric;
+    (item, ok variant) with metric "likelihood" — with columns (``dhp.schema.SCORE_COLUMNS`` +
+    ``SCORE_EXTRA_COLUMNS``):
+    - dataset, task, judge (backend identity, no secrets), mode, item_id, perturbation, severity, level, metric;
     - score (float): mean parsed score (sample), expected score (logprobs), mean candidate-token
       log-probability (likelihood); NaN when nothing valid came back;
-    - n_valid, n_failed (int): calls that gave / did not give a valid score for this row;
+    - n_valid, n_failed (int): replies that gave / did not give a valid score for this row;
+    - failure (str): why replies failed ("" when none did): parse failure with the reply's first 80
+      characters, out of scale, context overflow, HTTP status, timeout, candidate too long;
     - prob_mass (float): probability of the valid score tokens at the score position (logprobs; NaN
       otherwise); truncated (bool): the source was cut to fit the context; fallback (bool): logprobs
-      mode had to parse text because the reply had no logprobs; prompt_tokens, completion_tokens (int):
-      usage summed over the row's calls (for likelihood, completion_tokens = candidate tokens scored).
-    Run statistics (calls made, cache hits, prompt tokens submitted/computed, seconds, failures) are in
-    ``scores.attrs["judge_stats"]``.
+      mode had to use the parsed number because the reply had no logprobs; prompt_tokens,
+      completion_tokens (int): usage of the row's call (for likelihood, completion_tokens = candidate
+      tokens scored).
+    Run statistics (requests, calls made, replies, cache hits, prompt tokens submitted/computed,
+    seconds, failures) are in ``scores.attrs["judge_stats"]``.
     """
     t0 = time.perf_counter()
-    if mode not in MODES:
-        raise DHPError(f"Unknown judge mode {mode!r}.", f"use one of {list(MODES)}.")
-    if mode == "sample" and int(n_samples) < 1:
-        raise DHPError(f"n_samples must be >= 1 (got {n_samples}).", "pass n_samples=5 (the paper's value).")
-    if order not in ("grouped", "shuffled"):
-        raise DHPError(f"Unknown order {order!r}.", "use 'grouped' (or 'shuffled' for benchmarks).")
+    wanted = _check_judge_args(mode, n_samples, order, metrics)
     backend = get_backend(judge, **(backend_options or {}))
     ok, items = _item_table(perturbed, dataset)
     ctx = n_ctx if n_ctx is not None else backend.n_ctx
     max_new = int(max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS.get(mode, 0))
-    n_calls_per_row = int(n_samples) if mode == "sample" else 1
-    wanted = set(metrics) if metrics is not None else None
-
-    # ---- rows and calls, in prefix-grouped order: metric -> item -> original first -> variants.
-    # Consecutive prompts then share the instructions (same metric) and the source (same item), which
-    # the embedded backend's KV cache and vLLM/llama.cpp prefix caches reuse.
-    ok["_rank"] = (ok["perturbation"] != ORIGINAL).astype(int)
-    item_order = {k: i for i, k in enumerate(dict.fromkeys(zip(ok["dataset"].astype(str), ok["item_id"].astype(str))))}
-    ok["_item"] = [item_order[(d, i)] for d, i in zip(ok["dataset"].astype(str), ok["item_id"].astype(str))]
-    ok = ok.sort_values(["_item", "_rank", "perturbation", "severity"], kind="stable")
-    groups = []  # (metric, item index, dataset, item_id, group rows)
-    for (idx, ds_name, item_id), grp in ok.groupby(["_item", "dataset", "item_id"], sort=True):
-        item = items[(str(ds_name), str(item_id))]
-        task = _task_of(str(ds_name), item)
-        task_metrics = ["likelihood"] if mode == "likelihood" else [
-            m for m in metrics_for(task) if wanted is None or m in wanted]
-        for metric in task_metrics:
-            groups.append((metric, idx, str(ds_name), str(item_id), task, item, grp))
-    metric_rank = {m: i for i, m in enumerate(dict.fromkeys(g[0] for g in groups))}
-    groups.sort(key=lambda g: (metric_rank[g[0]], g[1]))
-    rows: list[_Row] = []
-    calls: dict[str, _Call] = {}
-    call_order: list[str] = []
-    n_truncated = 0
-    for metric, _, ds_name, item_id, task, item, grp in groups:
-        texts = [str(t) for t in grp["text"]]
-        source, truncated, too_long = _fit_source(backend, ctx, mode, task, metric, item, texts, max_new)
-        n_truncated += bool(truncated) * len(grp)
-        it = {**item, "source": source}
-        for rec, cand in zip(grp.to_dict("records"), texts):
-            meta = {"dataset": ds_name, "item_id": item_id, "perturbation": rec["perturbation"],
-                    "severity": rec["severity"], "level": rec["level"]}
-            if too_long:
-                rows.append(_Row(meta, metric, [], truncated, failed_upfront=True))
-                continue
-            keys = []
-            if mode == "likelihood":
-                prefix = likelihood_prefix(task, it)
-                key = make_key(backend.identity, backend.model, [prefix, cand], {"kind": "loglik"}, 0)
-                if key not in calls:
-                    calls[key] = _Call(key, "loglik", (prefix, cand), 0, 0)
-                    call_order.append(key)
-                keys.append(key)
-            else:
-                content = build_prompt(task, metric, it, cand)
-                messages = [{"role": "user", "content": content}]
-                for s in range(n_calls_per_row):
-                    # Greedy logprobs scoring reads the first position whose top token is a score digit
-                    # (score_from_logprobs): tokens after it cannot change the score.
-                    greedy_lp = mode == "logprobs" and temperature <= 0
-                    req = ChatRequest.make(messages, max_new, temperature, seed + s,
-                                           TOP_LOGPROBS if mode == "logprobs" else None,
-                                           _SCORE_TOKENS if greedy_lp else ())
-                    params = {"kind": "chat", "max_tokens": req.max_tokens, "temperature": req.temperature,
-                              "seed": req.seed, "logprobs": req.logprobs, "stop_after": list(req.stop_after)}
-                    key = make_key(backend.identity, backend.model, messages, params, s)
-                    if key not in calls:
-                        calls[key] = _Call(key, "chat", req, 0, max_new)
-                        call_order.append(key)
-                    keys.append(key)
-            rows.append(_Row(meta, metric, keys, truncated))
+    n = int(n_samples) if mode == "sample" else 1
+    rows, n_truncated = _plan_judge_rows(backend, _groups(ok, items, mode, wanted), mode, ctx, max_new, n,
+                                         seed, temperature)
     if n_truncated:
         warnings.warn(f"{n_truncated} judge row(s) had their source truncated to fit the context of "
                       f"{ctx} tokens (see the 'truncated' column); candidates are never cut.", stacklevel=2)
     if order == "shuffled":
-        rng = np.random.default_rng(seed)
-        call_order = [call_order[i] for i in rng.permutation(len(call_order))]
-
-    # ---- what is cached, what it will cost
-    store = open_cache(cache)
-    owns_store = not isinstance(cache, Cache)
-    try:
-        pending = [k for k in call_order if not store.contains(k)]
-        est = _estimate(backend, mode, calls, pending, len(call_order) - len(pending), price_table)
-        if dry_run:
-            print(est.describe())
-            return est
-        if backend.is_paid and pending:
-            print(est.describe())
-        stats = {"identity": backend.identity, "mode": mode, "requests": len(call_order),
-                 "calls": 0, "cache_hits": len(call_order) - len(pending), "call_errors": 0,
-                 "prompt_tokens_submitted": 0, "prompt_tokens_computed": 0,
-                 "prompt_tokens_computed_known": True, "completion_tokens": 0}
-        errors: dict[str, str] = {}
-        _execute(backend, store, calls, pending, stats, errors, progress)
-        table = _assemble(backend, mode, rows, store, n_calls_per_row, errors)
-    finally:
-        if owns_store:
-            store.close()
-    stats["rows"] = len(table)
-    stats["failed_calls_or_parses"] = int(table["n_failed"].sum()) if len(table) else 0
-    stats["truncated_rows"] = int(table["truncated"].sum()) if len(table) else 0
-    stats["seconds"] = time.perf_counter() - t0
-    if not stats.pop("prompt_tokens_computed_known"):
-        stats["prompt_tokens_computed"] = None
-    fb = int(table["fallback"].sum()) if len(table) else 0
+        rows = [rows[i] for i in np.random.default_rng(seed).permutation(len(rows))]
+    scored, stats = _score_rows(backend, rows, mode, n, cache, dry_run, price_table, progress,
+                                f"judge {backend.identity}", max_consecutive_failures)
+    if dry_run:
+        return scored
+    for rec in scored:
+        rec.update(judge=backend.identity, mode=mode)
+    table = pd.DataFrame(scored, columns=SCORE_COLUMNS + SCORE_EXTRA_COLUMNS).astype(
+        {"score": float, "n_valid": int, "n_failed": int, "prob_mass": float, "truncated": bool,
+         "fallback": bool, "prompt_tokens": int, "completion_tokens": int})
+    if order == "shuffled":
+        table = table.sort_values(["dataset", "item_id", "metric", "perturbation", "severity"], kind="stable")
+        table = table.reset_index(drop=True)
+    stats.update(mode=mode, rows=len(table), replies=int(table["n_valid"].sum() + table["n_failed"].sum()),
+                 failed_rows=int((table["n_failed"] > 0).sum()), truncated_rows=int(table["truncated"].sum()),
+                 seconds=time.perf_counter() - t0)
+    fb = int(table["fallback"].sum())
     if fb:
-        warnings.warn(f"{fb} logprobs-mode row(s) got no logprobs from {backend.identity}; their reply "
-                      "text was parsed instead (column 'fallback').", stacklevel=2)
+        warnings.warn(f"{fb} logprobs-mode row(s) got no logprobs from {backend.identity}; their parsed "
+                      "number was used instead (column 'fallback').", stacklevel=2)
     table.attrs["judge_stats"] = stats
     return table
 
@@ -448,7 +517,7 @@ def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric:
     if mode == "likelihood":
         frame = backend.count_tokens(likelihood_prefix(task, empty) + longest) + 8
     else:
-        frame = backend.count_tokens(build_prompt(task, metric, empty, longest)) + _TEMPLATE_MARGIN + max_new
+        frame = backend.count_tokens(build_prompt(task, metric, empty, longest)) + calls_mod.TEMPLATE_MARGIN + max_new
     budget = ctx - frame
     if budget <= 8:
         return source, False, True
@@ -457,119 +526,32 @@ def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric:
     return backend.truncate_to_tokens(source, budget - backend.count_tokens(_CUT_MARK) - 2) + _CUT_MARK, True, False
 
 
-def _estimate(backend: Backend, mode: str, calls: dict, pending: list[str], n_cached: int,
-              price_table) -> JudgeEstimate:
-    prompt_tokens = 0
-    completion = 0
-    for k in pending:
-        c = calls[k]
-        if c.kind == "chat":
-            prompt_tokens += backend.count_tokens(c.request.messages[-1][1]) + _TEMPLATE_MARGIN
-            completion += c.max_new
-        else:
-            prompt_tokens += backend.count_tokens(c.request[0] + c.request[1]) + 1
-    cost = 0.0 if not backend.is_paid else _cost(backend.model, prompt_tokens, completion,
-                                                 load_price_table(price_table))
-    return JudgeEstimate(backend.identity, mode, len(pending), n_cached, prompt_tokens, completion, cost)
-
-
-def _execute(backend: Backend, store: Cache, calls: dict, pending: list[str], stats: dict,
-             errors: dict, progress: bool) -> None:
-    """Make the pending calls in order, storing each result in the cache as soon as it arrives."""
-    if not pending:
-        return
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(pending), desc=f"judge {backend.identity}", unit="call", disable=not progress)
-
-    def on_result(keys: list[str]):
-        def cb(i: int, res: Any) -> None:
-            key = keys[i]
-            bar.update(1)
-            if isinstance(res, Exception):
-                stats["call_errors"] += 1
-                errors[key] = f"{type(res).__name__}: {res}"
-                return  # not cached: a rerun tries again
-            stats["calls"] += 1
-            stats["prompt_tokens_submitted"] += int(res.prompt_tokens or 0)
-            if res.prompt_tokens_computed is None:
-                stats["prompt_tokens_computed_known"] = False
-            else:
-                stats["prompt_tokens_computed"] += int(res.prompt_tokens_computed)
-            if isinstance(res, Completion):
-                stats["completion_tokens"] += int(res.completion_tokens or 0)
-                store.put(key, backend.identity, "chat",
-                          CachedCall(res.text, res.top_logprobs, None, res.prompt_tokens, res.completion_tokens))
-            else:
-                store.put(key, backend.identity, "loglik",
-                          CachedCall(None, None, res.logprob_sum, res.prompt_tokens, res.n_tokens))
-        return cb
-
-    try:
-        chat_keys = [k for k in pending if calls[k].kind == "chat"]
-        ll_keys = [k for k in pending if calls[k].kind == "loglik"]
-        if chat_keys:
-            backend.chat_many([calls[k].request for k in chat_keys], on_result=on_result(chat_keys))
-        if ll_keys:
-            backend.loglikelihood_many([calls[k].request for k in ll_keys], on_result=on_result(ll_keys))
-    finally:
-        bar.close()
-
-
-def _assemble(backend: Backend, mode: str, rows: list[_Row], store: Cache, n_calls: int,
-              errors: dict) -> pd.DataFrame:
-    out = []
-    for r in rows:
-        rec = {**r.meta, "judge": backend.identity, "mode": mode, "metric": r.metric}
-        values: list[float] = []
-        masses: list[float] = []
-        fallback = False
-        pt = ct = 0
-        n_failed = n_calls if r.failed_upfront else 0
-        for key in r.keys:
-            got = store.get(key)
-            if got is None:  # the call failed (errors[key] says why)
-                n_failed += 1
-                continue
-            pt += int(got.prompt_tokens or 0)
-            ct += int(got.completion_tokens or 0)
-            if mode == "likelihood":
-                v = got.value / got.completion_tokens if got.completion_tokens else math.nan
-            elif mode == "logprobs" and got.top_logprobs:
-                v, mass = score_from_logprobs(got.top_logprobs, r.metric)
-                masses.append(mass)
-            else:
-                fallback = fallback or mode == "logprobs"
-                v = parse_score(got.text, r.metric)
-            if v is None or math.isnan(v):
-                n_failed += 1
-            else:
-                values.append(float(v))
-        rec.update({
-            "score": float(np.mean(values)) if values else math.nan,
-            "n_valid": len(values), "n_failed": int(n_failed),
-            "prob_mass": float(np.mean(masses)) if masses else math.nan,
-            "truncated": bool(r.truncated), "fallback": bool(fallback),
-            "prompt_tokens": pt, "completion_tokens": ct,
-        })
-        out.append(rec)
-    df = pd.DataFrame(out, columns=SCORE_COLUMNS + EXTRA_COLUMNS)
-    return df.astype({"score": float, "n_valid": int, "n_failed": int, "prob_mass": float,
-                      "truncated": bool, "fallback": bool, "prompt_tokens": int, "completion_tokens": int})
-
-
 def failure_summary(scores: pd.DataFrame) -> pd.DataFrame:
     """Parse/call failures per (judge, mode, metric).
 
-    Columns: judge, mode, metric; rows (score rows); calls (n_valid + n_failed); n_failed; failure_rate
-    (n_failed / calls); nan_rows (rows whose score is NaN)."""
+    Columns: judge, mode, metric; rows (score rows); calls (replies asked for: n_valid + n_failed);
+    n_failed; failure_rate (n_failed / calls); nan_rows (rows whose score is NaN)."""
+    cols = ["judge", "mode", "metric", "rows", "calls", "n_failed", "failure_rate", "nan_rows"]
     if scores.empty:
-        return pd.DataFrame(columns=["judge", "mode", "metric", "rows", "calls", "n_failed", "failure_rate", "nan_rows"])
+        return pd.DataFrame(columns=cols)
     g = scores.assign(calls=scores["n_valid"] + scores["n_failed"], nan_row=scores["score"].isna())
     out = g.groupby(["judge", "mode", "metric"], sort=True).agg(
         rows=("score", "size"), calls=("calls", "sum"), n_failed=("n_failed", "sum"), nan_rows=("nan_row", "sum"))
     out["failure_rate"] = out["n_failed"] / out["calls"].where(out["calls"] > 0)
-    return out.reset_index()[["judge", "mode", "metric", "rows", "calls", "n_failed", "failure_rate", "nan_rows"]]
+    return out.reset_index()[cols]
+
+
+FAILURE_COLUMNS = ["dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "metric",
+                   "n_valid", "n_failed", "score", "failure"]
+
+
+def failures_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per (item, variant, metric) with at least one failed reply, with its reason (the
+    scores table's ``failure`` column): what ``failures.csv`` holds. Columns: FAILURE_COLUMNS."""
+    if "failure" not in scores.columns:
+        raise DHPError("The scores table has no 'failure' column.", "rescore it with this version of dhp.judge.")
+    bad = scores[scores["n_failed"] > 0]
+    return bad[[c for c in FAILURE_COLUMNS if c in bad.columns]].reset_index(drop=True)
 
 
 def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int | None = None, seed: int = 0,

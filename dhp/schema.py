@@ -36,3 +36,8 @@ def metrics_for(task: str) -> tuple[str, ...]:
 #: The negative control: the original re-scored through a separate judge call (a formatting-only
 #: variant whose cache key differs), so its D measures the judge's test-retest noise.
 CONTROL = "control"
+
+#: The scores table (dhp.judge.judge): the contract the analyses read, then the judge's extras.
+SCORE_COLUMNS = ["dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric",
+                 "score", "n_valid", "n_failed"]
+SCORE_EXTRA_COLUMNS = ["failure", "prob_mass", "truncated", "fallback", "prompt_tokens", "completion_tokens"]

@@ -6,17 +6,35 @@ from dhp.cache import CachedCall, Cache, make_key
 
 
 def test_key_depends_on_every_part():
-    base = make_key("embedded:m", "m", [{"role": "user", "content": "p"}], {"temperature": 0.0}, 0)
+    ident = {"backend": "embedded:m", "model": "sha-1"}
+    msg = [{"role": "user", "content": "p"}]
+    base = make_key(ident, msg, {"temperature": 0.0}, 0)
     assert len(base) == 64
-    assert base == make_key("embedded:m", "m", [{"role": "user", "content": "p"}], {"temperature": 0.0}, 0)
+    assert base == make_key(dict(ident), msg, {"temperature": 0.0}, 0)
     variants = [
-        make_key("embedded:x", "m", [{"role": "user", "content": "p"}], {"temperature": 0.0}, 0),
-        make_key("embedded:m", "x", [{"role": "user", "content": "p"}], {"temperature": 0.0}, 0),
-        make_key("embedded:m", "m", [{"role": "user", "content": "p2"}], {"temperature": 0.0}, 0),
-        make_key("embedded:m", "m", [{"role": "user", "content": "p"}], {"temperature": 0.5}, 0),
-        make_key("embedded:m", "m", [{"role": "user", "content": "p"}], {"temperature": 0.0}, 1),
+        make_key({**ident, "backend": "embedded:x"}, msg, {"temperature": 0.0}, 0),
+        make_key({**ident, "model": "sha-2"}, msg, {"temperature": 0.0}, 0),
+        make_key(ident, [{"role": "user", "content": "p2"}], {"temperature": 0.0}, 0),
+        make_key(ident, msg, {"temperature": 0.5}, 0),
+        make_key(ident, msg, {"temperature": 0.0}, 1),
     ]
     assert len({base, *variants}) == 6
+
+
+def test_a_model_file_with_new_bytes_under_the_old_name_gets_new_keys(tmp_path):
+    """Upgrading a model (same file name, other content) must not reuse the old model's answers."""
+    from dhp.backends import EmbeddedBackend
+
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    old_dir.mkdir(), new_dir.mkdir()
+    (old_dir / "judge.gguf").write_bytes(b"GGUF" + b"\x00" * 64)
+    (new_dir / "judge.gguf").write_bytes(b"GGUF" + b"\x01" * 64)
+    old, new = EmbeddedBackend(str(old_dir / "judge.gguf")), EmbeddedBackend(str(new_dir / "judge.gguf"))
+    assert old.identity == new.identity  # the name alone cannot tell them apart
+    msg = [{"role": "user", "content": "p"}]
+    assert make_key(old.cache_identity(), msg, {}, 0) != make_key(new.cache_identity(), msg, {}, 0)
+    same = EmbeddedBackend(str(old_dir / "judge.gguf"))
+    assert make_key(old.cache_identity(), msg, {}, 0) == make_key(same.cache_identity(), msg, {}, 0)
 
 
 def test_roundtrip_persists_and_first_write_wins(tmp_path):

@@ -8,8 +8,8 @@ import pytest
 
 from dhp.backends import Backend, Completion, LogLikelihood
 from dhp.errors import DHPError
-from dhp.judge import (SCORE_COLUMNS, build_prompt, failure_summary, judge, likelihood_prefix,
-                       load_prompt, parse_score, score_from_logprobs)
+from dhp.judge import (SCORE_COLUMNS, build_prompt, failure_summary, failures_table, judge, likelihood_prefix,
+                       load_prompt, parse_reply, parse_score, score_from_logprobs)
 from dhp.schema import TASK_METRICS
 
 
@@ -31,6 +31,47 @@ def test_parse_score_rejects(text):
     assert math.isnan(parse_score(text, "coherence"))
 
 
+@pytest.mark.parametrize("text,reason", [
+    ("5.5", "out of scale: 5.5"), ("Score: 5.9", "out of scale: 5.9"), ("3 out of 10", "not a single score"),
+    ("4,5", "not a single score"), ("3-4", "not a single score"), ("3 to 4", "not a single score"),
+    ("2, 3, 4", "not a single score"), ("4/10", "not a single score"),
+    ("1. Read the summary", "not a single score"), ("The summary is fine.", "unparsable reply"),
+])
+def test_parse_reply_rejects_with_a_reason(text, reason):
+    """Each of these was accepted as a number by the old parser (issue 9: 5.5, 5.9, 3 of 10, 4 of 4,5)."""
+    score, why = parse_reply(text, "coherence")
+    assert math.isnan(score) and reason in why
+
+
+def test_logprobs_and_sample_apply_the_same_acceptance_rule():
+    """A reply that sample mode rejects ("1. Read the summary...") is NaN in logprobs mode too, although
+    its first token "1" carries score probability (the old logprobs path scored it near 1)."""
+    pt, ds = tables(1)
+    echo = "1. Read the summary"
+
+    class ListEcho(CountingBackend):
+        def chat_many(self, requests, on_result=None):
+            out = []
+            for i, r in enumerate(requests):
+                tops = [{"1": -0.05, "2": -3.0}, {".": -0.01}, {" Read": -0.2}] if r.logprobs else None
+                out.append(Completion(echo, tops, 10, 3, None, [echo] * r.n if r.n > 1 else None))
+                on_result(i, out[-1])
+            return out
+
+    for mode in ("logprobs", "sample"):
+        sc = judge(pt, ds, judge=ListEcho(), mode=mode, n_samples=2, cache=None, progress=False)
+        assert sc["score"].isna().all(), mode
+        assert sc["failure"].str.contains("not a single score").all(), mode
+
+
+def test_unknown_metric_raises_instead_of_an_empty_table():
+    pt, ds = tables(1)
+    with pytest.raises(DHPError, match="Unknown metric"):
+        judge(pt, ds, judge=CountingBackend(), metrics=["typo"], cache=None, progress=False)
+    with pytest.raises(DHPError, match="is defined for these items"):
+        judge(pt, ds, judge=CountingBackend(), metrics=["accuracy"], cache=None, progress=False)
+
+
 def test_parse_metric_label_is_metric_specific():
     assert parse_score("Answer quality: 5", "answer_quality") == 5.0
     assert math.isnan(parse_score("Fluency was checked", "fluency"))
@@ -43,7 +84,7 @@ def test_score_from_logprobs_expected_value_and_mass():
     assert score == pytest.approx((4 * 0.7 + 3 * 0.2) / 0.9)
 
 
-def test_score_from_logprobs_skips_label_preamble():
+def test_score_from_logprobs_reads_the_first_position_that_chose_a_digit():
     lp = [{"Score": -0.1, "4": -3.0}, {":": -0.1}, {" ": -0.2, "2": -3.0}, {"5": -0.1, "4": -2.5}]
     score, mass = score_from_logprobs(lp, "coherence")
     p5, p4 = math.exp(-0.1), math.exp(-2.5)
@@ -95,9 +136,12 @@ class CountingBackend(Backend):
             self.calls += 1
             prompt = r.messages[-1][1]
             self.prompts.append(prompt)
-            text = self.reply(prompt, r.seed)
+            # A request for n replies gets reply(prompt, seed + j) for j < n, like an n-capable server.
+            texts = [self.reply(prompt, r.seed + j) for j in range(r.n)]
+            text = texts[0]
             res = text if isinstance(text, Exception) else Completion(
-                text, [{text: -0.1, "3": -2.5}] if r.logprobs else None, len(prompt) // 4, 1, None)
+                text, [{text: -0.1, "3": -2.5}] if r.logprobs else None, len(prompt) // 4, 1, None,
+                texts if r.n > 1 else None)
             out.append(res)
             if on_result:
                 on_result(i, res)
@@ -124,7 +168,7 @@ def tables(n_items=2):
             ("original", "none", "none", f"Summary {k} text.", "ok"),
             ("char_deletion", "minor", "character", f"Sumary {k} txt.", "ok"),
             ("sentence_reorder", "major", "sentence", None, "skipped"),
-            ("placebo", "single", "none", f"Summary {k} text.", "ok")]:
+            ("control", "single", "none", f"Summary {k}  text.", "ok")]:
             rows.append({"dataset": "summeval", "task": "summarization", "item_id": f"i{k}", "perturbation": pert,
                          "level": lvl, "severity": sev, "method": "rule", "text": text, "edits": "",
                          "status": status, "reason": ""})
@@ -139,8 +183,10 @@ def test_scores_table_schema_and_skipped_rows_excluded():
     assert len(sc) == 2 * 3 * 4  # items x ok variants x metrics
     assert not (sc["perturbation"] == "sentence_reorder").any()
     assert (sc["score"] == 4.0).all() and (sc["n_valid"] == 3).all() and (sc["n_failed"] == 0).all()
-    # placebo has the same text as the original: identical prompts are called once
-    assert b.calls == 2 * 2 * 4 * 3
+    # one request per row for its 3 replies; the control's prompt differs from the original's, so it
+    # is a call of its own (an identical-text placebo would reuse the original's cached answer)
+    assert b.calls == 2 * 3 * 4
+    assert sc.attrs["judge_stats"]["calls"] == 2 * 3 * 4 and sc.attrs["judge_stats"]["replies"] == 2 * 3 * 4 * 3
 
 
 def test_grouped_order_keeps_item_metric_variants_adjacent():
@@ -163,7 +209,7 @@ def test_warm_rerun_makes_no_calls_and_same_table(tmp_path):
     n = b.calls
     again = judge(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
     assert b.calls == n and again.attrs["judge_stats"]["calls"] == 0
-    assert again.attrs["judge_stats"]["cache_hits"] == n
+    assert again.attrs["judge_stats"]["cache_hits"] == first.attrs["judge_stats"]["requests"] == 2 * n
     pd.testing.assert_frame_equal(first, again)
 
 
@@ -185,20 +231,24 @@ def test_unparsable_and_failed_calls_are_nan_and_counted():
     pt, ds = tables(1)
 
     def reply(prompt, seed):
-        if "Sumary" in prompt:  # the perturbed candidate: garbage on one sample, an error on the other
-            return RuntimeError("boom") if seed == 1 else "I cannot rate this."
-        return "Score: 2" if seed == 0 else "nonsense"
+        if "Sumary" in prompt:  # the perturbed candidate: the whole call fails
+            return RuntimeError("HTTP 500: boom")
+        return "Score: 2" if seed == 0 else "Score: 5.5"
 
     sc = judge(pt, ds, judge=CountingBackend(reply), mode="sample", n_samples=2, cache=None, progress=False)
     pert = sc[sc["perturbation"] == "char_deletion"]
     assert pert["score"].isna().all() and (pert["n_valid"] == 0).all() and (pert["n_failed"] == 2).all()
+    assert pert["failure"].str.contains("HTTP 500: boom").all()
     orig = sc[sc["perturbation"] == "original"]
     assert (orig["score"] == 2.0).all() and (orig["n_valid"] == 1).all() and (orig["n_failed"] == 1).all()
+    assert orig["failure"].str.contains("out of scale: 5.5").all()
     fs = failure_summary(sc)
     assert set(fs["metric"]) == set(TASK_METRICS["summarization"])
     row = fs[fs["metric"] == "fluency"].iloc[0]
     assert row["calls"] == 6 and row["n_failed"] == 4 and row["nan_rows"] == 1
     assert row["failure_rate"] == pytest.approx(4 / 6)
+    ft = failures_table(sc)
+    assert len(ft) == len(sc) and set(ft["failure"]) == set(sc["failure"])  # every row had a failed reply
 
 
 def test_logprobs_mode_and_text_fallback():
@@ -255,7 +305,9 @@ def test_dry_run_estimates_without_calls(tmp_path):
     b = Paid()
     est = judge(pt, ds, judge=b, mode="sample", n_samples=5, dry_run=True, cache=tmp_path / "c.sqlite",
                 price_table={"gpt-4o-mini": {"input": 1.0, "output": 2.0}})
-    assert b.calls == 0 and est.calls == 2 * 2 * 4 * 5 and est.cached_calls == 0
+    # one request per row asks for the 5 replies (one prompt charge); completion is bounded per reply
+    assert b.calls == 0 and est.calls == 2 * 3 * 4 and est.cached_calls == 0
+    assert est.completion_tokens == 2 * 3 * 4 * 5 * 12
     assert est.cost_usd == pytest.approx((est.prompt_tokens * 1.0 + est.completion_tokens * 2.0) / 1e6)
     est2 = judge(pt, ds, judge=b, mode="sample", dry_run=True, price_table={})
     assert est2.cost_usd is None and "unknown" in est2.describe()
