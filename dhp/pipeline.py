@@ -187,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--path", default=None, help="your Story Cloze / Answer Equivalence copy")
     ap.add_argument("--perturber", default="rule")
-    ap.add_argument("--perturbations", default=None, help="comma-separated subset, e.g. char_typo,placebo")
+    ap.add_argument("--perturbations", default=None, help="comma-separated subset, e.g. char_typo,control")
     ap.add_argument("--expert-weights", default=None)
     ap.add_argument("--combine", default="paper")
     ap.add_argument("--n-boot", type=int, default=0)

@@ -18,7 +18,7 @@ import seaborn as sns  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
 from dhp.io import resolve  # noqa: E402
-from dhp.schema import LEVELS, ORIGINAL, PLACEBO  # noqa: E402
+from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
 
 DPI = 150
 STAT_LABELS = {
@@ -90,7 +90,7 @@ def plot_discernment_bars(summary: pd.DataFrame, dataset: str):
 def plot_discernment_heatmap(discernment: pd.DataFrame, dataset: str, value: str = "D"):
     """Judge × perturbation heatmap of D (or D_EW) for one dataset; cells below 1 are issues it misses.
 
-    Columns are ordered by level (character, word, sentence) then placebo last.
+    Columns are ordered by level (character, word, sentence) then the control last.
     """
     d = discernment[discernment["dataset"] == dataset].copy()
     if d.empty:
@@ -98,14 +98,14 @@ def plot_discernment_heatmap(discernment: pd.DataFrame, dataset: str, value: str
     d["judge_mode"] = [f"{j} ({m})" for j, m in zip(d["judge"], d["mode"])]
     d["column"] = [f"{p}/{s}" if s not in ("single", "none") else p for p, s in zip(d["perturbation"], d["severity"])]
     order = {lv: i for i, lv in enumerate(LEVELS)}
-    d["_o"] = [order.get(lv, len(LEVELS)) + (10 if p == PLACEBO else 0) for lv, p in zip(d["level"], d["perturbation"])]
+    d["_o"] = [order.get(lv, len(LEVELS)) + (10 if p == CONTROL else 0) for lv, p in zip(d["level"], d["perturbation"])]
     cols = d.sort_values(["_o", "perturbation", "severity"])["column"].drop_duplicates().tolist()
     grid = d.pivot_table(index="judge_mode", columns="column", values=value, aggfunc="first").reindex(columns=cols)
     fig, ax = plt.subplots(figsize=(max(5, 0.75 * len(cols) + 3), max(2.5, 0.55 * len(grid) + 1.8)))
     vmax = max(2.0, float(np.nanmax(grid.to_numpy())) if np.isfinite(grid.to_numpy()).any() else 2.0)
     sns.heatmap(grid, ax=ax, cmap="RdBu", center=1.0, vmin=0, vmax=vmax, annot=True, fmt=".2f",
                 annot_kws={"fontsize": 7}, cbar_kws={"label": f"{value} (1 means p = 0.05)"}, linewidths=0.5)  # fmt: skip
-    ax.set_xlabel("perturbation / severity (by level; placebo last)")
+    ax.set_xlabel("perturbation / severity (by level; control last)")
     ax.set_ylabel("judge (mode)")
     ax.set_title(f"{value} per perturbation — {dataset}")
     plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
@@ -212,7 +212,7 @@ def response_style_figures(scores: pd.DataFrame, figures_dir, dataset: str | Non
     lacks `perturbation` (e.g. no entity could be replaced) uses its first perturbation in name order."""
     paths: list[Path] = []
     for ds in [dataset] if dataset else sorted(scores["dataset"].unique()):
-        present = sorted(set(scores.loc[scores["dataset"] == ds, "perturbation"]) - {"original", "placebo"})
+        present = sorted(set(scores.loc[scores["dataset"] == ds, "perturbation"]) - {"original", "control"})
         if not present:
             raise DHPError(f"The scores of dataset {ds!r} have no perturbed rows.",
                            "judge the perturbed table of notebook 01, not the originals alone.")

@@ -20,7 +20,6 @@ DATASET_TASK: dict[str, str] = {
 LEVELS = ("character", "word", "sentence")
 SEVERITIES = ("minor", "major", "single")
 ORIGINAL = "original"
-PLACEBO = "placebo"
 
 
 def metrics_for(task: str) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from dhp.errors import DHPError
-from dhp.schema import LEVELS, ORIGINAL, PLACEBO
+from dhp.schema import LEVELS, ORIGINAL, CONTROL
 
 #: Smallest p used in D = log_0.05(p): p = 0 (e.g. an underflowed normal tail) would give D = inf.
 #: The smallest positive normal double keeps D finite (D <= ~236) and never changes a real p-value.
@@ -467,7 +467,7 @@ def discernment(
                 flags.append("nan_dropped")
             if (np.isfinite(p) and p < P_FLOOR) or (np.isfinite(p_ew) and p_ew < P_FLOOR):
                 flags.append("p_floor")
-            role = "placebo_calibration" if u.perturbation == PLACEBO else "perturbation"
+            role = "placebo_calibration" if u.perturbation == CONTROL else "perturbation"
             row = dict(zip(GROUP, key))
             row.update(
                 perturbation=u.perturbation,
@@ -567,8 +567,8 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None) 
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     rows = []
     for key, g in discernment.groupby(GROUP, sort=True):
-        real = g[g["perturbation"] != PLACEBO]
-        plc = g[g["perturbation"] == PLACEBO]
+        real = g[g["perturbation"] != CONTROL]
+        plc = g[g["perturbation"] == CONTROL]
         fin = real[np.isfinite(real["D"].astype(float))]
         row = dict(zip(GROUP, key))
         row.update({c: math.nan for c in SUMMARY_COLUMNS if c not in GROUP})
@@ -591,7 +591,7 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None) 
             sel = np.ones(len(b), bool)
             for c, v in zip(GROUP, key):
                 sel &= b[c].to_numpy() == v
-            b = b[sel & (b["perturbation"] != PLACEBO).to_numpy()]
+            b = b[sel & (b["perturbation"] != CONTROL).to_numpy()]
             if len(b):
                 agg = {}
                 for col, name in (("D", "D"), ("D_EW", "D_EW")):

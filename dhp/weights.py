@@ -17,21 +17,21 @@ import pandas as pd
 
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv
-from dhp.schema import DATASET_TASK, PLACEBO, TASK_METRICS
+from dhp.schema import DATASET_TASK, CONTROL, TASK_METRICS
 
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
 DEFAULT_PATH = "data/expert_weights.csv"
 
-#: Perturbations of each task (paper Table 1; `word_deletion` only for translation) plus our placebo.
+#: Perturbations of each task (paper Table 1; `word_deletion` only for translation) plus our negative control.
 TASK_PERTURBATIONS: dict[str, tuple[str, ...]] = {
     "summarization": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
-                      "sentence_reorder", "rewrite_insert", PLACEBO),
+                      "sentence_reorder", "rewrite_insert", CONTROL),
     "story_completion": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
-                         "random_ending", "wrong_ending", PLACEBO),
+                         "random_ending", "wrong_ending", CONTROL),
     "question_answering": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
-                           "random_answer", PLACEBO),
+                           "random_answer", CONTROL),
     "translation": ("char_deletion", "char_typo", "word_deletion", "fictional_entities",
-                    "grammatical_errors", PLACEBO),
+                    "grammatical_errors", CONTROL),
 }  # fmt: skip
 
 #: Quality issue behind each perturbation, in plain words (shown in the survey).
@@ -46,7 +46,7 @@ QUALITY_ISSUES: dict[str, str] = {
     "random_ending": "The ending is a sentence taken from a different, unrelated story.",
     "wrong_ending": "The ending contradicts the story (the dataset's implausible ending).",
     "random_answer": "The answer is taken from a different question.",
-    PLACEBO: "Nothing is changed (a control: no metric should be affected).",
+    CONTROL: "Nothing is changed (a control: no metric should be affected).",
 }
 
 #: Short metric definitions in our own words (after Appendix A of the paper), shown in the survey.
@@ -154,7 +154,7 @@ def weights_from_votes(votes: dict) -> pd.DataFrame:
     """Turn votes {task: {perturbation: {metric: count}}} into a validated expert-weights table.
 
     Every metric of the task gets a row (0 votes if absent). A perturbation with no votes at all
-    (e.g. the placebo) gets equal weights, since no metric is singled out.
+    (e.g. the control) gets equal weights, since no metric is singled out.
     """
     rows = []
     for task, perts in votes.items():
@@ -177,7 +177,7 @@ def weights_from_votes(votes: dict) -> pd.DataFrame:
 
 HEADER = (
     "# DHP workbench expert weights. {label}\n"
-    "# weight = votes / total votes per task x perturbation; no votes -> equal weights (placebo).\n"
+    "# weight = votes / total votes per task x perturbation; no votes -> equal weights (control).\n"
 )
 
 
@@ -214,7 +214,7 @@ DEFAULT_VOTES: dict[str, dict[str, dict[str, int]]] = {
         "grammatical_errors": {"coherence": 1, "fluency": 9},
         "sentence_reorder": {"coherence": 9, "fluency": 1},
         "rewrite_insert": {"coherence": 3, "consistency": 3, "relevance": 4},
-        PLACEBO: {},
+        CONTROL: {},
     },
     "story_completion": {
         "char_deletion": {"coherence": 1, "fluency": 9},
@@ -223,10 +223,10 @@ DEFAULT_VOTES: dict[str, dict[str, dict[str, int]]] = {
         "grammatical_errors": {"coherence": 1, "fluency": 9},
         "random_ending": {"coherence": 5, "consistency": 5},
         "wrong_ending": {"coherence": 4, "consistency": 6},
-        PLACEBO: {},
+        CONTROL: {},
     },
     "question_answering": {
-        p: ({"answer_quality": 10} if p != PLACEBO else {}) for p in TASK_PERTURBATIONS["question_answering"]
+        p: ({"answer_quality": 10} if p != CONTROL else {}) for p in TASK_PERTURBATIONS["question_answering"]
     },
     "translation": {
         "char_deletion": {"accuracy": 3, "fluency": 7},
@@ -234,7 +234,7 @@ DEFAULT_VOTES: dict[str, dict[str, dict[str, int]]] = {
         "word_deletion": {"accuracy": 8, "fluency": 2},
         "fictional_entities": {"accuracy": 10},
         "grammatical_errors": {"accuracy": 1, "fluency": 9},
-        PLACEBO: {},
+        CONTROL: {},
     },
 }
 

@@ -1,11 +1,10 @@
 """The LLM perturbation path: prompts, validators, bounded retries (with a scripted stand-in
 backend), and one end-to-end run against a real llama_cpp.server on loopback (slow)."""
 
-from dataclasses import dataclass
-
 import pandas as pd
 import pytest
 
+from dhp.backends import Backend, Completion
 from dhp.errors import DHPError
 from dhp.perturb import audit, perturb
 from dhp.perturb.llm import build_prompt, clean_output, llm_perturb, validate
@@ -13,27 +12,34 @@ from dhp.perturb.llm import build_prompt, clean_output, llm_perturb, validate
 TEXT = "Maria Lopez opened the new library in Springfield on Monday. About 300 people came."
 
 
-@dataclass
-class Out:
-    text: str
-
-
-class Scripted:
-    """Stand-in backend: returns the scripted answers in order and records each call."""
+class Scripted(Backend):
+    """Stand-in backend: returns the scripted answers in order and records each call. A DHPError is
+    raised (a configuration error stops the run); any other exception is that call's failure."""
 
     identity = "scripted:test"
+    model = "scripted"
 
     def __init__(self, answers):
         self.answers = list(answers)
         self.calls = []
 
-    def chat(self, messages, max_tokens=256, temperature=0.0, seed=0):
-        self.calls.append({"prompt": messages[0]["content"], "temperature": temperature, "seed": seed,
-                           "max_tokens": max_tokens})
-        a = self.answers.pop(0) if self.answers else ""
-        if isinstance(a, Exception):
-            raise a
-        return Out(a)
+    def answer(self, prompt: str):
+        return self.answers.pop(0) if self.answers else ""
+
+    def chat_many(self, requests, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            prompt = r.messages[0][1]
+            self.calls.append({"prompt": prompt, "temperature": r.temperature, "seed": r.seed,
+                               "max_tokens": r.max_tokens})
+            a = self.answer(prompt)
+            if isinstance(a, DHPError):
+                raise a
+            res = a if isinstance(a, Exception) else Completion(a, None, 10, 5)
+            out.append(res)
+            if on_result:
+                on_result(i, res)
+        return out
 
 
 def test_prompt_follows_the_auto_cot_structure():
@@ -128,23 +134,25 @@ def test_perturb_uses_the_backend_only_for_llm_methods():
     }
 
     class ByMethod(Scripted):
-        def chat(self, messages, **kw):
-            prompt = messages[0]["content"]
-            key = ("fictional_entities" if "entit" in prompt else
-                   "grammatical_errors" if "grammatical" in prompt else "rewrite_insert")
-            self.answers = [good[key]]
-            return super().chat(messages, **kw)
+        def answer(self, prompt):
+            return good["fictional_entities" if "entit" in prompt else
+                        "grammatical_errors" if "grammatical" in prompt else "rewrite_insert"]
 
     b = ByMethod([])
     t = perturb(df, perturber=b)
-    llm = t[t.method == "llm:scripted:test"]
-    assert set(llm.perturbation) == {"fictional_entities", "grammatical_errors", "rewrite_insert"}
+    llm = t[t.method == "llm:scripted:test"].set_index(["perturbation", "severity"])
+    assert set(llm.index.get_level_values(0)) == {"fictional_entities", "grammatical_errors", "rewrite_insert"}
     assert len(b.calls) == len(llm) == 6
-    assert (t[~t.perturbation.isin(llm.perturbation) & (t.perturbation != "original")].method == "rule").all()
-    # Major rewrite-insert needs >= 2 inserted sentences for the rule check, but LLM rows are
-    # verified by the validators.
-    a = audit(t, df)
-    assert (a[a.method.str.startswith("llm:")].pct_verified == 100.0).all()
+    assert (t[~t.perturbation.isin(llm.index.get_level_values(0)) & (t.perturbation != "original")].method
+            == "rule").all()
+    # Each row carries the edit its method promises, checked here without the validators that accepted it.
+    for sev in ("minor", "major"):
+        ent = llm.loc[("fictional_entities", sev), "text"]
+        assert "Lake Ora" in ent and "Springfield" not in ent
+        gram = llm.loc[("grammatical_errors", sev), "text"]
+        assert gram.split() != TEXT.split() and len(gram.split()) == len(TEXT.split())
+        ins = llm.loc[("rewrite_insert", sev), "text"]
+        assert ins.startswith(TEXT) and len(ins) > len(TEXT)
 
 
 # --- end to end against a real OpenAI-compatible server ------------------------------------
@@ -172,8 +180,11 @@ def test_end_to_end_llm_perturbation_against_llama_cpp_server(llama_server):
     llm = t[t.perturbation != "original"]
     assert (llm.method == "llm:openai:smollm2").all()  # the server URL (random port) is not part of it
     assert set(llm.status) <= {"ok", "failed"}
+    ref = df.reference[0]
     for r in llm.itertuples():
-        if r.status == "ok":  # whatever the small model wrote, it passed the validators
-            assert validate(r.perturbation, df.reference[0], r.text) is None
+        if r.status == "ok":  # whatever the small model wrote, it changed some words and kept most
+            new_words = set(r.text.lower().split()) - set(ref.lower().split())
+            kept = set(ref.lower().split()) & set(r.text.lower().split())
+            assert new_words and len(kept) >= len(set(ref.lower().split())) // 2, r.text
         else:  # or it was recorded as a failure with the reasons, never kept
             assert pd.isna(r.text) and "attempt 2" in r.reason

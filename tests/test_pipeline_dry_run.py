@@ -24,8 +24,8 @@ def test_dry_run_counts_every_call_and_writes_no_table(tmp_path):
     assert m, out.stdout
     variants = perturb(load_dataset("summeval", n_items=2))
     ok = variants[variants["status"] == "ok"]
-    # Identical prompts are one call (the placebo text equals the original): count distinct texts per item.
-    expected = len(ok.drop_duplicates(["item_id", "text"])) * len(metrics_for("summarization")) * 3
+    # One request per (variant, metric) asks for its 5 replies; identical texts would share one call.
+    expected = len(ok.drop_duplicates(["item_id", "text"])) * len(metrics_for("summarization"))
     assert int(m.group(1)) == expected and int(m.group(2)) == 0
     assert float(m.group(3)) > 0  # gpt-4o-mini is in data/judge_prices.yaml
     assert "sk-dry-run-test" not in out.stdout + out.stderr

@@ -39,7 +39,7 @@ def test_paper_example_votes_become_vote_shares():
 
 
 def test_no_votes_means_equal_weights():
-    ew = weights_from_votes({"translation": {"placebo": {}}})
+    ew = weights_from_votes({"translation": {"control": {}}})
     assert list(ew["weight"]) == [0.5, 0.5]
 
 

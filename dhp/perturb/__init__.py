@@ -18,10 +18,11 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.perturb import entities, grammar, paraphrase, rules
 from dhp.perturb.display import diff_html, examples_html
+from dhp.perturb.llm import LLMJob, llm_perturb_many
 from dhp.perturb.registry import LLM_METHODS, Method, methods_for, methods_table, task_of
 from dhp.perturb.rules import Skip, stable_seed
 from dhp.perturb.verify import audit, verify
-from dhp.schema import ORIGINAL, PLACEBO
+from dhp.schema import ORIGINAL, CONTROL
 
 __all__ = [
     "COLUMNS", "perturb", "audit", "verify", "methods_table", "diff_html", "examples_html",
@@ -98,8 +99,8 @@ def _rule(m: Method, text: str, rng: random.Random, fake, item: dict, pool: dict
         if wrong == text.strip():
             raise Skip("the wrong ending equals the right ending")
         return wrong, "replaced with the dataset's wrong ending"
-    if p == PLACEBO:
-        return text, "unchanged (placebo)"
+    if p == CONTROL:
+        return rules.control_format(text)
     raise DHPError(f"Unknown perturbation {p!r}.", "use a name from dhp.perturb.methods_table().")
 
 
@@ -123,6 +124,8 @@ def perturb(
     perturbations: list[str] | None = None,
     max_attempts: int = 3,
     progress: bool = False,
+    cache=None,
+    dry_run: bool = False,
 ) -> pd.DataFrame:
     """Perturb every reference of a dataset table with every method of its task (paper Table 2).
 
@@ -130,14 +133,18 @@ def perturb(
     dataset, item_id, reference; task and wrong_ending are used when present); `seed` the run
     seed; `perturber` "rule" (rule-based counterparts for the LLM methods) or a backend spec /
     backend object used for fictional_entities, grammatical_errors and rewrite_insert;
-    `perturbations` restricts the methods (default: all of the task, plus placebo); `max_attempts`
-    bounds the LLM retries per row.
+    `perturbations` restricts the methods (default: all of the task, plus the control); `max_attempts`
+    bounds the LLM retries per row; `cache` (a dhp.cache.Cache or SQLite path; None: in memory) stores
+    every LLM perturber call, so a rerun or a resumed run repeats none (dhp.perturb.llm.llm_perturb_many);
+    `dry_run=True` makes no LLM call: LLM rows not in the cache get status "pending" (text None) and
+    ``table.attrs["perturber_estimate"]`` holds the dhp.calls.Estimate of their first attempts.
 
     Returns the perturbed table, one row per (item, perturbation, severity), items in input order,
     methods in Table 2 order, with columns:
     - dataset, task, item_id (str): the item;
-    - perturbation: "original", "placebo" or a method name (see `methods_table()`);
-    - level: "character", "word", "sentence", or "none" (original, placebo);
+    - perturbation: "original", "control" (the negative control: same words, one sentence per line,
+      scored by its own judge call) or a method name (see `methods_table()`);
+    - level: "character", "word", "sentence", or "none" (original, control);
     - severity: "minor", "major", "single", or "none" (original);
     - method: "none" (original), "rule", or "llm:<backend identity without its @base_url>" (e.g. "llm:openai:gpt-4o");
     - text: the perturbed text (str), None unless status is "ok";
@@ -183,6 +190,7 @@ def perturb(
 
         it = tqdm(items, desc="perturb", unit="item")
     rows = []
+    llm_rows: list[tuple[dict, LLMJob]] = []
     state = random.getstate()  # belt and braces: no method may leak changes to global random
     try:
         for item in it:
@@ -204,10 +212,7 @@ def perturb(
                 if empty:
                     row["reason"] = "empty reference text"
                 elif use_llm:
-                    from dhp.perturb.llm import llm_perturb
-
-                    res = llm_perturb(backend, m.perturbation, m.severity, task, text, rs, max_attempts)
-                    row.update(text=res.text, edits=res.edits, status=res.status, reason=res.reason)
+                    llm_rows.append((row, LLMJob(m.perturbation, m.severity, task, text, rs)))
                 else:
                     try:
                         new, edits = _rule(m, text, random.Random(rs), fake, {**item, "item_id": item_id},
@@ -218,4 +223,18 @@ def perturb(
                 rows.append(row)
     finally:
         random.setstate(state)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    estimate = None
+    if llm_rows:
+        jobs = [j for _, j in llm_rows]
+        if dry_run:
+            estimate = llm_perturb_many(backend, jobs, cache, max_attempts, dry_run=True)
+            for row, _ in llm_rows:
+                row.update(status="pending", reason="dry run: LLM perturbation not made yet")
+        else:
+            for (row, _), res in zip(llm_rows, llm_perturb_many(backend, jobs, cache, max_attempts,
+                                                                progress=progress)):
+                row.update(text=res.text, edits=res.edits, status=res.status, reason=res.reason)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if dry_run:
+        table.attrs["perturber_estimate"] = estimate
+    return table

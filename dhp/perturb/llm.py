@@ -120,39 +120,76 @@ class LLMResult:
     reason: str
 
 
-def llm_perturb(backend, perturbation: str, severity: str, task: str, text: str, seed: int,
-                max_attempts: int = 3) -> LLMResult:
-    """Ask the backend for the perturbation; validate; retry with other seeds; else 'failed'.
+@dataclass
+class LLMJob:
+    """One LLM-perturbed row to make: the method, the task, the reference text and the row's seed."""
 
-    Attempt 1 is greedy (temperature 0); later attempts sample (temperature 0.7) with seed+attempt
-    so a retry can produce something different. Backend DHPErrors (server unreachable, bad key,
-    unknown model) propagate: they concern the whole run, not this row.
+    perturbation: str
+    severity: str
+    task: str
+    text: str
+    seed: int
+
+
+def _request(job: LLMJob, attempt: int):
+    from dhp.backends import ChatRequest
+
+    prompt = build_prompt(job.perturbation, job.severity, job.task, job.text)
+    max_tokens = int(len(job.text) / 3 * (2.5 if job.perturbation == "rewrite_insert" else 1.5)) + 64
+    # Attempt 1 is greedy; later attempts sample with another seed so a retry can differ.
+    return ChatRequest.make([{"role": "user", "content": prompt}], max_tokens, 0.0 if attempt == 0 else 0.7,
+                            (job.seed + attempt) % (2**31))
+
+
+def llm_perturb_many(backend, jobs: list[LLMJob], cache=None, max_attempts: int = 3, dry_run: bool = False,
+                     progress: bool = False):
+    """Make every LLM row through the shared call engine (:mod:`dhp.calls`), in rounds.
+
+    Round 1 asks attempt 1 (temperature 0) of every job in one :func:`dhp.calls.run` — concurrent on
+    OpenAI-compatible servers, each answer committed to the SQLite ``cache`` as it arrives, so a run
+    killed with SIGKILL repeats only the calls in flight. Jobs whose output fails validation get attempt
+    2 (temperature 0.7, seed + 1) in round 2, and so on up to ``max_attempts``. Per-call failures count
+    as failed attempts with their reason; configuration errors (bad key, unknown model, unreachable
+    server) and the circuit breaker raise DHPError. Returns one :class:`LLMResult` per job; with
+    ``dry_run=True`` makes no call and returns the :class:`dhp.calls.Estimate` of round 1 (retries depend
+    on the outputs, so they cannot be counted in advance).
     """
-    prompt = build_prompt(perturbation, severity, task, text)
-    max_tokens = int(len(text) / 3 * (2.5 if perturbation == "rewrite_insert" else 1.5)) + 64
-    reasons = []
-    for attempt in range(max_attempts):
-        try:
-            out = backend.chat(
-                [{"role": "user", "content": prompt}],
-                max_tokens=max_tokens,
-                temperature=0.0 if attempt == 0 else 0.7,
-                seed=(seed + attempt) % (2**31),
-            )
-        except DHPError as e:
-            # dhp.backends wraps a per-call failure (after its own retries) as a DHPError with the
-            # cause attached: that is one failed attempt. Without a cause it is a configuration
-            # error (unreachable server, bad key, unknown model) that concerns the whole run.
-            if e.__cause__ is None or isinstance(e.__cause__, DHPError):
-                raise
-            reasons.append(f"attempt {attempt + 1}: backend error: {e.problem}"[:200])
-            continue
-        except Exception as e:  # a transient per-request error counts as a failed attempt
-            reasons.append(f"attempt {attempt + 1}: backend error {type(e).__name__}: {e}"[:200])
-            continue
-        cleaned = clean_output(getattr(out, "text", "") or "", task)
-        why = validate(perturbation, text, cleaned)
-        if why is None:
-            return LLMResult("ok", cleaned, f"llm rewrite, attempt {attempt + 1}", "")
-        reasons.append(f"attempt {attempt + 1}: {why}")
-    return LLMResult("failed", None, "", f"no valid output in {max_attempts} attempts: " + "; ".join(reasons))
+    from dhp import calls
+    from dhp.cache import Cache, open_cache
+
+    results: list[LLMResult | None] = [None] * len(jobs)
+    reasons: list[list[str]] = [[] for _ in jobs]
+    store = open_cache(cache)
+    try:
+        for attempt in range(max_attempts):
+            todo = [i for i, r in enumerate(results) if r is None]
+            if not todo:
+                break
+            planned = {i: calls.plan_chat(backend, _request(jobs[i], attempt)) for i in todo}
+            if dry_run:
+                return calls.estimate(backend, list(planned.values()), store)
+            report = calls.run(backend, list(planned.values()), store, progress=progress,
+                               desc=f"perturb (attempt {attempt + 1})")
+            for i, call in planned.items():
+                got = store.get(call.keys[0])
+                if got is None:
+                    reasons[i].append(f"attempt {attempt + 1}: backend error: "
+                                      f"{report.errors.get(call.keys[0], 'no result')}"[:200])
+                    continue
+                cleaned = clean_output(got.text or "", jobs[i].task)
+                why = validate(jobs[i].perturbation, jobs[i].text, cleaned)
+                if why is None:
+                    results[i] = LLMResult("ok", cleaned, f"llm rewrite, attempt {attempt + 1}", "")
+                else:
+                    reasons[i].append(f"attempt {attempt + 1}: {why}")
+    finally:
+        if not isinstance(cache, Cache):
+            store.close()
+    return [r or LLMResult("failed", None, "", f"no valid output in {max_attempts} attempts: " + "; ".join(reasons[i]))
+            for i, r in enumerate(results)]
+
+
+def llm_perturb(backend, perturbation: str, severity: str, task: str, text: str, seed: int,
+                max_attempts: int = 3, cache=None) -> LLMResult:
+    """One LLM-perturbed row (see :func:`llm_perturb_many`)."""
+    return llm_perturb_many(backend, [LLMJob(perturbation, severity, task, text, seed)], cache, max_attempts)[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dhp.errors import DHPError
-from dhp.schema import DATASET_TASK, PLACEBO
+from dhp.schema import DATASET_TASK, CONTROL
 
 # Methods that the paper ran with an LLM (GPT-4-Turbo). With perturber="rule" they use the
 # rule-based counterparts in entities.py / grammar.py / paraphrase.py.
@@ -27,13 +27,13 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "random_ending": ("sentence", "replace the ending with the ending of another story"),
     "wrong_ending": ("sentence", "replace the ending with the dataset's wrong ending"),
     "random_answer": ("sentence", "replace the answer with the answer to another question"),
-    PLACEBO: ("none", "text unchanged (calibration control)"),
+    CONTROL: ("none", "negative control: the same words, one sentence per line, scored by its own call"),
 }
 
 MINOR_MAJOR = ("minor", "major")
 SINGLE = ("single",)
 
-# task -> [(perturbation, severities)] (paper Table 2; placebo added for the statistics stage).
+# task -> [(perturbation, severities)] (paper Table 2; the negative control added for the statistics).
 TASK_METHODS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "summarization": [
         ("char_deletion", MINOR_MAJOR),
@@ -42,7 +42,7 @@ TASK_METHODS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("grammatical_errors", MINOR_MAJOR),
         ("sentence_reorder", MINOR_MAJOR),
         ("rewrite_insert", MINOR_MAJOR),
-        (PLACEBO, SINGLE),
+        (CONTROL, SINGLE),
     ],
     "story_completion": [
         ("char_deletion", SINGLE),
@@ -51,7 +51,7 @@ TASK_METHODS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("grammatical_errors", SINGLE),
         ("random_ending", SINGLE),
         ("wrong_ending", SINGLE),
-        (PLACEBO, SINGLE),
+        (CONTROL, SINGLE),
     ],
     "question_answering": [
         ("char_deletion", MINOR_MAJOR),
@@ -59,7 +59,7 @@ TASK_METHODS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("fictional_entities", MINOR_MAJOR),
         ("grammatical_errors", MINOR_MAJOR),
         ("random_answer", SINGLE),
-        (PLACEBO, SINGLE),
+        (CONTROL, SINGLE),
     ],
     "translation": [
         ("char_deletion", MINOR_MAJOR),
@@ -67,7 +67,7 @@ TASK_METHODS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("word_deletion", MINOR_MAJOR),
         ("fictional_entities", MINOR_MAJOR),
         ("grammatical_errors", MINOR_MAJOR),
-        (PLACEBO, SINGLE),
+        (CONTROL, SINGLE),
     ],
 }
 
@@ -140,6 +140,10 @@ def methods_for(dataset: str, perturbations: list[str] | None = None, task: str 
     if perturbations is not None:
         wanted = list(dict.fromkeys(perturbations))
         for p in wanted:
+            if p == "placebo":
+                raise DHPError("The identical-text 'placebo' was replaced by the negative control 'control' "
+                               "(an identical text reuses the original's cached judge answer, so it measured "
+                               "nothing).", "use perturbations=['control'].")
             if p not in DESCRIPTIONS:
                 raise DHPError(
                     f"Unknown perturbation {p!r}.", f"use one of {sorted(DESCRIPTIONS)}."

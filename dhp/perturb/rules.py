@@ -214,6 +214,23 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def control_format(text: str) -> tuple[str, str]:
+    """The negative control: the same words and punctuation laid out one sentence per line (a single
+    sentence gets a trailing line break). No reader would call it worse, yet its judge prompt — and so
+    its cache key — differs from the original's, so the judge scores it in a call of its own and its D
+    measures the judge's test-retest noise (an identical text would just reuse the original's answer)."""
+    spans = sentence_spans(text)
+    new = "\n".join(text[a:b].strip() for a, b in spans) if len(spans) > 1 else text.strip() + "\n"
+    if new == text:  # already laid out that way
+        new = text + "\n"
+    return new, "reformatted: one sentence per line (words unchanged)"
+
+
+def is_control(original: str, new: str) -> bool:
+    """True when ``new`` differs from ``original`` only in white space (the control's promise)."""
+    return new != original and " ".join(new.split()) == " ".join(original.split())
+
+
 def _rebuild(text: str, spans: list[tuple[int, int]], order: list[int]) -> str:
     """The text with sentence i replaced by sentence order[i]; separators kept in place."""
     out, last = [], 0

@@ -16,7 +16,7 @@ AUDIT_COLUMNS = [
 
 CHECKS = {
     "original": "text equals the reference",
-    "placebo": "text equals the reference",
+    "control": "differs from the reference in white space only (one sentence per line)",
     "char_deletion": "exactly k alphanumeric chars removed, nothing else changed",
     "char_typo": "optimal-string-alignment distance to the reference is exactly k",
     "word_deletion": "words = reference words minus one run of exactly k",
@@ -36,8 +36,10 @@ def verify_row(row, reference: str, references: dict[str, str], wrong_ending: st
     p, sev, text = row["perturbation"], row["severity"], row["text"]
     if text is None:
         return False
-    if p in ("original", "placebo"):
+    if p == "original":
         return text == reference
+    if p == "control":
+        return rules.is_control(reference, text)
     if str(row["method"]).startswith("llm:"):
         from dhp.perturb.llm import validate
 
