@@ -14,9 +14,18 @@ The chain, per (dataset, judge, mode):
    within a level; a task without a sentence level averages the levels it has); D_min is the minimum.
 
 Beyond the paper: a bootstrap over items (the same resampled items for every perturbation and metric)
-gives 95% percentile intervals for every D and for D_avg/D_min, and the share of resamples with D > 1;
-the `placebo` perturbation (text unchanged) is reported as a calibration row and is excluded from
-D_avg and D_min; `original` rows are the reference, never a perturbation.
+gives 95% percentile intervals for every D and for D_avg/D_min, and the share of resamples with D > 1
+(the resampling seed is derived from a hash of the judge's group key, so a judge's intervals do not
+depend on which other judges share the table); `original` rows are the reference, never a perturbation.
+
+Two controls (beyond the paper):
+- the **negative control** (`control`: the original re-scored through a separate judge call, see
+  dhp.perturb.rules.control_format) is reported with role "negative_control", excluded from D_avg and
+  D_min: its D measures the judge's test-retest noise (`control_D` in the summary);
+- the **sign-flip null calibration** (:func:`null_calibration`): each item's paired differences get a
+  random sign (the same for all its metrics and perturbations, so their dependence is kept) and p, D and
+  D_avg are recomputed; the share of null D values above 1 is the false-positive rate of a "discerned"
+  verdict under each combination rule — with the paper's rule it is far above 5% for multi-metric tasks.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from dhp.errors import DHPError
-from dhp.schema import LEVELS, ORIGINAL, CONTROL
+from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
 
 #: Smallest p used in D = log_0.05(p): p = 0 (e.g. an underflowed normal tail) would give D = inf.
 #: The smallest positive normal double keeps D finite (D <= ~236) and never changes a real p-value.
@@ -263,7 +272,7 @@ def discernment_score(p):
 def level_weights(levels) -> np.ndarray:
     """Weights for the level-balanced average: each level present gets 1/L, split equally inside it.
 
-    `levels` is the level of each perturbation row (placebo excluded by the caller).
+    `levels` is the level of each perturbation row (the control excluded by the caller).
     """
     levels = list(levels)
     present = [lv for lv in dict.fromkeys(levels)]
@@ -293,6 +302,8 @@ def _check_scores(scores: pd.DataFrame) -> pd.DataFrame:
     s = scores.copy()
     for c in ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric"):
         s[c] = s[c].astype(str)
+    if "task" not in s.columns:  # tables from before the task column: the paper's datasets know theirs
+        s["task"] = s["dataset"].map(DATASET_TASK)
     s["score"] = pd.to_numeric(s["score"], errors="coerce")
     key = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "metric"]
     dup = s.duplicated(key)
@@ -315,13 +326,25 @@ def _weights_lookup(expert_weights):
     return validate_expert_weights(expert_weights)
 
 
-def _ew_vector(ew: pd.DataFrame, dataset: str, perturbation: str, metrics: list[str]) -> np.ndarray | None:
+def _ew_vector(ew: pd.DataFrame, task, perturbation: str, metrics: list[str]) -> np.ndarray | None:
     """Expert weights for `metrics` (None when a single metric: its weight is 1 by definition)."""
     if len(metrics) == 1:
         return None
+    if not isinstance(task, str) or task in ("", "nan"):
+        raise DHPError("The scores table has no task for its rows, so expert weights cannot be found.",
+                       "score with this version of dhp.judge (it writes a 'task' column) or add one.")
     from dhp.weights import weights_for
 
-    return weights_for(ew, dataset, perturbation, metrics)
+    return weights_for(ew, task, perturbation, metrics)
+
+
+def group_seed(seed: int, key) -> list[int]:
+    """Seed of a (dataset, judge, mode) group's resampling: the run seed and a stable hash of the key,
+    so a group's bootstrap or null draws do not depend on the other groups in the table."""
+    import hashlib
+
+    h = hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8"), digest_size=8).digest()
+    return [int(seed), int.from_bytes(h, "big")]
 
 
 @dataclass
@@ -336,8 +359,8 @@ class _Unit:
     ew: np.ndarray | None
 
 
-def _units(g: pd.DataFrame, items: list[str], ew: pd.DataFrame) -> list[_Unit]:
-    dataset = g["dataset"].iloc[0]
+def _units(g: pd.DataFrame, items: list[str], ew: pd.DataFrame | None) -> list[_Unit]:
+    task = g["task"].iloc[0]
     orig = g[g["perturbation"] == ORIGINAL].pivot(index="item_id", columns="metric", values="score")
     orig = orig.reindex(index=items)
     units = []
@@ -359,7 +382,7 @@ def _units(g: pd.DataFrame, items: list[str], ew: pd.DataFrame) -> list[_Unit]:
                 orig=o,
                 pert=wide.to_numpy(float).T,
                 present=present.to_numpy().T,
-                ew=_ew_vector(ew, dataset, pert, metrics),
+                ew=None if ew is None else _ew_vector(ew, task, pert, metrics),
             )
         )
     return units
@@ -409,7 +432,7 @@ def discernment(
     -------
     DataFrame with columns
         dataset, judge, mode, perturbation, severity, level : the perturbation (level from the scores table)
-        role : "perturbation", or "placebo_calibration" for the placebo row (excluded from D_avg/D_min)
+        role : "perturbation", or "negative_control" for the control row (excluded from D_avg/D_min)
         p, p_EW : combined p-values (harmonic mean; without / with expert weights)
         D, D_EW : log_0.05 of p and p_EW (p clipped to >= P_FLOOR); D > 1 means p < 0.05
         D_lo, D_hi, D_EW_lo, D_EW_hi : bootstrap percentile interval (NaN when n_boot = 0)
@@ -449,7 +472,8 @@ def discernment(
         items = sorted(g["item_id"].unique())
         units = _units(g, items, ew)
         # Same resampled items for every perturbation and metric of this judge: keeps their dependence.
-        idx = np.random.default_rng([seed, gi]).integers(0, len(items), size=(n_boot, len(items))) if n_boot else None
+        idx = (np.random.default_rng(group_seed(seed, key)).integers(0, len(items), size=(n_boot, len(items)))
+               if n_boot else None)
         for u in units:
             tests = [
                 wilcoxon_greater(
@@ -467,7 +491,7 @@ def discernment(
                 flags.append("nan_dropped")
             if (np.isfinite(p) and p < P_FLOOR) or (np.isfinite(p_ew) and p_ew < P_FLOOR):
                 flags.append("p_floor")
-            role = "placebo_calibration" if u.perturbation == CONTROL else "perturbation"
+            role = "negative_control" if u.perturbation == CONTROL else "perturbation"
             row = dict(zip(GROUP, key))
             row.update(
                 perturbation=u.perturbation,
@@ -539,28 +563,37 @@ DISCERNMENT_COLUMNS = [
 SUMMARY_COLUMNS = [
     "dataset", "judge", "mode", "D_avg", "D_avg_EW", "D_min", "D_min_EW",
     "D_avg_lo", "D_avg_hi", "D_avg_EW_lo", "D_avg_EW_hi", "D_min_lo", "D_min_hi", "D_min_EW_lo", "D_min_EW_hi",
-    "share_D_avg_gt_1", "share_D_avg_EW_gt_1", "weakest", "placebo_D", "placebo_D_EW",
+    "share_D_avg_gt_1", "share_D_avg_EW_gt_1", "weakest", "control_D", "control_D_EW",
+    "null_fpr_paper", "null_fpr_wilson", "null_fpr_avg_paper", "null_fpr_avg_wilson", "n_null",
     "n_perturbations", "n_perturbations_nan", "levels", "combine", "n_boot",
 ]  # fmt: skip
 
+NULL_COLUMNS = ["dataset", "judge", "mode", "null_fpr_paper", "null_fpr_wilson", "null_fpr_avg_paper",
+                "null_fpr_avg_wilson", "n_null"]
 
-def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None) -> pd.DataFrame:
+
+def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
+              null: pd.DataFrame | None = None) -> pd.DataFrame:
     """Summary table: one row per (dataset, judge, mode).
 
     Columns
         dataset, judge, mode
-        D_avg, D_avg_EW : level-balanced average of D / D_EW over perturbations (placebo excluded)
-        D_min, D_min_EW : minimum over perturbations (placebo excluded)
+        D_avg, D_avg_EW : level-balanced average of D / D_EW over perturbations (control excluded)
+        D_min, D_min_EW : minimum over perturbations (control excluded)
         D_avg_lo, D_avg_hi, D_avg_EW_lo, D_avg_EW_hi, D_min_lo, D_min_hi, D_min_EW_lo, D_min_EW_hi :
             bootstrap percentile intervals (NaN without bootstrap draws)
         share_D_avg_gt_1, share_D_avg_EW_gt_1 : share of resamples with D_avg > 1
         weakest : the perturbation/severity giving D_min
-        placebo_D, placebo_D_EW : the placebo calibration row (should stay below 1); NaN if absent
+        control_D, control_D_EW : D of the negative control (the original re-scored by its own call):
+            the judge's test-retest noise; a discerning judge's D_min should stand well above it; NaN if absent
+        null_fpr_paper, null_fpr_wilson, null_fpr_avg_paper, null_fpr_avg_wilson, n_null : from
+            ``null`` (:func:`null_calibration`), NaN when not given
         n_perturbations : perturbation rows averaged; n_perturbations_nan : rows left out (D is NaN)
         levels : levels present (";"-joined); combine, n_boot : as in the discernment table
 
     `bootstrap` defaults to ``discernment.attrs["bootstrap"]`` (set by :func:`discernment`).
     """
+    nulls = {} if null is None else {tuple(r[c] for c in GROUP): r for r in null.to_dict("records")}
     if bootstrap is None:
         bootstrap = discernment.attrs.get("bootstrap")
     ci = discernment.attrs.get("ci", 0.95)
@@ -578,14 +611,16 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None) 
             D_min=float(real["D"].min()) if len(fin) else math.nan,
             D_min_EW=float(real["D_EW"].min()) if len(fin) else math.nan,
             weakest=(f"{fin.loc[fin['D'].idxmin(), 'perturbation']}/{fin.loc[fin['D'].idxmin(), 'severity']}" if len(fin) else ""),
-            placebo_D=float(plc["D"].iloc[0]) if len(plc) else math.nan,
-            placebo_D_EW=float(plc["D_EW"].iloc[0]) if len(plc) else math.nan,
+            control_D=float(plc["D"].iloc[0]) if len(plc) else math.nan,
+            control_D_EW=float(plc["D_EW"].iloc[0]) if len(plc) else math.nan,
             n_perturbations=int(len(fin)),
             n_perturbations_nan=int(len(real) - len(fin)),
             levels=";".join(lv for lv in LEVELS if lv in set(fin["level"])),
             combine=";".join(sorted(set(g["combine"].astype(str)))) if "combine" in g else "",
             n_boot=int(g["n_boot"].max()) if "n_boot" in g else 0,
         )
+        if key in nulls:
+            row.update({c: nulls[key][c] for c in NULL_COLUMNS[3:]})
         if bootstrap is not None and len(bootstrap):
             b = bootstrap
             sel = np.ones(len(b), bool)
@@ -610,3 +645,120 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None) 
                 row.update({k: float(v) for k, v in agg.items()})
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------------
+# Sign-flip null calibration
+# --------------------------------------------------------------------------------------------------
+def _exact_sf(n: int) -> np.ndarray:
+    """P(T+ >= t) for t = 0..n(n+1)/2 under H0, no ties or zeros (ranks 1..n): subset-sum counts."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for r in range(1, n + 1):
+        counts[r:] = counts[r:] + counts[:-r].copy()
+    return np.cumsum(counts[::-1])[::-1] / 2.0**n
+
+
+def _null_p(d: np.ndarray, pos: np.ndarray, zero_method: str, method: str, correction: bool) -> np.ndarray:
+    """p-values of the one-sided test for every sign-flip pattern.
+
+    ``d``: the observed differences (no NaN); ``pos``: (n_null, len(d)) bool, True where the item keeps
+    its sign. A flip leaves |d| — hence the ranks, the ties, the zeros and the null distribution that
+    :func:`resolve_method` picks — unchanged, so T+ of every pattern is one matrix product and p is a
+    lookup in that fixed null distribution (cross-checked against scipy in the tests)."""
+    n_null = pos.shape[0]
+    if len(d) == 0:
+        return np.full(n_null, math.nan)
+    if not np.any(d != 0):
+        return np.ones(n_null)
+    r, _ = _ranks_and_stat(d, zero_method)
+    plus = np.where(pos, d > 0, d < 0)  # after the flip, which differences are positive
+    t = plus.astype(float) @ r
+    if zero_method == "zsplit":
+        t = t + r[d == 0].sum() / 2
+    used, _ = resolve_method(d, method, zero_method)
+    if used == "exact":
+        sf = _exact_sf(len(d))
+        return sf[np.clip(np.rint(t).astype(int), 0, len(sf) - 1)]
+    if used == "permutation":
+        zeros = d == 0
+        t_perm = np.sort(_patterns(int((~zeros).sum())) @ r[~zeros])
+        t_obs = t - (r[zeros].sum() / 2 if zero_method == "zsplit" else 0.0)
+        lo = np.searchsorted(t_perm, t_obs - 1e-9 * np.maximum(1.0, np.abs(t_obs)), side="left")
+        return (len(t_perm) - lo) / len(t_perm)
+    # normal approximation: mean and variance depend on |d| only (see fast_p_greater)
+    zeros = d == 0
+    a = np.abs(d[~zeros]) if zero_method == "wilcox" else (np.abs(d) if zero_method == "zsplit" else np.abs(d[~zeros]))
+    count = len(a) if zero_method == "wilcox" else len(d)
+    mn, se = count * (count + 1) * 0.25, count * (count + 1) * (2 * count + 1)
+    if zero_method == "pratt":
+        n0 = int(zeros.sum())
+        mn -= n0 * (n0 + 1) * 0.25
+        se -= n0 * (n0 + 1) * (2 * n0 + 1)
+    _, tie = np.unique(a, return_counts=True)
+    se = math.sqrt((se - float(np.sum(tie.astype(float) ** 3 - tie)) / 2) / 24)
+    if se == 0:
+        return np.ones(n_null)
+    z = (t - mn) / se - (0.5 / se if correction else 0.0)
+    return sps.norm.sf(z)
+
+
+def _combine_rows(pm: np.ndarray, combine: str) -> np.ndarray:
+    """:func:`combine_p` (unweighted) for each row of a (n_null, n_metrics) p matrix."""
+    keep = np.isfinite(pm)
+    inv = np.where(keep, 1.0 / np.clip(np.where(keep, pm, 1.0), P_FLOOR, 1.0), 0.0).sum(axis=1)
+    m = keep.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 1.0 / inv if combine == "paper" else np.minimum(1.0, m / inv)
+    return np.where(m > 0, p, np.nan)
+
+
+def null_calibration(scores: pd.DataFrame, n_null: int = 1000, seed: int = 0, zero_method: str = "wilcox",
+                     method: str = "auto", correction: bool = False) -> pd.DataFrame:
+    """False-positive rates of "D > 1" for a judge that cannot see the damage, from its own scores.
+
+    Per (dataset, judge, mode), ``n_null`` times: every item's paired differences (original − perturbed)
+    get a random sign, the SAME for all metrics and perturbations of the item (so their dependence is
+    kept); then per-metric p (one-sided Wilcoxon, same method rules as :func:`discernment`), combined p
+    under ``combine="paper"`` and ``"wilson"``, D = log_0.05(p) and the level-balanced D_avg (control
+    excluded). Under this null no perturbation is noticed, so every D > 1 is a false positive.
+
+    Columns (NULL_COLUMNS): dataset, judge, mode; null_fpr_paper, null_fpr_wilson — share of
+    per-perturbation null D values above 1 (over resamples × perturbations); null_fpr_avg_paper,
+    null_fpr_avg_wilson — share of resamples with D_avg > 1; n_null. A calibrated rule has rates near or
+    below 0.05. The resampling seed comes from ``seed`` and a hash of the group key.
+    """
+    if not (isinstance(n_null, (int, np.integer)) and n_null >= 1):
+        raise DHPError(f"n_null must be a positive integer, got {n_null!r}.", "pass e.g. n_null=1000.")
+    if zero_method not in ZERO_METHODS:
+        raise DHPError(f"Unknown zero_method={zero_method!r}.", f"use one of {list(ZERO_METHODS)}.")
+    if method not in METHODS:
+        raise DHPError(f"Unknown method={method!r}.", f"use one of {list(METHODS)}.")
+    s = _check_scores(scores)
+    rows = []
+    for key, g in s.groupby(GROUP, sort=True):
+        items = sorted(g["item_id"].unique())
+        units = [u for u in _units(g, items, None) if u.perturbation != CONTROL]
+        keeps = np.random.default_rng(group_seed(seed, key)).integers(0, 2, size=(n_null, len(items))).astype(bool)
+        d_by_rule = {c: [] for c in COMBINES}
+        for u in units:
+            pm = np.full((n_null, len(u.metrics)), np.nan)
+            for j in range(len(u.metrics)):
+                dj = u.orig[j] - u.pert[j]
+                ok = u.present[j] & np.isfinite(dj)
+                pm[:, j] = _null_p(dj[ok], keeps[:, ok], zero_method, method, correction)
+            for c in COMBINES:
+                d_by_rule[c].append(discernment_score(_combine_rows(pm, c)))
+        row = dict(zip(GROUP, key), n_null=int(n_null))
+        levels = [u.level for u in units]
+        for c in COMBINES:
+            if not units:
+                row[f"null_fpr_{c}"] = row[f"null_fpr_avg_{c}"] = math.nan
+                continue
+            dm = np.column_stack(d_by_rule[c])  # (n_null, n_units)
+            fin = np.isfinite(dm)
+            row[f"null_fpr_{c}"] = float((dm[fin] > 1).mean()) if fin.any() else math.nan
+            avg = np.array([level_balanced_mean(r, levels) for r in dm])
+            row[f"null_fpr_avg_{c}"] = float(np.mean(avg > 1))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=NULL_COLUMNS)

@@ -134,20 +134,35 @@ def load_expert_weights(path=None) -> pd.DataFrame:
     return validate_expert_weights(df, source=str(p))
 
 
-def weights_for(ew: pd.DataFrame, dataset: str, perturbation: str, metrics) -> np.ndarray:
-    """Weights for `metrics` (in that order) of a dataset's task and a perturbation.
+def weights_for(ew: pd.DataFrame, task: str, perturbation: str, metrics) -> np.ndarray:
+    """Weights for `metrics` (in that order) of a task and a perturbation.
 
-    Metrics the table does not list get weight 0. Raises DHPError if the task × perturbation is missing.
+    Weights belong to the TASK of the items (a dataset of your own is named after its file but has a
+    task column). Metrics the table does not list get weight 0. Raises DHPError if the task ×
+    perturbation is missing.
     """
-    task = DATASET_TASK.get(dataset, dataset)
     g = ew[(ew["task"] == task) & (ew["perturbation"] == perturbation)]
     if g.empty:
         raise DHPError(
-            f"No expert weights for task {task!r} (dataset {dataset!r}), perturbation {perturbation!r}.",
+            f"No expert weights for task {task!r}, perturbation {perturbation!r}.",
             "add rows for it to the expert-weights CSV (notebook 06 writes a complete file).",
         )
     m = dict(zip(g["metric"], g["weight"]))
     return np.array([m.get(x, 0.0) for x in metrics], dtype=float)
+
+
+def check_weights_cover(ew: pd.DataFrame, task: str, perturbations, metrics) -> None:
+    """Fail before any judge call when expert weights are missing for a (task, perturbation) that the
+    statistics will need (tasks with one metric need none: its weight is 1)."""
+    if len(list(metrics)) <= 1:
+        return
+    have = set(zip(ew["task"], ew["perturbation"]))
+    missing = sorted(p for p in set(perturbations) if (task, p) not in have)
+    if missing:
+        raise DHPError(f"The expert weights have no rows for task {task!r}, perturbation(s) {missing}; the "
+                       "statistics would fail after every judge call was paid.",
+                       "add those rows to the expert-weights CSV (notebook 06 writes a complete file), or "
+                       "leave those perturbations out.")
 
 
 def weights_from_votes(votes: dict) -> pd.DataFrame:

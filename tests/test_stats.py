@@ -18,6 +18,7 @@ from dhp.stats import (
     fast_p_greater,
     level_balanced_mean,
     level_weights,
+    null_calibration,
     resolve_method,
     summarize,
     wilcoxon_greater,
@@ -167,17 +168,16 @@ def test_task_without_sentence_level_averages_levels_present():
 
 
 # ---------------------------------------------------------------- the tables
-def test_discernment_table_rows_and_placebo_excluded_from_summary():
+def test_discernment_table_rows_and_control_excluded_from_summary():
     s = synth_scores(n=20, seed=1)
     d = discernment(s)
     assert "original" not in set(d["perturbation"])
-    assert len(d) == 6  # 5 perturbations + placebo
-    plc = d[d["perturbation"] == "placebo"].iloc[0]
-    assert plc["role"] == "placebo_calibration"
-    assert "all_zero" in plc["flags"]  # unchanged scores -> every metric p = 1
-    # ...but the paper's unweighted formula gives 1 / (4 * 1) = 0.25 over 4 metrics, so D > 0.
-    assert plc["p"] == pytest.approx(0.25) and plc["p_EW"] == pytest.approx(1.0)
-    real = d[d["perturbation"] != "placebo"].set_index(["perturbation", "severity"])["D"]
+    assert len(d) == 6  # 5 perturbations + the negative control
+    ctrl = d[d["perturbation"] == "control"].iloc[0]
+    assert ctrl["role"] == "negative_control"
+    # The control's scores carry symmetric noise, so its D is a measured quantity, not a constant.
+    assert "all_zero" not in ctrl["flags"] and ctrl["n_nonzero_min"] > 0
+    real = d[d["perturbation"] != "control"].set_index(["perturbation", "severity"])["D"]
     expected = (
         (real[("char_typo", "minor")] + real[("char_typo", "major")] + real[("char_deletion", "minor")]) / 3
         + real[("fictional_entities", "minor")]
@@ -186,8 +186,87 @@ def test_discernment_table_rows_and_placebo_excluded_from_summary():
     sm = summarize(d).iloc[0]
     assert sm["D_avg"] == pytest.approx(expected)
     assert sm["D_min"] == pytest.approx(real.min())
-    assert sm["placebo_D"] == pytest.approx(math.log(0.25) / math.log(0.05))
+    assert sm["control_D"] == pytest.approx(ctrl["D"]) and sm["control_D_EW"] == pytest.approx(ctrl["D_EW"])
     assert sm["n_perturbations"] == 5
+    assert math.isnan(sm["null_fpr_paper"])  # no null table given
+
+
+def test_a_judge_that_reacts_to_formatting_fails_the_control():
+    """The control can fail: a judge that scores the reformatted copy lower gets control_D > 1."""
+    s = synth_scores(n=20, seed=3)
+    ctrl = s["perturbation"] == "control"
+    orig = s[s["perturbation"] == "original"].set_index(["item_id", "metric"])["score"]
+    s.loc[ctrl, "score"] = [orig[(i, m)] - 1 for i, m in zip(s.loc[ctrl, "item_id"], s.loc[ctrl, "metric"])]
+    assert summarize(discernment(s)).iloc[0]["control_D"] > 1
+
+
+def _slow_null(scores, n_null, seed):
+    """The sign-flip null the slow way: flip, rebuild the table, run discernment (scipy per test)."""
+    from dhp.stats import GROUP, group_seed
+
+    key = tuple(scores[c].iloc[0] for c in GROUP)
+    items = sorted(scores["item_id"].unique())
+    keeps = np.random.default_rng(group_seed(seed, key)).integers(0, 2, size=(n_null, len(items))).astype(bool)
+    orig = scores[scores["perturbation"] == "original"].set_index(["item_id", "metric"])["score"]
+    out = {c: [] for c in ("paper", "wilson")}
+    for b in range(n_null):
+        flip = dict(zip(items, keeps[b]))
+        t = scores.copy()
+        pert = t["perturbation"] != "original"
+        o = np.array([orig[(i, m)] for i, m in zip(t.loc[pert, "item_id"], t.loc[pert, "metric"])])
+        keep = np.array([flip[i] for i in t.loc[pert, "item_id"]])
+        t.loc[pert, "score"] = np.where(keep, t.loc[pert, "score"], 2 * o - t.loc[pert, "score"])
+        for c in out:
+            d = discernment(t, combine=c)
+            out[c].append(d.loc[d["perturbation"] != "control", "D"].to_numpy())
+    return {c: np.array(v) for c, v in out.items()}
+
+
+@pytest.mark.parametrize("n,seed", [(9, 0), (30, 1), (60, 2)])  # permutation, exact/permutation, normal
+def test_null_calibration_matches_the_slow_path(n, seed):
+    s = synth_scores(n=n, seed=seed)
+    fast = null_calibration(s, n_null=40, seed=seed).iloc[0]
+    slow = _slow_null(s, 40, seed)
+    for c in ("paper", "wilson"):
+        assert fast[f"null_fpr_{c}"] == pytest.approx(float((slow[c] > 1).mean()))
+    assert fast["n_null"] == 40
+
+
+def test_null_calibration_shows_the_paper_rule_is_anticonservative():
+    """Four metrics and no effect at all: the paper's 1/sum(1/p) calls far more than 5% discerning."""
+    rng = np.random.default_rng(5)
+    s = synth_scores(n=40, seed=5)
+    real = ~s["perturbation"].isin(["original"])
+    s.loc[real, "score"] = rng.integers(1, 6, int(real.sum())).astype(float)
+    s.loc[~real, "score"] = rng.integers(1, 6, int((~real).sum())).astype(float)
+    row = null_calibration(s, n_null=300).iloc[0]
+    assert row["null_fpr_paper"] > 0.15 > row["null_fpr_wilson"]
+    sm = summarize(discernment(s), null=null_calibration(s, n_null=300)).iloc[0]
+    assert sm["null_fpr_paper"] == row["null_fpr_paper"] and sm["n_null"] == 300
+
+
+def test_resampling_seeds_do_not_depend_on_other_judges_in_the_table():
+    """Issue 9: the bootstrap seed was the group's position, so adding a judge changed others' CIs."""
+    a = synth_scores(n=15, seed=4, judge="j2")
+    other = synth_scores(n=15, seed=6, judge="j1")  # sorts before j2
+    alone = discernment(a, n_boot=50, seed=0)
+    both = discernment(pd.concat([other, a], ignore_index=True), n_boot=50, seed=0)
+    both = both[both["judge"] == "j2"].reset_index(drop=True)
+    pd.testing.assert_series_equal(alone["D_lo"], both["D_lo"])
+    pd.testing.assert_series_equal(alone["D_hi"], both["D_hi"])
+    na = null_calibration(a, n_null=50)
+    nb = null_calibration(pd.concat([other, a], ignore_index=True), n_null=50)
+    assert na.iloc[0]["null_fpr_paper"] == nb[nb["judge"] == "j2"].iloc[0]["null_fpr_paper"]
+
+
+def test_expert_weights_follow_the_rows_task_not_the_dataset_name():
+    """Issue 9: a bring-your-own dataset is named after its file; its weights are its task's."""
+    s = synth_scores(n=12, seed=7)
+    mine = s.assign(dataset="my_items.jsonl")
+    d_mine, d_ref = discernment(mine), discernment(s)
+    assert np.allclose(d_mine["D_EW"], d_ref["D_EW"])
+    with pytest.raises(DHPError, match="no task"):
+        discernment(mine.assign(task=None))
 
 
 def test_paper_and_per_metric_p_values_agree_with_scipy_in_table():

@@ -35,7 +35,7 @@ def test_shipped_default_matches_default_votes():
 def test_paper_example_votes_become_vote_shares():
     # The paper's example: votes 4, 1, 5 for coherence, consistency, fluency -> [0.4, 0.1, 0.5].
     ew = weights_from_votes({"story_completion": {"char_typo": {"coherence": 4, "consistency": 1, "fluency": 5}}})
-    assert list(weights_for(ew, "storycloze", "char_typo", ["coherence", "consistency", "fluency"])) == pytest.approx([0.4, 0.1, 0.5])
+    assert list(weights_for(ew, "story_completion", "char_typo", ["coherence", "consistency", "fluency"])) == pytest.approx([0.4, 0.1, 0.5])
 
 
 def test_no_votes_means_equal_weights():
@@ -70,7 +70,7 @@ def test_validation_errors(mutate, match):
 
 def test_missing_perturbation_weights_are_an_error():
     with pytest.raises(DHPError, match="No expert weights"):
-        weights_for(validate_expert_weights(_good()), "wmt22_de_en", "word_deletion", ["accuracy", "fluency"])
+        weights_for(validate_expert_weights(_good()), "translation", "word_deletion", ["accuracy", "fluency"])
 
 
 def test_write_roundtrip_and_no_silent_overwrite(tmp_path):
