@@ -13,7 +13,9 @@ succeeded, so a failed run leaves no table behind):
 - ``scores.parquet``      the scores table (dhp.judge.judge); run statistics are not stored in it
 - ``discernment.csv``     one row per perturbation (dhp.stats.discernment)
 - ``summary.csv``         one row per dataset x judge x mode (dhp.stats.summarize)
-- ``failures.csv``        judge calls / replies that gave no score (dhp.judge.failure_summary)
+- ``dataset.parquet``     the items (sources, references, task) the later stages read
+- ``failures.csv``        one row per (item, variant, metric) with a failed reply, and why (dhp.judge.failures_table)
+- ``manifest.json``       parameters, package versions, model identities, input checksums (dhp.io.write_manifest)
 - ``judge_stats.json``    calls made, cache hits, failures of this run (varies between runs:
                           timing, cache state; never part of a reproducibility comparison)
 
@@ -34,12 +36,12 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import resolve, write_csv, write_parquet
+from dhp.io import resolve, write_csv, write_manifest, write_parquet
 from dhp.schema import DATASET_TASK
 
 __all__ = ["run_pipeline", "main", "OUTPUTS"]
 
-OUTPUTS = ("perturbed", "scores", "discernment", "summary", "failures", "judge_stats")
+OUTPUTS = ("dataset", "perturbed", "scores", "discernment", "summary", "failures", "judge_stats", "manifest")
 _CUSTOM_SUFFIXES = (".csv", ".jsonl", ".ndjson")
 
 
@@ -99,9 +101,13 @@ def run_pipeline(
     expert_weights=None,
     combine: str = "paper",
     n_boot: int = 0,
+    n_null: int = 1000,
     perturbations: list[str] | None = None,
     progress: bool = False,
     dry_run: bool = False,
+    n_ctx: int | None = None,
+    allow_insecure_key: bool = False,
+    max_consecutive_failures: int = 20,
 ):
     """Run dataset -> perturb -> judge -> statistics and write the tables into `run_dir`.
 
@@ -109,67 +115,96 @@ def run_pipeline(
     (dhp.data.load_custom); `n_items`, `seed` the seeded selection (and perturbation/judge seed);
     `judge` a backend spec ("embedded", "openai:<model>[@<url>]", "vllm:<model>") or a
     dhp.backends.Backend object (e.g. with custom retries/timeouts); `mode`, `n_samples` as in
-    dhp.judge.judge; `run_dir` output folder (relative paths are
-    relative to the repo root); `cache_path` judge cache (default `<run_dir>/cache.sqlite`);
+    dhp.judge.judge; `run_dir` output folder (relative paths are relative to the repo root);
+    `cache_path` the call cache of the judge AND the LLM perturber (default `<run_dir>/cache.sqlite`);
     `data_dir`, `path` as in dhp.data.load_dataset; `perturber` "rule" or a backend spec;
     `expert_weights` None (shipped CSV), a CSV path or a DataFrame; `combine`, `n_boot` as in
-    dhp.stats.discernment; `perturbations` restricts the perturbation methods (default: all);
-    `dry_run=True` loads and perturbs, then returns the judge's cost estimate
-    (dhp.judge.JudgeEstimate: calls, tokens, USD) without calling the judge or writing any table.
+    dhp.stats.discernment; `n_null` sign-flip resamples of dhp.stats.null_calibration; `perturbations`
+    restricts the perturbation methods (default: all); `n_ctx` the judge's context for source
+    truncation (default: what the backend reports); `allow_insecure_key` lets OPENAI_API_KEY go to a
+    plain-http remote server; `max_consecutive_failures` the circuit breaker of dhp.calls.run.
+    `dry_run=True` loads and perturbs (rule-based rows only), then prints and returns the estimates
+    ({"perturber": dhp.calls.Estimate | None, "judge": dhp.calls.Estimate}) without any model call and
+    without writing any table.
 
-    Returns {"perturbed", "scores", "discernment", "summary", "failures", "judge_stats"} -> path of
-    the file written (see the module docstring). Raises DHPError (problem + "Fix: ...") for bad
-    parameters or inputs; parameters are checked before any data is loaded, and no table is
-    written unless every stage succeeded.
+    Everything later stages need — parameters, perturbation names, the expert weights of every task ×
+    perturbation, the judge backend — is checked before the first model call, so a run never fails
+    after it was paid for. Returns {"dataset", "perturbed", "scores", "discernment", "summary",
+    "failures", "judge_stats", "manifest"} -> path of the file written (see the module docstring); no
+    table is written unless every stage succeeded.
     """
     from dhp import judge as judge_mod
     from dhp import stats
     from dhp.backends import get_backend
     from dhp.perturb import perturb, resolve_perturber
     from dhp.perturb.registry import methods_for
-    from dhp.weights import load_expert_weights, validate_expert_weights
+    from dhp.schema import metrics_for
+    from dhp.weights import check_weights_cover, load_expert_weights, validate_expert_weights
 
     _validate(dataset, n_items, seed, mode, n_samples, combine, n_boot)
+    if not (_is_int(n_null) and n_null >= 1):
+        raise DHPError(f"n_null must be a positive integer, got {n_null!r}.", "pass e.g. n_null=1000.")
     if str(dataset) in DATASET_TASK:
         methods_for(str(dataset), perturbations)  # unknown perturbation names fail here, up front
     if expert_weights is None or isinstance(expert_weights, (str, os.PathLike)):
         expert_weights = load_expert_weights(expert_weights)
     else:
         expert_weights = validate_expert_weights(expert_weights)
-    backend = get_backend(judge)  # unknown backend / missing key fail before any work
-    resolve_perturber(perturber)
+    options = {"allow_insecure_key": True} if allow_insecure_key and str(judge).startswith("openai:") else {}
+    backend = get_backend(judge, **options)  # unknown backend / missing or exposed key fail before any work
+    perturber_backend, _ = resolve_perturber(perturber)
     out_dir = resolve(run_dir)
     cache = resolve(cache_path) if cache_path is not None else out_dir / "cache.sqlite"
 
     table = _load(dataset, n_items, seed, data_dir, path)
-    perturbed = perturb(table, seed=seed, perturber=perturber, perturbations=perturbations,
-                        progress=progress)
+    for task in sorted(set(table["task"].astype(str))):  # fail before paying: weights for what will be scored
+        planned = [m.perturbation for m in methods_for(str(table["dataset"].iloc[0]), perturbations, task)]
+        metrics = ("likelihood",) if mode == "likelihood" else metrics_for(task)
+        check_weights_cover(expert_weights, task, planned, metrics)
+    perturbed = perturb(table, seed=seed, perturber=perturber_backend or "rule", perturbations=perturbations,
+                        progress=progress, cache=cache, dry_run=dry_run)
+    judge_args = dict(judge=backend, mode=mode, n_samples=n_samples, seed=seed, cache=cache, n_ctx=n_ctx,
+                      max_consecutive_failures=max_consecutive_failures)
     if dry_run:
-        return judge_mod.judge(perturbed, table, judge=backend, mode=mode, n_samples=n_samples, seed=seed,
-                               cache=cache, progress=False, dry_run=True)
-    scores = judge_mod.judge(perturbed, table, judge=backend, mode=mode, n_samples=n_samples, seed=seed,
-                             cache=cache, progress=progress)
+        pert_est = perturbed.attrs.get("perturber_estimate")
+        if pert_est is not None:
+            print(pert_est.describe("perturber"))
+        # LLM rows not made yet are estimated with their reference text as a stand-in of similar length.
+        stand_in = perturbed.assign(
+            text=perturbed["text"].where(perturbed["status"] != "pending", perturbed["item_id"].map(
+                dict(zip(table["item_id"].astype(str), table["reference"])))),
+            status=perturbed["status"].replace("pending", "ok"))
+        return {"perturber": pert_est,
+                "judge": judge_mod.judge(stand_in, table, progress=False, dry_run=True, **judge_args)}
+    scores = judge_mod.judge(perturbed, table, progress=progress, **judge_args)
     run_stats = dict(scores.attrs.get("judge_stats") or {})
     # attrs would be stored in the parquet metadata: keep run statistics (timings) out of the table.
     scores.attrs.clear()
-    disc = stats.discernment(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot,
-                             seed=seed)
-    summary = stats.summarize(disc)
+    disc = stats.discernment(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot, seed=seed)
+    null = stats.null_calibration(scores, n_null=n_null, seed=seed)
+    summary = stats.summarize(disc, null=null)
     disc.attrs.clear()
-    failures = judge_mod.failure_summary(scores)
 
     paths = {
+        "dataset": write_parquet(table, out_dir / "dataset.parquet"),
         "perturbed": write_parquet(perturbed, out_dir / "perturbed.parquet"),
         "scores": write_parquet(scores, out_dir / "scores.parquet"),
         "discernment": write_csv(disc, out_dir / "discernment.csv"),
         "summary": write_csv(summary, out_dir / "summary.csv"),
-        "failures": write_csv(failures, out_dir / "failures.csv"),
+        "failures": write_csv(judge_mod.failures_table(scores), out_dir / "failures.csv"),
     }
     stats_path = out_dir / "judge_stats.json"
     tmp = stats_path.with_name(f".{stats_path.name}.tmp")
     tmp.write_text(json.dumps(run_stats, indent=1, sort_keys=True, default=str), encoding="utf-8")
     os.replace(tmp, stats_path)
     paths["judge_stats"] = stats_path
+    params = dict(dataset=str(dataset), n_items=n_items, seed=seed, judge=backend.identity, mode=mode,
+                  n_samples=n_samples, perturber=str(perturber if isinstance(perturber, str) else "object"),
+                  combine=combine, n_boot=n_boot, n_null=n_null, perturbations=perturbations, n_ctx=n_ctx,
+                  max_consecutive_failures=max_consecutive_failures)
+    inputs = [Path(dataset)] if Path(str(dataset)).suffix.lower() in _CUSTOM_SUFFIXES else []
+    paths["manifest"] = write_manifest(out_dir, "pipeline", params,
+                                       [b for b in (backend, perturber_backend) if b is not None], inputs)
     return paths
 
 
@@ -191,27 +226,39 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--expert-weights", default=None)
     ap.add_argument("--combine", default="paper")
     ap.add_argument("--n-boot", type=int, default=0)
+    ap.add_argument("--n-null", type=int, default=1000, help="sign-flip null resamples (null_fpr_* columns)")
+    ap.add_argument("--n-ctx", type=int, default=None, help="judge context in tokens (default: the backend's)")
+    ap.add_argument("--allow-insecure-key", action="store_true",
+                    help="allow sending OPENAI_API_KEY over plain http to a non-loopback server")
+    ap.add_argument("--max-consecutive-failures", type=int, default=20,
+                    help="stop the run after this many failed calls in a row (cached calls are kept)")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the judge's calls, tokens and cost estimate; call no model, write no table")
     return ap
 
 
+def args_to_kwargs(args: argparse.Namespace) -> dict:
+    """run_pipeline keyword arguments from parsed command-line arguments (the CLI's one mapping)."""
+    perts = [p.strip() for p in args.perturbations.split(",") if p.strip()] if args.perturbations else None
+    return dict(dataset=args.dataset, n_items=args.n_items, seed=args.seed, judge=args.judge, mode=args.mode,
+                n_samples=args.n_samples, run_dir=args.run_dir, cache_path=args.cache_path,
+                data_dir=args.data_dir, path=args.path, perturber=args.perturber,
+                expert_weights=args.expert_weights, combine=args.combine, n_boot=args.n_boot,
+                n_null=args.n_null, perturbations=perts, progress=args.progress, dry_run=args.dry_run,
+                n_ctx=args.n_ctx, allow_insecure_key=args.allow_insecure_key,
+                max_consecutive_failures=args.max_consecutive_failures)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    perts = [p.strip() for p in args.perturbations.split(",") if p.strip()] if args.perturbations else None
     try:
-        paths = run_pipeline(
-            args.dataset, args.n_items, args.seed, judge=args.judge, mode=args.mode,
-            n_samples=args.n_samples, run_dir=args.run_dir, cache_path=args.cache_path,
-            data_dir=args.data_dir, path=args.path, perturber=args.perturber,
-            expert_weights=args.expert_weights, combine=args.combine, n_boot=args.n_boot,
-            perturbations=perts, progress=args.progress, dry_run=args.dry_run)
+        paths = run_pipeline(**args_to_kwargs(args))
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.dry_run:
-        return 0  # the judge printed its estimate
+        return 0  # the estimates were printed
     for name, p in paths.items():
         print(f"{name}: {p}")
     return 0

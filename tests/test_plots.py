@@ -68,3 +68,27 @@ def test_response_style_figures_fall_back_to_a_present_perturbation(tables, tmp_
     assert paths[0].read_bytes() == same[0].read_bytes()
     with pytest.raises(DHPError, match="no perturbed rows"):
         plots.response_style_figures(s[s["perturbation"] == "original"], tmp_path)
+
+
+def test_bar_heights_are_the_summary_values(tables):
+    """A plot of zeros (or of the wrong column) must fail: each bar's height is its table value."""
+    _, _, sm = tables
+    fig = plots.plot_discernment_bars(sm, "summeval")
+    ax = fig.axes[0]
+    s = sm[sm["dataset"] == "summeval"].sort_values(["judge", "mode"])
+    bars = [c for c in ax.containers if type(c).__name__ == "BarContainer"]
+    assert len(bars) == len(plots.STAT_LABELS)
+    for container, stat in zip(bars, plots.STAT_LABELS):
+        heights = [p.get_height() for p in container.patches]
+        assert heights == pytest.approx(s[stat].fillna(0).tolist()), stat
+    assert any(h > 0.5 for c in bars for h in (p.get_height() for p in c.patches))
+
+
+def test_heatmap_cells_are_the_discernment_values(tables):
+    _, d, _ = tables
+    fig = plots.plot_discernment_heatmap(d, "summeval")
+    ax = fig.axes[0]
+    shown = sorted(float(t.get_text()) for t in ax.texts if t.get_text())
+    want = sorted(round(v, 2) for v in d.loc[d["dataset"] == "summeval", "D"])
+    assert shown == pytest.approx(want, abs=0.006)
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "control"  # the control is the last column
