@@ -259,7 +259,7 @@ def _read_any(run_dir: Path, name: str) -> pd.DataFrame | None:
     return None
 
 
-SCORE_KEEP = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score", "n_valid", "n_failed")
+SCORE_KEEP = ("dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score", "n_valid", "n_failed")
 
 
 def _numbers_only(scores: pd.DataFrame) -> pd.DataFrame:
@@ -284,8 +284,22 @@ def aggregate(point_dirs: list[Path], results_dir) -> dict[str, Path]:
     return out
 
 
+#: What a grid point or a dataset folder writes; cleared before it runs, so a failed run leaves no stale
+#: table from an earlier run to be aggregated into results/.
+STAGE_OUTPUTS = ("dataset.parquet", "perturbed.parquet", "scores.parquet", "discernment.csv", "summary.csv",
+                 "failures.csv", "judge_stats.json")
+
+
+def _clear_outputs(folder: Path) -> None:
+    for name in STAGE_OUTPUTS:
+        (folder / name).unlink(missing_ok=True)
+
+
 def run_grid(p: dict) -> Report:
-    """Run the whole grid described by validated parameters `p` (see validate_params)."""
+    """Run the whole grid described by validated parameters `p` (see validate_params).
+
+    Each dataset folder and grid point has its previous output tables removed before it runs, and only
+    points whose every notebook succeeded are aggregated, so results/ never mixes in stale tables."""
     report = Report()
     if p["storycloze_path"]:
         # Story Cloze is only read from a user path; the loader also looks at this variable.
@@ -298,6 +312,7 @@ def run_grid(p: dict) -> Report:
     point_dirs: list[Path] = []
     for ds in p["datasets"]:
         ds_dir = root / ds
+        _clear_outputs(ds_dir)
         ok = _execute(_nb(p, PERTURB_NB), ds_dir / f"{PERTURB_NB}.ipynb",
                       {**common, "dataset": ds, "run_dir": str(ds_dir)}, extras.get(PERTURB_NB, {}), p, report)  # fmt: skip
         if not ok:
@@ -306,6 +321,7 @@ def run_grid(p: dict) -> Report:
         for judge in p["judges"]:
             for mode in p["modes"]:
                 pt = ds_dir / f"{slug(judge)}-{mode}"
+                _clear_outputs(pt)
                 perturbed = ds_dir / "perturbed.parquet"
                 if perturbed.exists():
                     _link_or_copy(perturbed, pt / "perturbed.parquet")
@@ -316,7 +332,8 @@ def run_grid(p: dict) -> Report:
                     if not _execute(_nb(p, name), pt / f"{name}.ipynb", params, extras.get(name, {}), p, report):
                         report.skipped += [f"{_rel(pt)}/{n}" for n in names[i + 1:]]
                         break
-                point_dirs.append(pt)
+                else:  # only a point whose every notebook succeeded reaches results/
+                    point_dirs.append(pt)
     tables = aggregate(point_dirs, p["results_dir"])
     if "summary" in tables:
         agg_dir = root / "aggregate"

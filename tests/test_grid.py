@@ -84,8 +84,18 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
     f = tmp_path / "grid.yaml"
     f.write_text(yaml.safe_dump(cfg))
 
+    # Tables left by an earlier run of the failing point must not reach results/ (issue 9).
+    stale = tmp_path / "runs" / "t" / "summeval" / "bad-logprobs"
+    stale.mkdir(parents=True)
+    pd.DataFrame({"dataset": ["summeval"], "judge": ["bad"], "mode": ["logprobs"], "D_avg": [9.0]}).to_csv(
+        stale / "summary.csv", index=False)
+    pd.DataFrame({"dataset": ["summeval"], "judge": ["bad"], "mode": ["logprobs"], "item_id": ["1"],
+                  "perturbation": ["original"], "severity": ["none"], "level": ["none"], "metric": ["fluency"],
+                  "score": [1.0], "n_valid": [1], "n_failed": [0]}).to_parquet(stale / "scores.parquet")
+
     assert grid.main([str(f)]) == 1
     text = capsys.readouterr().out
+    assert not (stale / "summary.csv").exists() and not (stale / "scores.parquet").exists()
     assert "1 FAILED" in text and "02_judge.ipynb" in text and "judge exploded" in text and "cell 3 of the executed notebook" in text  # papermill adds a cell
     assert "'judge': 'bad'" in text
     point = tmp_path / "runs" / "t" / "summeval"
