@@ -23,7 +23,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
-	$(BIN)/python -m pytest --nbval-lax -p no:cacheprovider notebooks
+	$(BIN)/python scripts/nbval.py
 
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,lab]'

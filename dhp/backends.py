@@ -113,20 +113,21 @@ class TransientError(RuntimeError):
 
 
 def _is_wide(ch: str) -> bool:
-    """CJK ideographs, kana, hangul and full-width forms: about one token per character or more."""
+    """CJK ideographs, kana, hangul and full-width forms: one token per character or more."""
     o = ord(ch)
     return (0x2E80 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF
             or 0xFF00 <= o <= 0xFFEF or 0x20000 <= o <= 0x2FA1F)
 
 
 def _char_cost(ch: str) -> float:
-    return 1.0 if _is_wide(ch) else 1.0 / 3.0
+    return 2.0 if _is_wide(ch) else 1.0 / 3.0
 
 
 def estimate_tokens(text: str) -> int:
-    """Conservative token estimate for a backend without a tokenizer: one token per CJK/kana/hangul
-    character, one per 3 other characters (BPE vocabularies average ~4 for English, so this over-counts
-    a little, which is the safe side for fitting a context)."""
+    """Conservative token estimate for a backend without a tokenizer: two tokens per CJK/kana/hangul
+    character (large multilingual vocabularies need about one, English-centric byte-level BPEs such as
+    SmolLM2's nearly two), one per 3 other characters (BPE vocabularies average ~4 for English). It errs
+    towards more tokens, the safe side for fitting a context."""
     return max(1, math.ceil(sum(_char_cost(c) for c in text)))
 
 
@@ -784,7 +785,7 @@ class OpenAIBackend(Backend):
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise TransientError(f"malformed chat response: {e!r}") from None
 
-    async def _run_many(self, items: Sequence, one, on_result) -> list:
+    async def _run_many(self, items: Sequence, one, on_result, retry: bool = True) -> list:
         client = self._client()
         try:
             await self._check(client)
@@ -794,7 +795,7 @@ class OpenAIBackend(Backend):
             async def run(i, item):
                 async with sem:
                     try:
-                        res = await self._with_retries(lambda: one(client, item))
+                        res = await (self._with_retries(lambda: one(client, item)) if retry else one(client, item))
                     except Exception as e:  # noqa: BLE001 - sorted into fatal vs per-call below
                         fatal = self._fatal(e)
                         if fatal is not None and not self._transient(e):
@@ -817,14 +818,19 @@ class OpenAIBackend(Backend):
             await client.close()
 
     def chat_many(self, requests, on_result=None):
+        async def post(client, req):
+            return await self._with_retries(
+                lambda: self._post_parsed(client, req))
+
         async def one(client, req):
-            res = self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(req)))
+            res = await post(client, req)
             texts = list(res.texts or [res.text])
-            # A server that ignores `n` (llama-cpp-python's does) answers once: ask for the rest singly.
+            # A server that ignores `n` (llama-cpp-python's does) answers once: ask for the rest singly,
+            # each with its own retries.
             while len(texts) < req.n:
                 single = ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + len(texts),
                                      req.logprobs, req.stop_after)
-                more = self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(single)))
+                more = await post(client, single)
                 texts.append(more.text)
                 res.calls += 1
                 res.completion_tokens += more.completion_tokens
@@ -832,7 +838,10 @@ class OpenAIBackend(Backend):
                 res.texts = texts[: req.n]
             return res
 
-        return _run_coro(self._run_many(list(requests), one, on_result))
+        return _run_coro(self._run_many(list(requests), one, on_result, retry=False))
+
+    async def _post_parsed(self, client, req: ChatRequest) -> Completion:
+        return self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(req)))
 
     def loglikelihood_many(self, pairs, on_result=None):
         """Uses /completions with echo=True and logprobs, reading ``token_logprobs[i]`` as

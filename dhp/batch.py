@@ -147,12 +147,14 @@ def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) ->
                        "(python -m dhp batch export ...), unmodified.")
     store = open_cache(cache)
     try:
+        rows = []
         for call, res in answers:
             texts = list(getattr(res, "texts", None) or [res.text])
-            for i, key in enumerate(call.keys):
-                store.put(key, backend.identity, "chat",
-                          CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
-                                     res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
+            rows += [(key, backend.identity, "chat",
+                      CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
+                                 res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
+                     for i, key in enumerate(call.keys)]
+        store.put_many(rows)  # one transaction: the whole file or nothing
     finally:
         if not hasattr(cache, "put"):
             store.close()

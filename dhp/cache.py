@@ -118,6 +118,21 @@ class Cache:
                  call.value, call.prompt_tokens, call.completion_tokens, time.time()),
             )
 
+    def put_many(self, rows: list[tuple[str, str, str, CachedCall]]) -> None:
+        """Store several (key, identity, kind, call) in ONE transaction: the replies of one request are
+        committed together or not at all (a kill between them cannot leave half a request)."""
+        with self._lock:
+            self._con.execute("BEGIN")
+            try:
+                self._con.executemany(
+                    "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(key, identity, kind, c.text, json.dumps(c.top_logprobs) if c.top_logprobs is not None else None,
+                      c.value, c.prompt_tokens, c.completion_tokens, time.time()) for key, identity, kind, c in rows])
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+
     def __len__(self) -> int:
         with self._lock:
             return self._con.execute("SELECT COUNT(*) FROM calls").fetchone()[0]

@@ -200,12 +200,11 @@ def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: d
         if len(texts) < len(call.keys):
             raise DHPError(f"{backend.identity} returned {len(texts)} replies where {len(call.keys)} were asked for.",
                            "report this backend bug; rerun to retry the missing replies.")
-        for i, key in enumerate(call.keys):
-            # Token logprobs belong to the first reply only; later replies of an n-request carry text.
-            store.put(key, backend.identity, "chat",
-                      CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
-                                 res.prompt_tokens if i == 0 else 0,
-                                 res.completion_tokens if i == 0 else 0))
+        # Token logprobs belong to the first reply only; later replies of an n-request carry text.
+        store.put_many([(key, backend.identity, "chat",
+                         CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
+                                    res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
+                        for i, key in enumerate(call.keys)])
     else:
         store.put(call.keys[0], backend.identity, "loglik",
                   CachedCall(None, None, res.logprob_sum, res.prompt_tokens, res.n_tokens))

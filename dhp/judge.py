@@ -118,8 +118,11 @@ _NUMBER = r"(\d+(?:\.\d+)?)(?![\d])"
 _SCALE = r"(?:\s*(?:/|out\s+of)\s*5(?![\d.,]))?"
 # After a number, these mean it is not one score on the 1-5 scale: a numbered-list echo ("1. Read"),
 # a range ("3-4", "3 to 4"), another scale ("4/10", "3 out of 10"), a decimal comma or a list ("4,5").
-_BAD_AFTER = re.compile(r"^(?:[.)]\s*[^\W\d_]|\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
+_BAD_AFTER = re.compile(r"^(?:\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
                         r"|\s*(?:and|or)\s+\d)", re.IGNORECASE)
+# An unlabelled number at the start followed by "." or ")" and a word is a numbered list ("1. Read the
+# summary"); after a score label ("Coherence: 1. The summary...") it is a score and its explanation.
+_LIST_ECHO = re.compile(r"^[.)]\s*[^\W\d_]")
 SCALE = (1.0, 5.0)
 
 
@@ -141,14 +144,15 @@ def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str
     lab = "|".join(re.escape(x) for x in _labels(metric))
     head = rf"(?:(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=\-]|is)?\s*)"
     why = ""
-    for pattern in (rf"^[\s\-•>#]*{head}?{_NUMBER}{_SCALE}",
-                    rf"\b(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*{_NUMBER}{_SCALE}"):
+    for pattern in (rf"^[\s\-•>#]*({head})?{_NUMBER}{_SCALE}",
+                    rf"\b((?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*){_NUMBER}{_SCALE}"):
         for m in re.finditer(pattern, t, flags=re.IGNORECASE | re.MULTILINE):
-            value = float(m.group(1))
-            if _BAD_AFTER.match(t[m.end():]):
+            value = float(m.group(2))
+            rest = t[m.end():]
+            if _BAD_AFTER.match(rest) or (not m.group(1) and _LIST_ECHO.match(rest)):
                 why = why or f"not a single score on the 1-5 scale: {t[:80]!r}"
             elif not SCALE[0] <= value <= SCALE[1]:
-                why = why or f"out of scale: {m.group(1)}"
+                why = why or f"out of scale: {m.group(2)}"
             else:
                 return value, ""
     return math.nan, why or f"unparsable reply: {t[:80]!r}"

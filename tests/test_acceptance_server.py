@@ -66,11 +66,16 @@ def test_faults_complete_with_no_item_lost(llama_server, storycloze_path, tmp_pa
 
     flu = scores["metric"] == "fluency"
     assert scores.loc[flu, "score"].isna().all() and (scores.loc[flu, "n_failed"] == 1).all()
-    assert scores.loc[~flu, "score"].notna().all() and (scores.loc[~flu, "n_failed"] == 0).all()
+    assert scores.loc[flu, "failure"].str.contains("malformed|timeout|HTTP").all()  # the last try's fault
+    # Every other call got through the faults: its row has a score, or (the 135M model writing prose
+    # instead of a number) a parse reason — never a call error.
+    other = scores.loc[~flu]
+    assert (other["score"].notna() | other["failure"].str.contains("unparsable|not a single score|out of scale")).all()
+    assert not other["failure"].str.contains("malformed|HTTP|Timeout|timeout").any()
 
-    failures = pd.read_csv(paths["failures"]).set_index("metric")
-    assert failures.loc["fluency", "n_failed"] == flu.sum() == failures.loc["fluency", "nan_rows"]
-    assert failures.drop(index="fluency")["n_failed"].sum() == 0
+    failures = pd.read_csv(paths["failures"])
+    assert (failures["metric"] == "fluency").sum() == flu.sum()
+    assert len(failures) == int((scores["n_failed"] > 0).sum())
     stats = json.loads(Path(paths["judge_stats"]).read_text())
     assert stats["call_errors"] == flu.sum()
 

@@ -143,7 +143,15 @@ def test_openai_backend_against_llama_server_with_logprobs(server, tmp_path, mon
     sc = judge(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False,
                backend_options={"timeout": 120})
     assert len(sc) == 3 and (sc["judge"] == b.identity).all()
-    assert sc["score"].between(1, 5).all() and sc["prob_mass"].between(0, 1).all() and (sc["prob_mass"] > 0).all()
+    # The 135M model often writes prose instead of a score: such rows are NaN with the reason (the same
+    # rule as sample mode); rows whose reply is a score get the expected score from the server's logprobs.
+    from dhp.judge import parse_reply
+
+    scored = sc[sc["score"].notna()]
+    assert scored["score"].between(1, 5).all() and (scored["prob_mass"] > 0).all()
+    assert (sc.loc[sc["score"].isna(), "failure"] != "").all()
+    texts = [r[0] for r in sqlite3.connect(db).execute("SELECT text FROM calls").fetchall()]
+    assert len(texts) == 3 and sum(math.isfinite(parse_reply(t, "fluency")[0]) for t in texts) == len(scored)
     assert not sc["fallback"].any()
     warm = judge(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False)
     assert warm.attrs["judge_stats"]["calls"] == 0
@@ -186,7 +194,9 @@ def test_calls_failing_after_retries_are_nan_and_counted(server):
         sc = judge(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
     bad = sc[sc["perturbation"] == "sentence_reorder"].iloc[0]
     assert math.isnan(bad["score"]) and bad["n_valid"] == 0 and bad["n_failed"] == 2
-    assert px.counts["forwarded"] >= 4 and sum(v for k, v in px.counts.items() if k != "forwarded") == 2 * 3
-    assert sc.attrs["judge_stats"]["call_errors"] == 2
+    assert "TransientError" in bad["failure"] or "HTTP" in bad["failure"]
+    # One request asks for both replies: it was tried 1 + max_retries times, then the row failed.
+    assert px.counts["forwarded"] >= 4 and sum(v for k, v in px.counts.items() if k != "forwarded") == 3
+    assert sc.attrs["judge_stats"]["call_errors"] == 1
     fs = failure_summary(sc).iloc[0]
     assert fs["n_failed"] >= 2 and fs["nan_rows"] >= 1

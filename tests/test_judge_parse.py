@@ -18,6 +18,7 @@ from dhp.schema import TASK_METRICS
     ("4 - mostly coherent, with small issues", 4.0), ("**3**", 3.0), ("- Coherence: 3", 3.0),
     ("Coherence (1-5): 2", 2.0), ("3.5", 3.5), ("5.", 5.0), ("Rating: 1/5 because it is bad", 1.0),
     ("The summary is fine. Score: 4", 4.0), ("The score is 2", 2.0),
+    ("Coherence: 1. The summary jumps between topics.", 1.0),  # labelled: a score and its explanation
 ])
 def test_parse_score_accepts(text, expected):
     assert parse_score(text, "coherence") == expected

@@ -1,0 +1,69 @@
+"""Run every numbered notebook under nbval in a temporary copy, writing only under a temporary folder.
+
+    python scripts/nbval.py            (what `make test` runs)
+
+Each `notebooks/NN_*.ipynb` is copied with its `parameters` cell overridden (papermill's parameterize,
+the same mechanism as a papermill batch) so that `run_dir`, `cache_path`, `figures_dir` and `output_path`
+— whichever the notebook declares — point into a temporary folder; the copies are run in numeric order
+(notebook 02 reads what 01 wrote) by `pytest --nbval-lax`, whose exit status is returned. The notebooks end
+with `assert` cells on their own outputs, so nbval checks results, not only that cells ran. The script
+fails if the run wrote anything into the repository's runs/, figures/ or results/.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from papermill.parameterize import parameterize_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+PATH_PARAMETERS = ("run_dir", "cache_path", "figures_dir", "output_path")
+
+
+def declared(nb) -> set[str]:
+    """Names the notebook's `parameters` cell assigns."""
+    import ast
+
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    return {t.id for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)}
+
+
+def snapshot() -> dict[str, float]:
+    out = {}
+    for d in ("runs", "figures", "results"):
+        for p in (ROOT / d).rglob("*") if (ROOT / d).exists() else []:
+            if p.is_file():
+                out[str(p)] = p.stat().st_mtime_ns
+    return out
+
+
+def main() -> int:
+    before = snapshot()
+    with tempfile.TemporaryDirectory(prefix="dhp-nbval-") as tmp:
+        tmp = Path(tmp)
+        values = {"run_dir": str(tmp / "runs" / "nb"), "cache_path": str(tmp / "runs" / "cache.sqlite"),
+                  "figures_dir": str(tmp / "figures"), "output_path": str(tmp / "runs" / "expert_weights.csv")}
+        copies = []
+        for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+            nb = nbformat.read(src, as_version=4)
+            params = {k: values[k] for k in PATH_PARAMETERS if k in declared(nb)}
+            nb = parameterize_notebook(nb, params)
+            dst = tmp / src.name
+            nbformat.write(nb, dst)
+            copies.append(str(dst))
+        cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q", *copies]
+        code = subprocess.call(cmd, cwd=tmp)
+    changed = sorted(set(snapshot().items()) - set(before.items()))
+    if changed:
+        print(f"nbval wrote into the repository: {[p for p, _ in changed][:5]}", file=sys.stderr)
+        return code or 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
