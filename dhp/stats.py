@@ -45,7 +45,8 @@ from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
 #: The smallest positive normal double keeps D finite (D <= ~236) and never changes a real p-value.
 P_FLOOR = float(np.finfo(float).tiny)
 
-SCORE_COLUMNS = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score")
+#: Columns of the scores table the statistics need (the rest of dhp.schema.SCORE_COLUMNS is optional here).
+REQUIRED_SCORE_COLUMNS = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score")
 ZERO_METHODS = ("wilcox", "pratt", "zsplit")
 METHODS = ("auto", "exact", "asymptotic", "approx", "permutation")
 COMBINES = ("paper", "wilson")
@@ -296,7 +297,7 @@ def level_balanced_mean(values, levels) -> float:
 def _check_scores(scores: pd.DataFrame) -> pd.DataFrame:
     if not isinstance(scores, pd.DataFrame):
         raise DHPError("scores must be a pandas DataFrame (the scores table).", "pass the table notebook 02 wrote.")
-    missing = [c for c in SCORE_COLUMNS if c not in scores.columns]
+    missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in scores.columns]
     if missing:
         raise DHPError(f"The scores table lacks columns {missing}.", "pass the scores table written by notebook 02.")
     s = scores.copy()

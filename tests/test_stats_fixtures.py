@@ -35,11 +35,3 @@ def synth_scores(n=20, seed=0, dataset="summeval", judge="j1", mode="logprobs", 
             for i in range(n):
                 rows.append((dataset, task, judge, mode, f"i{i}", pert, sev, lvl, m, float(sc[i]), 1, 0))
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def test_synthetic_table_follows_the_contract_schema():
-    s = synth_scores(n=4)
-    assert list(s.columns) == COLUMNS
-    assert not s.duplicated(["item_id", "perturbation", "severity", "metric"]).any()
-    # 4 items x (original + 6 perturbations) x 4 summarization metrics
-    assert len(s) == 4 * 7 * 4
