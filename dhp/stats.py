@@ -632,6 +632,8 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
                 agg = {}
                 for col, name in (("D", "D"), ("D_EW", "D_EW")):
                     wide = b.pivot_table(index="boot", columns=["perturbation", "severity"], values=col)
+                    if wide.shape[1] == 0:  # every D is NaN (no usable pair): no interval to give
+                        continue
                     lv = (
                         b.drop_duplicates(["perturbation", "severity"])
                         .set_index(["perturbation", "severity"])["level"]
@@ -760,6 +762,6 @@ def null_calibration(scores: pd.DataFrame, n_null: int = 1000, seed: int = 0, ze
             fin = np.isfinite(dm)
             row[f"null_fpr_{c}"] = float((dm[fin] > 1).mean()) if fin.any() else math.nan
             avg = np.array([level_balanced_mean(r, levels) for r in dm])
-            row[f"null_fpr_avg_{c}"] = float(np.mean(avg > 1))
+            row[f"null_fpr_avg_{c}"] = float(np.mean(avg[np.isfinite(avg)] > 1)) if np.isfinite(avg).any() else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=NULL_COLUMNS)

@@ -345,3 +345,14 @@ def test_bad_options_raise():
         discernment(s, combine="fisher")
     with pytest.raises(DHPError, match="zero_method"):
         discernment(s, zero_method="drop")
+
+
+def test_a_judge_without_any_usable_score_gives_nan_rows_not_an_error():
+    """Found by the demo: a small judge that never writes a parsable score on a dataset (all NaN)."""
+    s = synth_scores(n=10, seed=8)
+    s["score"] = np.nan
+    d = discernment(s, n_boot=20)
+    assert d["D"].isna().all()
+    sm = summarize(d, null=null_calibration(s, n_null=20)).iloc[0]
+    for col in ("D_avg", "D_min", "D_avg_lo", "null_fpr_paper", "null_fpr_avg_paper", "control_D"):
+        assert math.isnan(sm[col]), col
