@@ -295,7 +295,7 @@ def test_wilson_combine_changes_only_unweighted_p():
     a = discernment(s, combine="paper")
     b = discernment(s, combine="wilson")
     assert np.allclose(b["p_EW"], a["p_EW"])
-    real = a["perturbation"] != "placebo"
+    real = a["perturbation"] != "control"
     assert np.allclose(b.loc[real, "p"], np.minimum(1, 4 * a.loc[real, "p"]))
 
 
@@ -312,7 +312,7 @@ def test_bootstrap_is_seeded_and_gives_intervals():
     a = discernment(s, n_boot=50, seed=7)
     b = discernment(s, n_boot=50, seed=7)
     pd.testing.assert_frame_equal(a, b)
-    real = a[a["perturbation"] != "placebo"]
+    real = a[a["perturbation"] != "control"]
     assert (real["D_lo"] <= real["D_hi"]).all()
     assert real["share_D_gt_1"].between(0, 1).all()
     sm = summarize(a).iloc[0]
