@@ -1,0 +1,1 @@
+"""Analyses: one module per meta-evaluation method (tables in, tables out)."""

@@ -1,0 +1,1 @@
+"""Dataset loaders beyond the DHP datasets of dhp.data: human ratings for meta-evaluation."""

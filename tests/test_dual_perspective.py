@@ -1,0 +1,91 @@
+"""Groundwork of the dual-perspective meta-evaluation (issue 13): the per-annotator SummEval loader with
+its agreement filter, linear weighted kappa, the rating mapping and adjacent pairwise accuracy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from dhp.analysis.dual_perspective import adjacent_accuracy, global_kappa, to_rating
+from dhp.datasets import summeval_annotators as sa
+from dhp.errors import DHPError
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return sa.load_ratings()  # ../shared/datasets at run time; missing files fail, never skip
+
+
+def test_loader_reads_every_expert_rating(ratings):
+    assert ratings["target_id"].nunique() == 1200 and ratings["system"].nunique() == 12
+    assert ratings["doc_id"].nunique() == 100
+    assert len(ratings) == 1200 * 4 * 3 and set(ratings["annotator"]) == {0, 1, 2}
+    assert ratings["rating"].between(1, 5).all()
+
+
+def test_agreement_filter_reproduces_the_published_counts(ratings):
+    """All three experts agree on coherence 154, consistency 955, fluency 856, relevance 179 of 1,200."""
+    counts = sa.agreed_targets(ratings).groupby("aspect").size().to_dict()
+    assert counts == {"coherence": 154, "consistency": 955, "fluency": 856, "relevance": 179}
+
+
+def test_targets_are_detokenised_and_joined_to_their_articles():
+    t = sa.load_targets()
+    assert len(t) == 1200 and t["target_id"].is_unique
+    assert not t["candidate"].str.contains(r" [.,](?: |$)| n't", regex=True).any()  # PTB tokens undone
+    assert (t["source"].str.len() > t["candidate"].str.len()).mean() > 0.95
+
+
+def test_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(DHPError, match="summeval_annotators"):
+        sa.load_ratings(tmp_path)
+
+
+def test_to_rating_rounds_half_up_and_keeps_nan():
+    got = to_rating([3.5, 2.5, 1.2, 4.49, 0.4, 5.7, np.nan])
+    assert got[:6].tolist() == [4, 3, 1, 4, 1, 5] and math.isnan(got[6])
+
+
+def _linear_kappa_by_hand(h, j, k=5):
+    """Cohen (1968): 1 - sum(w * observed) / sum(w * expected), w_ab = |a - b| / (k - 1)."""
+    obs = np.zeros((k, k))
+    for a, b in zip(h, j):
+        obs[a - 1, b - 1] += 1
+    obs /= obs.sum()
+    exp = np.outer(obs.sum(axis=1), obs.sum(axis=0))
+    w = np.abs(np.subtract.outer(np.arange(k), np.arange(k))) / (k - 1)
+    return 1 - (w * obs).sum() / (w * exp).sum()
+
+
+def test_global_kappa_matches_cohen_1968_and_sklearn():
+    h = [1, 2, 3, 4, 5, 3, 2, 4]
+    j = [1, 3, 3, 5, 4, 3, 1, np.nan]  # the last target had no usable reply: left out
+    t = pd.DataFrame({"aspect": "fluency", "human_rating": h, "judge_rating": j})
+    row = global_kappa(t).iloc[0]
+    assert row["n"] == 7
+    assert row["kappa"] == pytest.approx(_linear_kappa_by_hand(h[:7], [int(x) for x in j[:7]]))
+    assert row["kappa"] == pytest.approx(cohen_kappa_score(h[:7], [int(x) for x in j[:7]], weights="linear"))
+    perfect = global_kappa(t.assign(judge_rating=h)).iloc[0]
+    assert perfect["kappa"] == pytest.approx(1.0) and perfect["n"] == 8
+    one_level = global_kappa(pd.DataFrame({"aspect": "x", "human_rating": [3, 3], "judge_rating": [3, 3]}))
+    assert math.isnan(one_level.iloc[0]["kappa"])  # undefined, not a made-up 1 or 0
+
+
+def test_adjacent_accuracy_counts_strict_drops_only():
+    pairs = pd.DataFrame({
+        "source_id": ["s1", "s1", "s2", "s2", "s3"],
+        "aspect": ["fluency"] * 4 + ["coherence"],
+        "step": [0, 1, 0, 1, 0],
+        "score_step": [4.0, 3.0, 3.0, np.nan, 2.0],
+        "score_next": [3.0, 3.0, 2.0, 1.0, 4.0],
+    })
+    out = adjacent_accuracy(pairs).set_index("aspect")
+    # fluency: 4>3 right, 3=3 a tie (wrong), 3>2 right, NaN left out -> 2/3
+    assert out.loc["fluency", "accuracy"] == pytest.approx(2 / 3) and out.loc["fluency", "n_pairs"] == 3
+    assert out.loc["coherence", "accuracy"] == 0.0
+    with pytest.raises(DHPError, match="score_next"):
+        adjacent_accuracy(pairs.drop(columns="score_next"))
