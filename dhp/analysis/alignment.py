@@ -1,0 +1,74 @@
+"""Classic human alignment (the G-Eval paper's layout): correlations between judge scores and human
+ratings, per aspect, at summary level (per document over its systems, then averaged) and at system level
+(per system means over documents), with bootstrap intervals over documents.
+
+Input: one row per (doc_id, system, aspect) with ``human`` (e.g. the mean of the experts' ratings) and
+``judge`` scores. Output: the ``alignment.csv`` schema — view, aspect, statistic, value, ci_lo, ci_hi, n.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from dhp.errors import DHPError
+
+__all__ = ["summary_level", "system_level", "alignment_table"]
+
+STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
+COLUMNS = ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
+
+
+def _check(df: pd.DataFrame) -> pd.DataFrame:
+    missing = {"doc_id", "system", "aspect", "human", "judge"} - set(df.columns)
+    if missing:
+        raise DHPError(f"The alignment input lacks columns {sorted(missing)}.",
+                       "pass one row per (doc_id, system, aspect) with human and judge scores.")
+    return df[np.isfinite(df["human"].astype(float)) & np.isfinite(df["judge"].astype(float))]
+
+
+def _corr(stat: str, x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan  # undefined for constant input: left out of the average, never a 0
+    return float(STATISTICS[stat](x, y)[0])
+
+
+def summary_level(df: pd.DataFrame, stat: str = "spearman") -> tuple[float, int]:
+    """Mean over documents of the correlation across that document's systems; (value, documents used)."""
+    per_doc = [_corr(stat, g["human"].to_numpy(float), g["judge"].to_numpy(float)) for _, g in df.groupby("doc_id")]
+    vals = [v for v in per_doc if math.isfinite(v)]
+    return (float(np.mean(vals)) if vals else math.nan), len(vals)
+
+
+def system_level(df: pd.DataFrame, stat: str = "kendall") -> tuple[float, int]:
+    """Correlation of per-system means (over documents); (value, systems)."""
+    m = df.groupby("system")[["human", "judge"]].mean()
+    return _corr(stat, m["human"].to_numpy(float), m["judge"].to_numpy(float)), len(m)
+
+
+def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
+    """Summary-level Spearman and Kendall and system-level Pearson/Spearman/Kendall per aspect, each with
+    a percentile bootstrap interval over documents (documents resampled with replacement, all their
+    systems kept). ``n`` is documents (summary level) or systems (system level)."""
+    df = _check(df)
+    rng = np.random.default_rng(seed)
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    rows = []
+    for aspect, g in df.groupby("aspect", sort=True):
+        docs = g["doc_id"].unique()
+        by_doc = {d: x for d, x in g.groupby("doc_id")}
+        samples = [pd.concat([by_doc[d].assign(doc_id=f"{d}#{i}") for i, d in enumerate(rng.choice(docs, len(docs)))])
+                   for _ in range(n_boot)]
+        for view, fn, stats in (("summary", summary_level, ("spearman", "kendall")),
+                                ("system", system_level, ("pearson", "spearman", "kendall"))):
+            for stat in stats:
+                value, n = fn(g, stat)
+                boots = np.array([fn(s, stat)[0] for s in samples]) if n_boot else np.array([])
+                boots = boots[np.isfinite(boots)]
+                lo, hi = np.percentile(boots, [lo_q, hi_q]) if len(boots) else (math.nan, math.nan)
+                rows.append({"view": view, "aspect": aspect, "statistic": stat, "value": value,
+                             "ci_lo": float(lo), "ci_hi": float(hi), "n": n})
+    return pd.DataFrame(rows, columns=COLUMNS)

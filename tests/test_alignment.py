@@ -1,0 +1,60 @@
+"""Classic alignment statistics against scipy on hand-made tables (issue 13 groundwork)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from dhp.analysis.alignment import alignment_table, summary_level, system_level
+from dhp.errors import DHPError
+
+
+def table():
+    rows = []
+    human = {"d1": [1, 2, 3, 4], "d2": [2, 4, 1, 3], "d3": [2, 2, 2, 2]}  # d3: humans give one level
+    judge = {"d1": [1, 3, 2, 4], "d2": [1, 4, 2, 3], "d3": [1, 2, 3, 4]}
+    for d in human:
+        for k, sysname in enumerate(["A", "B", "C", "D"]):
+            rows.append({"doc_id": d, "system": sysname, "aspect": "coherence",
+                         "human": float(human[d][k]), "judge": float(judge[d][k])})
+    return pd.DataFrame(rows)
+
+
+def test_summary_level_averages_per_document_correlations_and_skips_constant_documents():
+    t = table()
+    value, n = summary_level(t, "spearman")
+    expected = np.mean([sps.spearmanr([1, 2, 3, 4], [1, 3, 2, 4])[0], sps.spearmanr([2, 4, 1, 3], [1, 4, 2, 3])[0]])
+    assert n == 2 and value == pytest.approx(expected)  # d3 has no human variance: left out, not 0
+    tau, _ = summary_level(t, "kendall")
+    assert tau == pytest.approx(np.mean([sps.kendalltau([1, 2, 3, 4], [1, 3, 2, 4])[0],
+                                         sps.kendalltau([2, 4, 1, 3], [1, 4, 2, 3])[0]]))
+
+
+def test_system_level_correlates_system_means():
+    t = table()
+    m = t.groupby("system")[["human", "judge"]].mean()
+    value, n = system_level(t, "pearson")
+    assert n == 4 and np.ptp(m["human"]) > 0
+    assert value == pytest.approx(sps.pearsonr(m["human"], m["judge"])[0])
+
+
+def test_alignment_table_schema_and_intervals_contain_the_estimate():
+    out = alignment_table(table(), n_boot=200, seed=1)
+    assert list(out.columns) == ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
+    assert len(out) == 5
+    fin = out.dropna(subset=["ci_lo", "ci_hi"])
+    assert (fin["ci_lo"] <= fin["ci_hi"]).all()
+    s = out[(out["view"] == "summary") & (out["statistic"] == "spearman")].iloc[0]
+    assert s["ci_lo"] <= s["value"] <= s["ci_hi"]
+    with pytest.raises(DHPError, match="judge"):
+        alignment_table(table().drop(columns="judge"))
+
+
+def test_nan_judge_scores_are_left_out():
+    t = table()
+    t.loc[0, "judge"] = math.nan
+    value, n = summary_level(t[np.isfinite(t["judge"])], "spearman")
+    out = alignment_table(t, n_boot=0)
+    assert out[(out["view"] == "summary") & (out["statistic"] == "spearman")]["value"].iloc[0] == pytest.approx(value)
