@@ -25,9 +25,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 	$(BIN)/python scripts/nbval.py
 
+# JupyterLab on localhost only, token on; containers and cluster images often run as root, which Jupyter
+# refuses without --allow-root.
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
-	$(BIN)/jupyter lab notebooks
+	$(BIN)/jupyter lab notebooks --ip=127.0.0.1 $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 clean-venv:
 	rm -rf $(VENV)
