@@ -89,3 +89,37 @@ def test_adjacent_accuracy_counts_strict_drops_only():
     assert out.loc["coherence", "accuracy"] == 0.0
     with pytest.raises(DHPError, match="score_next"):
         adjacent_accuracy(pairs.drop(columns="score_next"))
+
+
+TEXT = ("Maria Lopez opened the new library in Springfield on Monday. About 300 people came to see it. "
+        "The mayor thanked the builders for finishing early. Children read books in the garden all day.")
+
+
+@pytest.mark.parametrize("aspect", ["fluency", "coherence", "consistency", "relevance"])
+def test_each_chain_step_adds_exactly_one_error_to_the_previous_step(aspect):
+    from dhp.analysis.dual_perspective import error_chain, is_one_more_error
+
+    chain = error_chain(TEXT, aspect, 3, seed=1)
+    assert chain[0] == TEXT and len(chain) == 4
+    assert len(set(chain)) == 4  # strictly new text at every step
+    for prev, nxt in zip(chain, chain[1:]):
+        assert is_one_more_error(prev, nxt, aspect), (aspect, prev, nxt)
+    assert not is_one_more_error(chain[0], chain[2], aspect)  # two steps apart is two errors, not one
+    assert error_chain(TEXT, aspect, 3, seed=1) == chain  # seeded
+
+
+def test_a_chain_that_runs_out_of_sentences_stops_instead_of_padding():
+    from dhp.analysis.dual_perspective import error_chain
+
+    chain = error_chain("One sentence here. And a second one.", "relevance", 5)
+    assert len(chain) == 2  # one deletion possible; a second would leave nothing to delete from
+
+
+def test_local_pairs_link_adjacent_steps_only():
+    from dhp.analysis.dual_perspective import local_pairs
+
+    s = pd.DataFrame({"source_id": ["a"] * 3 + ["b"] * 2, "aspect": "fluency", "step": [0, 1, 2, 0, 2],
+                      "score": [5.0, 4.0, 4.5, 3.0, 1.0]})
+    p = local_pairs(s)
+    assert p[["source_id", "step", "score_step", "score_next"]].values.tolist() == [["a", 0, 5.0, 4.0], ["a", 1, 4.0, 4.5]]
+    assert adjacent_accuracy(p).iloc[0]["accuracy"] == 0.5

@@ -68,3 +68,108 @@ def adjacent_accuracy(pairs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"aspect": aspect, "accuracy": float((g["score_step"] > g["score_next"]).mean()),
                      "n_pairs": int(len(g))})
     return pd.DataFrame(rows, columns=["aspect", "accuracy", "n_pairs"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Local perspective: cumulative error chains
+# --------------------------------------------------------------------------------------------------
+#: The error each aspect's chain adds at every step (a registered rule-based perturbation, k = 1).
+CHAIN_EDITS = {"fluency": "typo", "coherence": "sentence_swap", "consistency": "entity_swap",
+               "relevance": "sentence_deletion"}
+
+
+def _delete_sentence(text: str, rng) -> str:
+    from dhp.perturb.rules import Skip, sentence_spans
+
+    spans = sentence_spans(text)
+    if len(spans) < 2:
+        raise Skip("fewer than two sentences left to delete from")
+    a, b = spans[rng.randrange(len(spans))]
+    return (text[:a] + text[b:]).replace("  ", " ").strip()
+
+
+def _one_error(text: str, aspect: str, rng, fake) -> str:
+    from dhp.perturb import entities, rules
+
+    edit = CHAIN_EDITS[aspect]
+    if edit == "typo":
+        return rules.char_typo(text, 1, rng)[0]
+    if edit == "sentence_swap":
+        return rules.sentence_reorder(text, "minor", rng)[0]
+    if edit == "entity_swap":
+        return entities.fictional_entities(text, "minor", rng, fake)[0]
+    return _delete_sentence(text, rng)
+
+
+def error_chain(text: str, aspect: str, length: int, seed: int = 0) -> list[str]:
+    """Targets of strictly decreasing quality for one aspect: the reference, then 1, 2, ..., ``length``
+    errors, each step = the previous step + ONE new error of the aspect's kind (CHAIN_EDITS). A chain
+    whose text cannot take another error (e.g. one sentence left) stops early: shorter, never padded."""
+    import random
+
+    from faker import Faker
+
+    from dhp.perturb.rules import Skip, isolated_global_random, stable_seed
+
+    if aspect not in CHAIN_EDITS:
+        raise DHPError(f"No error chain for aspect {aspect!r}.", f"use one of {sorted(CHAIN_EDITS)}.")
+    chain = [text]
+    with isolated_global_random():  # typo reseeds the global random
+        for step in range(1, int(length) + 1):
+            nxt = None
+            for attempt in range(20):  # an edit may undo or redo an earlier one: draw again
+                rng = random.Random(stable_seed("dhp-chain", seed, aspect, step, attempt, chain[-1]))
+                fake = Faker("en_US")
+                fake.seed_instance(rng.randrange(2**31))
+                try:
+                    cand = _one_error(chain[-1], aspect, rng, fake)
+                except Skip:
+                    break
+                if cand not in chain and _errors_so_far(text, cand, aspect) in (step, None):
+                    nxt = cand
+                    break
+            if nxt is None:
+                break
+            chain.append(nxt)
+    return chain
+
+
+def _errors_so_far(original: str, text: str, aspect: str) -> int | None:
+    """How many errors of the aspect's kind separate ``text`` from the reference, where that can be
+    counted (typos: edit distance; entities: entities replaced); None where it cannot be."""
+    from dhp.perturb import entities, rules
+
+    edit = CHAIN_EDITS[aspect]
+    if edit == "typo":
+        return rules.edit_distance(original, text, transpositions=True)
+    if edit == "entity_swap":
+        return entities.n_entities_changed(original, text)
+    return None
+
+
+def is_one_more_error(prev: str, nxt: str, aspect: str) -> bool:
+    """True when ``nxt`` is ``prev`` with exactly one more error of the aspect's kind (checked by the
+    same verifiers the perturbation audit uses, not by re-running the edit)."""
+    from dhp.perturb import entities, rules
+
+    edit = CHAIN_EDITS[aspect]
+    if edit == "typo":
+        return rules.edit_distance(prev, nxt, transpositions=True) == 1
+    if edit == "sentence_swap":
+        return rules.reorder_displacement(prev, nxt) == 2
+    if edit == "entity_swap":
+        return entities.n_entities_changed(prev, nxt) == 1
+    before = [prev[a:b].strip() for a, b in rules.sentence_spans(prev)]
+    after = [nxt[a:b].strip() for a, b in rules.sentence_spans(nxt)]
+    return len(after) == len(before) - 1 and any(before[:i] + before[i + 1:] == after for i in range(len(before)))
+
+
+def local_pairs(step_scores: pd.DataFrame) -> pd.DataFrame:
+    """Adjacent pairs from one score per (source_id, aspect, step): columns source_id, aspect, step,
+    score_step, score_next (the ``local_pairs.parquet`` schema), where step+1 has one more error."""
+    s = step_scores.sort_values(["source_id", "aspect", "step"])
+    nxt = s.groupby(["source_id", "aspect"])["score"].shift(-1)
+    nstep = s.groupby(["source_id", "aspect"])["step"].shift(-1)
+    out = s.assign(score_next=nxt, _n=nstep)
+    out = out[out["_n"] == out["step"] + 1]
+    return out.rename(columns={"score": "score_step"})[["source_id", "aspect", "step", "score_step", "score_next"]]
