@@ -58,3 +58,31 @@ def test_nan_judge_scores_are_left_out():
     value, n = summary_level(t[np.isfinite(t["judge"])], "spearman")
     out = alignment_table(t, n_boot=0)
     assert out[(out["view"] == "summary") & (out["statistic"] == "spearman")]["value"].iloc[0] == pytest.approx(value)
+
+
+def test_segment_level_tau_b_and_pairwise_accuracy_with_ties():
+    from dhp.analysis.alignment import segment_level, segment_table
+
+    df = pd.DataFrame({"seg_id": [1, 1, 1, 2, 2, 2], "system": list("ABCABC"),
+                       "mqm": [0.0, -1.0, -1.0, -5.0, 0.0, -2.0], "judge": [5.0, 4.0, 4.0, 2.0, 3.0, 3.0]})
+    tau, n = segment_level(df, variant="tau_b")
+    assert n == 6 and tau == pytest.approx(sps.kendalltau(df["mqm"], df["judge"])[0])
+    # seg 1: (A,B) same order, (A,C) same, (B,C) both tie -> 3/3; seg 2: (A,B) same, (A,C) same,
+    # (B,C) humans prefer B, judge ties -> wrong -> 2/3; total 5/6
+    acc, pairs = segment_level(df, variant="acc_eq")
+    assert pairs == 6 and acc == pytest.approx(5 / 6)
+    t = segment_table(df, n_boot=50)
+    assert set(t["statistic"]) == {"tau_b", "acc_eq"} and (t["view"] == "segment").all()
+
+
+def test_wmt22_loaders_align_outputs_scores_and_segments():
+    from dhp.datasets import wmt22_human as w
+
+    m = w.load_mqm_zh_en(systems=["Online-A", "HuaweiTSC"])
+    assert set(m["system"]) == {"Online-A", "HuaweiTSC"} and m["seg_id"].between(1, 1875).all()
+    assert (m["mqm"] <= 0).all() and m["target"].str.len().gt(0).mean() > 0.99
+    assert not m.duplicated(["seg_id", "system"]).any()
+    d = w.load_da("zh-en")
+    assert d["seg_id"].between(1, 1875).all() and not d["system"].str.contains(r"\.\d+$").any()
+    with pytest.raises(DHPError, match="pair"):
+        w.load_da("fr-en")

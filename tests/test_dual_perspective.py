@@ -123,3 +123,35 @@ def test_local_pairs_link_adjacent_steps_only():
     p = local_pairs(s)
     assert p[["source_id", "step", "score_step", "score_next"]].values.tolist() == [["a", 0, 5.0, 4.0], ["a", 1, 4.0, 4.5]]
     assert adjacent_accuracy(p).iloc[0]["accuracy"] == 0.5
+
+
+def test_pair_matrix_and_table1_layout():
+    from dhp.analysis.dual_perspective import pair_matrix, table1
+
+    s = pd.DataFrame({"source_id": ["a"] * 3 + ["b"] * 3, "aspect": "fluency", "step": [0, 1, 2] * 2,
+                      "score": [5.0, 4.0, 4.5, 3.0, 3.0, 1.0]})
+    m = pair_matrix(s).set_index(["errors_i", "errors_j"])["accuracy"]
+    assert m[(0, 1)] == 0.5 and m[(0, 2)] == 1.0 and m[(1, 2)] == 0.5
+    gk = pd.DataFrame({"aspect": ["fluency"], "kappa": [0.4], "n": [5]})
+    la = pd.DataFrame({"aspect": ["fluency"], "accuracy": [0.75], "n_pairs": [4]})
+    al = pd.DataFrame({"view": ["system", "system", "summary"], "aspect": "fluency",
+                       "statistic": ["pearson", "spearman", "spearman"], "value": [0.3, 0.2, 0.9]})
+    t = table1(gk, la, al, "j").iloc[0]
+    assert (t["kappa"], t["accuracy"], t["pearson"], t["spearman"]) == (0.4, 0.75, 0.3, 0.2)
+
+
+def test_parse_preference_and_both_orders_accuracy():
+    from dhp.analysis.dual_perspective import comparison_accuracy, parse_preference
+
+    assert [parse_preference(t) for t in ["1", " 2.", "Tie", "Summary 2 is better", "neither", None]] == \
+        ["1", "2", "tie", "2", None, None]
+    c = pd.DataFrame({
+        "source_id": ["a"] * 4 + ["b"] * 2, "aspect": "fluency", "step": [0, 0, 1, 1, 0, 0],
+        "order": ["12", "21"] * 3,
+        # a/0: right in both orders; a/1: always picks position 1 (position bias); b/0: no verdict once
+        "preferred": ["better", "better", "better", "worse", None, "better"],
+    })
+    out = comparison_accuracy(c).iloc[0]
+    assert out["accuracy"] == pytest.approx(1 / 3) and out["n_pairs"] == 3
+    assert out["position_consistency"] == pytest.approx(1 / 3)  # only a/0 gives the same verdict twice
+    assert out["parsed"] == pytest.approx(5 / 6)

@@ -72,3 +72,53 @@ def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: flo
                 rows.append({"view": view, "aspect": aspect, "statistic": stat, "value": value,
                              "ci_lo": float(lo), "ci_hi": float(hi), "n": n})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+SEGMENT_VARIANTS = ("tau_b", "acc_eq")
+
+
+def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", variant: str = "tau_b") -> tuple[float, int]:
+    """Segment-level agreement of judge and human scores (MT meta-evaluation), (value, pairs or rows).
+
+    ``tau_b``: Kendall's tau-b over all (segment, system) rows ("no grouping", as in WMT22's
+    segment-level tau), ties handled by tau-b. ``acc_eq``: pairwise accuracy with ties (Deutsch et al.
+    2023), grouped by segment: over every pair of systems on the same segment, the share where the judge
+    orders the pair as the humans do, a tie counting as agreement only when both tie (no tie
+    calibration: exact ties). ``df`` needs seg_id, system and the two score columns; NaN rows are left out.
+    """
+    if variant not in SEGMENT_VARIANTS:
+        raise DHPError(f"Unknown segment-level variant {variant!r}.", f"use one of {list(SEGMENT_VARIANTS)}.")
+    d = df[np.isfinite(df[human].astype(float)) & np.isfinite(df[judge].astype(float))]
+    if variant == "tau_b":
+        if len(d) < 2:
+            return math.nan, len(d)
+        return float(sps.kendalltau(d[human], d[judge])[0]), len(d)
+    agree = total = 0
+    for _, g in d.groupby("seg_id"):
+        h, j = g[human].to_numpy(float), g[judge].to_numpy(float)
+        iu = np.triu_indices(len(h), 1)
+        sh, sj = np.sign(np.subtract.outer(h, h)[iu]), np.sign(np.subtract.outer(j, j)[iu])
+        agree += int((sh == sj).sum())
+        total += len(sh)
+    return (agree / total if total else math.nan), total
+
+
+def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", n_boot: int = 1000, seed: int = 0,
+                  ci: float = 0.95, aspect: str = "") -> pd.DataFrame:
+    """alignment.csv rows (view "segment") for both variants, with percentile intervals from resampling
+    segments (all systems of a drawn segment kept)."""
+    rng = np.random.default_rng(seed)
+    segs = df["seg_id"].unique()
+    by_seg = {s: g for s, g in df.groupby("seg_id")}
+    draws = [pd.concat([by_seg[s].assign(seg_id=i) for i, s in enumerate(rng.choice(segs, len(segs)))])
+             for _ in range(n_boot)]
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    rows = []
+    for variant in SEGMENT_VARIANTS:
+        value, n = segment_level(df, human, judge, variant)
+        boots = np.array([segment_level(x, human, judge, variant)[0] for x in draws])
+        boots = boots[np.isfinite(boots)]
+        lo, hi = np.percentile(boots, [lo_q, hi_q]) if len(boots) else (math.nan, math.nan)
+        rows.append({"view": "segment", "aspect": aspect or human, "statistic": variant, "value": value,
+                     "ci_lo": float(lo), "ci_hi": float(hi), "n": n})
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -173,3 +173,188 @@ def local_pairs(step_scores: pd.DataFrame) -> pd.DataFrame:
     out = s.assign(score_next=nxt, _n=nstep)
     out = out[out["_n"] == out["step"] + 1]
     return out.rename(columns={"score": "score_step"})[["source_id", "aspect", "step", "score_step", "score_next"]]
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a judge on the three views (calls go through dhp.judge.score_prompts and the shared cache)
+# --------------------------------------------------------------------------------------------------
+TASK = "summarization"
+
+
+def _score(rows: list[dict], judge, mode, cache, seed, progress) -> pd.DataFrame:
+    from dhp.judge import build_prompt, score_prompts
+
+    prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate", "item", "task")},
+                             "metric": r["aspect"],
+                             "prompt": build_prompt(r.get("task", TASK), r["aspect"],
+                                                    r.get("item") or {"source": r["source"]}, r["candidate"])}
+                            for r in rows])
+    return score_prompts(prompts, judge=judge, mode=mode, seed=seed, cache=cache, progress=progress,
+                         n_samples=5 if mode == "sample" else 1)
+
+
+def global_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_per_aspect: int, judge="embedded",
+                   mode="logprobs", cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """Judge ``n_per_aspect`` agreed-upon targets per aspect (seeded sample) and map each score to a
+    rating (:func:`to_rating`). Columns (``global_targets.parquet``): target_id, aspect, human_rating,
+    judge_score, judge_rating, failure."""
+    from dhp.datasets.summeval_annotators import agreed_targets
+
+    agreed = agreed_targets(ratings)
+    by_id = targets.set_index("target_id")
+    rows = []
+    for aspect in aspects:
+        pool = agreed[agreed["aspect"] == aspect]
+        pick = pool.sample(n=min(n_per_aspect, len(pool)), random_state=seed) if len(pool) else pool
+        for t in pick.itertuples():
+            rows.append({"target_id": t.target_id, "aspect": aspect, "human_rating": int(t.human_rating),
+                         "source": by_id.at[t.target_id, "source"], "candidate": by_id.at[t.target_id, "candidate"]})
+    scored = _score(rows, judge, mode, cache, seed, progress)
+    return pd.DataFrame({"target_id": scored["target_id"], "aspect": scored["aspect"],
+                         "human_rating": scored["human_rating"], "judge_score": scored["score"],
+                         "judge_rating": to_rating(scored["score"]), "failure": scored["failure"]})
+
+
+def chain_scores(references: pd.DataFrame, aspects, chain_length: int, judge="embedded", mode="logprobs",
+                 cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """Build each reference's error chain per aspect and judge every step on that aspect. ``references``:
+    source_id, source, reference. Columns: source_id, aspect, step (errors injected), score, failure."""
+    rows = []
+    for r in references.itertuples():
+        for aspect in aspects:
+            for step, text in enumerate(error_chain(r.reference, aspect, chain_length, seed)):
+                rows.append({"source_id": r.source_id, "aspect": aspect, "step": step, "source": r.source,
+                             "candidate": text})
+    scored = _score(rows, judge, mode, cache, seed, progress)
+    return scored[["source_id", "aspect", "step", "score", "failure"]]
+
+
+def pair_matrix(step_scores: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy for every pair of error counts (i < j): share of sources where the target with i errors
+    scores above the one with j (the paper's Figure 5). Columns: aspect, errors_i, errors_j, accuracy, n."""
+    rows = []
+    for (aspect, src), g in step_scores.groupby(["aspect", "source_id"]):
+        s = dict(zip(g["step"], g["score"]))
+        for i in s:
+            for j in s:
+                if i < j and np.isfinite(s[i]) and np.isfinite(s[j]):
+                    rows.append((aspect, i, j, float(s[i] > s[j])))
+    d = pd.DataFrame(rows, columns=["aspect", "errors_i", "errors_j", "hit"])
+    out = d.groupby(["aspect", "errors_i", "errors_j"])["hit"].agg(["mean", "size"]).reset_index()
+    return out.rename(columns={"mean": "accuracy", "size": "n"})
+
+
+def table1(global_kappa_table: pd.DataFrame, local_accuracy_table: pd.DataFrame, alignment: pd.DataFrame,
+           judge: str) -> pd.DataFrame:
+    """The paper's Table 1 layout for one judge: per aspect kappa (global), Acc (local), Pearson r and
+    Spearman rho (traditional, system level over the judged targets). Columns: judge, aspect, kappa,
+    accuracy, pearson, spearman. Concatenate several judges' tables and rank with ``.rank()`` per column."""
+    a = alignment[alignment["view"] == "system"].pivot_table(index="aspect", columns="statistic", values="value")
+    out = (global_kappa_table.set_index("aspect")[["kappa"]]
+           .join(local_accuracy_table.set_index("aspect")[["accuracy"]], how="outer")
+           .join(a.reindex(columns=["pearson", "spearman"]), how="outer"))
+    return out.reset_index().assign(judge=judge)[["judge", "aspect", "kappa", "accuracy", "pearson", "spearman"]]
+
+
+def traditional_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_docs: int, judge="embedded",
+                        mode="logprobs", cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """Judge every rated system summary of ``n_docs`` seeded documents per aspect, next to the mean of the
+    experts' ratings (the classic view's input). Columns: doc_id, system, aspect, human, judge, failure."""
+    docs = sorted(targets["doc_id"].unique())
+    pick = pd.Series(docs).sample(n=min(n_docs, len(docs)), random_state=seed).tolist()
+    human = ratings.groupby(["target_id", "aspect"])["rating"].mean()
+    rows = []
+    for aspect in aspects:
+        for t in targets[targets["doc_id"].isin(pick)].sort_values(["doc_id", "system"]).itertuples():
+            rows.append({"doc_id": t.doc_id, "system": t.system, "aspect": aspect,
+                         "human": float(human[(t.target_id, aspect)]), "source": t.source, "candidate": t.candidate})
+    scored = _score(rows, judge, mode, cache, seed, progress)
+    return scored.rename(columns={"score": "judge"})[["doc_id", "system", "aspect", "human", "judge", "failure"]]
+
+
+def mt_segments(mqm: pd.DataFrame, n_segments: int, systems, judge="embedded", mode="logprobs", cache=None,
+                seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """Judge ``systems``' outputs on ``n_segments`` seeded WMT22 zh-en segments for translation accuracy.
+    Columns: seg_id, system, mqm, judge, failure."""
+    d = mqm[mqm["system"].isin(systems)]
+    segs = sorted(d["seg_id"].unique())
+    pick = pd.Series(segs).sample(n=min(n_segments, len(segs)), random_state=seed).tolist()
+    rows = [{"seg_id": r.seg_id, "system": r.system, "mqm": r.mqm, "aspect": "accuracy", "task": "translation",
+             "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "source": r.source,
+             "candidate": r.target} for r in d[d["seg_id"].isin(pick)].sort_values(["seg_id", "system"]).itertuples()]
+    scored = _score(rows, judge, mode, cache, seed, progress)
+    return scored.rename(columns={"score": "judge"})[["seg_id", "system", "mqm", "judge", "failure"]]
+
+
+# --------------------------------------------------------------------------------------------------
+# Local view by direct comparison (Hu et al. 2025, Table 10's question: compare, or score separately?)
+# --------------------------------------------------------------------------------------------------
+ASPECT_DEFINITIONS = {
+    "coherence": "the summary is well organised: sentences follow each other in a sensible order and build a whole.",
+    "consistency": "every fact in the summary is supported by the article; nothing is invented or contradicted.",
+    "fluency": "each sentence is well written: correct spelling, grammar and word choice.",
+    "relevance": "the summary keeps the article's important information and leaves out what is not.",
+}
+
+
+def parse_preference(text: str | None) -> str | None:
+    """"1", "2" or "tie" from a comparison reply (its first such word), else None."""
+    import re
+
+    m = re.search(r"\b(1|2|tie)\b", str(text or ""), flags=re.IGNORECASE)
+    return m.group(1).lower() if m else None
+
+
+def compare_adjacent(references: pd.DataFrame, aspects, chain_length: int, judge="embedded", cache=None,
+                     seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """Show each adjacent pair of a chain (step j, step j+1: one more error) to the judge side by side, in
+    both orders. Columns: source_id, aspect, step, order ("12": step j shown first, "21"), preferred
+    ("better", "worse", "tie" or None when the reply does not parse), reply. A pair counts as correct in
+    :func:`comparison_accuracy` only when both orders prefer the better target."""
+    from dhp import calls
+    from dhp.backends import ChatRequest
+    from dhp.judge import _fill
+
+    template = (_prompt_dir() / "summarization_compare.txt").read_text(encoding="utf-8")
+    meta, requests = [], []
+    for r in references.itertuples():
+        for aspect in aspects:
+            chain = error_chain(r.reference, aspect, chain_length, seed)
+            for step in range(len(chain) - 1):
+                for order, (a, b) in (("12", (chain[step], chain[step + 1])), ("21", (chain[step + 1], chain[step]))):
+                    prompt = _fill(template, {"aspect_title": aspect.capitalize(), "source": r.source,
+                                              "aspect_definition": ASPECT_DEFINITIONS[aspect],
+                                              "candidate_1": a, "candidate_2": b})
+                    meta.append((r.source_id, aspect, step, order))
+                    requests.append(ChatRequest.make([{"role": "user", "content": prompt}], 4, 0.0, seed))
+    replies = calls.chat(judge, requests, cache, progress=progress, desc="compare")
+    rows = []
+    for (src, aspect, step, order), rep in zip(meta, replies):
+        text = getattr(rep, "text", None)
+        pref = parse_preference(text)
+        better = "1" if order == "12" else "2"
+        label = None if pref is None else "tie" if pref == "tie" else ("better" if pref == better else "worse")
+        rows.append({"source_id": src, "aspect": aspect, "step": step, "order": order, "preferred": label,
+                     "reply": (text or getattr(rep, "reason", ""))[:80]})
+    return pd.DataFrame(rows, columns=["source_id", "aspect", "step", "order", "preferred", "reply"])
+
+
+def comparison_accuracy(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Per aspect: accuracy (both orders prefer the target with fewer errors), position_consistency (both
+    orders give the same verdict about the pair), parsed (share of replies with a verdict), n_pairs."""
+    rows = []
+    for aspect, g in comparisons.groupby("aspect", sort=True):
+        w = g.pivot_table(index=["source_id", "step"], columns="order", values="preferred", aggfunc="first")
+        both = w.reindex(columns=["12", "21"])
+        correct = (both["12"] == "better") & (both["21"] == "better")
+        consistent = both["12"].notna() & (both["12"] == both["21"])
+        rows.append({"aspect": aspect, "accuracy": float(correct.mean()) if len(both) else math.nan,
+                     "position_consistency": float(consistent.mean()) if len(both) else math.nan,
+                     "parsed": float(g["preferred"].notna().mean()), "n_pairs": int(len(both))})
+    return pd.DataFrame(rows, columns=["aspect", "accuracy", "position_consistency", "parsed", "n_pairs"])
+
+
+def _prompt_dir():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent.parent / "prompts" / "pairwise"
