@@ -232,9 +232,23 @@ def _row_value(mode: str, metric: str, got: list, n_expected: int) -> dict:
             values.append(float(v))
         else:
             reasons.append(why)
-    return {"score": float(np.mean(values)) if values else math.nan, "n_valid": len(values),
+    return {"score": float(np.mean(values)) if values else math.nan, "rating": _rating(mode, values),
+            "n_valid": len(values),
             "n_failed": n_expected - len(values), "reasons": reasons,
             "prob_mass": float(np.mean(masses)) if masses else math.nan, "fallback": fallback}
+
+
+def _rating(mode: str, values: list[float]) -> float:
+    """An ordinal 1-5 rating for a row: the most frequent parsed rating in sample mode (ties: the lower,
+    the conservative choice), the expected score rounded half up in logprobs mode; NaN without values."""
+    if not values or mode == "likelihood":
+        return math.nan
+    rounded = [int(math.floor(v + 0.5)) for v in values]
+    if mode == "sample":
+        counts = {r: rounded.count(r) for r in rounded}
+        best = max(counts.values())
+        return float(min(r for r, c in counts.items() if c == best))
+    return float(rounded[0])
 
 
 def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expected: int) -> list[dict]:
@@ -242,7 +256,7 @@ def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expecte
     for r in rows:
         rec = dict(r.meta)
         if r.call is None:
-            rec.update(score=math.nan, n_valid=0, n_failed=n_expected, failure=r.upfront_failure,
+            rec.update(score=math.nan, rating=math.nan, n_valid=0, n_failed=n_expected, failure=r.upfront_failure,
                        prob_mass=math.nan, fallback=False, prompt_tokens=0, completion_tokens=0)
             out.append({**rec, "truncated": r.truncated})
             continue
@@ -278,7 +292,7 @@ def _score_rows(backend: Backend, rows: list[_Row], mode: str, n_expected: int, 
             store.close()
 
 
-PROMPT_SCORE_COLUMNS = ["score", "n_valid", "n_failed", "failure", "prob_mass", "prompt_tokens", "completion_tokens"]
+PROMPT_SCORE_COLUMNS = ["score", "rating", "n_valid", "n_failed", "failure", "prob_mass", "prompt_tokens", "completion_tokens"]
 
 
 def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mode: str = "logprobs",
@@ -290,7 +304,8 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     ``prompts``: one row per question, column ``prompt`` (the full user message), optional ``metric``
     (the aspect name, used by the parser to recognise "Coherence: 4"), any other columns are ids and are
     kept. ``mode``: "logprobs" or "sample". Returns the same rows without ``prompt``, plus ``score``
-    (NaN when no valid score), ``n_valid``, ``n_failed``, ``failure`` (reason, "" when ok),
+    (NaN when no valid score), ``rating`` (ordinal 1-5: most frequent parsed rating in sample mode, ties to
+    the lower; expected score rounded half up in logprobs mode), ``n_valid``, ``n_failed``, ``failure`` (reason, "" when ok),
     ``prob_mass``, ``prompt_tokens``, ``completion_tokens``; run statistics in ``attrs["judge_stats"]``.
     """
     if not isinstance(prompts, pd.DataFrame) or "prompt" not in prompts.columns:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ def main() -> int:
                   "figures_dir": str(tmp / "figures"), "output_path": str(tmp / "runs" / "expert_weights.csv")}
         copies = []
         for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-            nb = nbformat.read(src, as_version=4)
+            nb = load_notebook_node(str(src))  # papermill's loader gives every cell a tags list
             params = {k: values[k] for k in PATH_PARAMETERS if k in declared(nb)}
             nb = parameterize_notebook(nb, params)
             dst = tmp / src.name

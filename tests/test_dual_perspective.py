@@ -155,3 +155,14 @@ def test_parse_preference_and_both_orders_accuracy():
     assert out["accuracy"] == pytest.approx(1 / 3) and out["n_pairs"] == 3
     assert out["position_consistency"] == pytest.approx(1 / 3)  # only a/0 gives the same verdict twice
     assert out["parsed"] == pytest.approx(5 / 6)
+
+
+def test_expert_means_cover_16_systems_and_match_the_per_annotator_means():
+    means = sa.load_expert_means()
+    assert means["system"].nunique() == 16 and means["doc_id"].nunique() == 100
+    assert len(means) == 100 * 16 * 4 and means["human"].between(1, 5).all()
+    # the 12 abstractive systems: the mean of the three experts' ratings, whichever copy it comes from
+    per = sa.load_ratings().groupby(["doc_id", "system", "aspect"])["rating"].mean()
+    joined = means.set_index(["doc_id", "system", "aspect"])["human"].reindex(per.index)
+    share_equal = float(np.isclose(joined.to_numpy(), per.to_numpy()).mean())
+    assert share_equal == 1.0, share_equal  # the two copies agree exactly

@@ -338,3 +338,17 @@ def test_load_judge_inputs_takes_first_items_and_their_sources(tmp_path):
     assert len(load_judge_inputs(tmp_path, "summeval")[0]) == len(pt)
     with pytest.raises(DHPError, match="no rows"):
         load_judge_inputs(tmp_path, "wmt22_de_en")
+
+
+def test_score_prompts_rating_is_the_modal_reply_in_sample_mode_and_rounded_in_logprobs():
+    from dhp.judge import score_prompts
+
+    replies = {0: "4", 1: "2", 2: "2", 3: "4", 4: "3"}  # 2 and 4 tie twice each: the lower, 2, is kept
+    b = CountingBackend(lambda prompt, seed: replies[seed])
+    out = score_prompts(pd.DataFrame({"id": [1], "metric": ["fluency"], "prompt": ["Rate it."]}), judge=b,
+                        mode="sample", n_samples=5, progress=False)
+    assert out.loc[0, "score"] == pytest.approx(3.0) and out.loc[0, "rating"] == 2.0
+    lp = score_prompts(pd.DataFrame({"prompt": ["Rate it."]}), judge=CountingBackend(lambda p, s: "4"),
+                       mode="logprobs", progress=False)
+    p4, p3 = math.exp(-0.1), math.exp(-2.5)
+    assert lp.loc[0, "score"] == pytest.approx((4 * p4 + 3 * p3) / (p4 + p3)) and lp.loc[0, "rating"] == 4.0

@@ -195,8 +195,9 @@ def _score(rows: list[dict], judge, mode, cache, seed, progress) -> pd.DataFrame
 
 def global_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_per_aspect: int, judge="embedded",
                    mode="logprobs", cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
-    """Judge ``n_per_aspect`` agreed-upon targets per aspect (seeded sample) and map each score to a
-    rating (:func:`to_rating`). Columns (``global_targets.parquet``): target_id, aspect, human_rating,
+    """Judge ``n_per_aspect`` agreed-upon targets per aspect (seeded sample) and map each to a rating: the
+    expected score rounded half up (logprobs), the most frequent parsed rating (sample; ties to the lower),
+    see dhp.judge.score_prompts. Columns (``global_targets.parquet``): target_id, aspect, human_rating,
     judge_score, judge_rating, failure."""
     from dhp.datasets.summeval_annotators import agreed_targets
 
@@ -212,7 +213,7 @@ def global_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_per_
     scored = _score(rows, judge, mode, cache, seed, progress)
     return pd.DataFrame({"target_id": scored["target_id"], "aspect": scored["aspect"],
                          "human_rating": scored["human_rating"], "judge_score": scored["score"],
-                         "judge_rating": to_rating(scored["score"]), "failure": scored["failure"]})
+                         "judge_rating": scored["rating"], "failure": scored["failure"]})
 
 
 def chain_scores(references: pd.DataFrame, aspects, chain_length: int, judge="embedded", mode="logprobs",

@@ -79,3 +79,23 @@ def agreed_targets(ratings: pd.DataFrame) -> pd.DataFrame:
     agree = g.nunique() == 1
     out = g.first()[agree].rename("human_rating").reset_index()
     return out.sort_values(["aspect", "target_id"]).reset_index(drop=True)
+
+
+def load_expert_means(data_dir=None) -> pd.DataFrame:
+    """The 3-expert MEAN ratings of all 16 SummEval systems (4 extractive + 12 abstractive), from the
+    BARTScore copy (``<data_dir>/summeval/bartscore_summeval.json``). Columns: target_id
+    ("<doc_id>|<system>"), doc_id, system, aspect, human (mean of the experts, 1-5), candidate (the
+    system summary, detokenised). For per-annotator ratings (12 systems) use :func:`load_ratings`."""
+    from dhp.io import resolve
+
+    root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
+    path = root / "summeval" / "bartscore_summeval.json"
+    if not path.is_file():
+        raise DHPError(f"{path} not found.", "pass data_dir= (or set DHP_DATA_DIR) to the folder holding summeval/.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        rows = [(f"{doc}|{system}", str(doc), system, aspect, float(v["scores"][aspect]), detokenize_ptb(v["sys_summ"]))
+                for doc, rec in data.items() for system, v in rec["sys_summs"].items() for aspect in ASPECTS]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DHPError(f"{path.name} is not the BARTScore SummEval file ({e}).", "use the unmodified file.") from None
+    return pd.DataFrame(rows, columns=["target_id", "doc_id", "system", "aspect", "human", "candidate"])
