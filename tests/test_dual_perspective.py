@@ -138,6 +138,13 @@ def test_pair_matrix_and_table1_layout():
                        "statistic": ["pearson", "spearman", "spearman"], "value": [0.3, 0.2, 0.9]})
     t = table1(gk, la, al, "j").iloc[0]
     assert (t["kappa"], t["accuracy"], t["pearson"], t["spearman"]) == (0.4, 0.75, 0.3, 0.2)
+    from dhp.analysis.dual_perspective import rank_judges
+
+    other = table1(gk.assign(kappa=0.6), la.assign(accuracy=0.5), al, "k")
+    r = rank_judges(pd.concat([table1(gk, la, al, "j"), other])).set_index("judge")
+    assert (r.loc["j", "rank_kappa"], r.loc["k", "rank_kappa"]) == (2, 1)  # the views disagree:
+    assert (r.loc["j", "rank_accuracy"], r.loc["k", "rank_accuracy"]) == (1, 2)  # j leads locally
+    assert r.loc["j", "rank_pearson"] == r.loc["k", "rank_pearson"] == 1  # a tie shares the rank
 
 
 def test_parse_preference_and_both_orders_accuracy():

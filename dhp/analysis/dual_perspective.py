@@ -257,6 +257,16 @@ def table1(global_kappa_table: pd.DataFrame, local_accuracy_table: pd.DataFrame,
     return out.reset_index().assign(judge=judge)[["judge", "aspect", "kappa", "accuracy", "pearson", "spearman"]]
 
 
+def rank_judges(table: pd.DataFrame) -> pd.DataFrame:
+    """Add rank_<view> columns to concatenated :func:`table1` rows: per aspect, 1 = the judge with the
+    highest value (ties share the better rank; NaN is not ranked). The paper's point is that the views
+    can rank judges differently."""
+    out = table.copy()
+    for col in ("kappa", "accuracy", "pearson", "spearman"):
+        out[f"rank_{col}"] = out.groupby("aspect")[col].rank(ascending=False, method="min")
+    return out
+
+
 def traditional_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_docs: int, judge="embedded",
                         mode="logprobs", cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
     """Judge every rated system summary of ``n_docs`` seeded documents per aspect, next to the mean of the
