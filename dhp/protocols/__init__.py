@@ -1,0 +1,1 @@
+"""Judge protocols beyond pointwise scoring: pairwise strategies (dhp.protocols.pairwise)."""
