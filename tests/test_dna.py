@@ -123,6 +123,8 @@ def test_position_bias_shows_as_inconsistent_verdicts():
 def test_unparsable_weights_give_nan_verdicts_with_the_reason():
     v, _ = run_strategies(items(), ["dna"], judge=Scripted(weights="all equally"), progress=False)
     assert v["verdict"].isna().all() and v["failure"].str.contains("0 weights for 3 aspects").all()
+    t = agreement_table(v).iloc[0]
+    assert t["no_verdict"] == 4 and t["agreement"] == 0.0  # counted, and a missing verdict is a miss
 
 
 def test_pairwise_discernment_is_a_one_sided_sign_test():

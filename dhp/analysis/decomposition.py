@@ -15,7 +15,7 @@ from dhp.errors import DHPError
 __all__ = ["combine_orders", "agreement_table", "dna_scores", "pairwise_discernment", "compare_with_perturbed"]
 
 AGREEMENT_COLUMNS = ["judge", "mode", "subset", "strategy", "agreement", "agreement_order_12", "agreement_order_21",
-                     "position_consistency", "n", "calls", "prompt_tokens"]
+                     "position_consistency", "n", "no_verdict", "calls", "prompt_tokens"]
 
 
 def combine_orders(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -35,7 +35,8 @@ def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, j
     """Per subset × strategy (AGREEMENT_COLUMNS): agreement — share of items whose combined verdict equals
     the gold label (an item without a verdict in either order counts as a miss, not as left out);
     agreement_order_12 / _21 — the same per order; position_consistency — share of items whose two orders
-    agree; n — items; calls, prompt_tokens — the strategy's cost over the whole table."""
+    agree; n — items; no_verdict — (item, order) runs whose replies did not parse (their reasons are in the
+    verdicts' failure column); calls, prompt_tokens — the strategy's cost over the whole table."""
     c = combine_orders(verdicts)
     rows = []
     for (subset, strat), g in c.groupby(["subset", "strategy"], sort=True):
@@ -46,6 +47,7 @@ def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, j
                      "agreement_order_21": float((g["verdict_21"] == g["label"]).mean()),
                      "position_consistency": float((g["verdict_12"].notna() & (g["verdict_12"] == g["verdict_21"])).mean()),
                      "n": int(len(g)),
+                     "no_verdict": int(g["verdict_12"].isna().sum() + g["verdict_21"].isna().sum()),
                      "calls": int(cost["calls"]) if cost is not None else math.nan,
                      "prompt_tokens": int(cost["prompt_tokens"]) if cost is not None else math.nan})
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
