@@ -141,23 +141,11 @@ def truncate_estimated(text: str, n_tokens: int) -> str:
     return text
 
 
-_GGUF_SHA256: dict[tuple[str, int, int], str] = {}
-
-
 def gguf_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a model file, computed once per (path, size, mtime) in this process."""
-    import hashlib
+    """sha256 of a model file (memoised by path, size and mtime: see dhp.io.file_sha256)."""
+    from dhp.io import file_sha256
 
-    p = Path(path).resolve()
-    st = p.stat()
-    key = (str(p), st.st_size, st.st_mtime_ns)
-    if key not in _GGUF_SHA256:
-        h = hashlib.sha256()
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
-        _GGUF_SHA256[key] = h.hexdigest()
-    return _GGUF_SHA256[key]
+    return file_sha256(path)
 
 
 def _lcp(a: Sequence[int], b: Sequence[int]) -> int:

@@ -179,19 +179,10 @@ def _committed(name: str) -> dict:
     return json.loads(p.read_text(encoding="utf-8"))
 
 
-_HASH_CACHE: dict[tuple[str, int, int], str] = {}
-
-
 def _sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _HASH_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _HASH_CACHE[key] = h.hexdigest()
-    return _HASH_CACHE[key]
+    from dhp.io import file_sha256
+
+    return file_sha256(path)
 
 
 def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:

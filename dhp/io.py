@@ -65,14 +65,23 @@ MANIFEST_PACKAGES = ("dhp", "numpy", "pandas", "scipy", "llama_cpp_python", "ope
                      "scikit-learn", "vllm")
 
 
-def _sha256(path: Path) -> str:
+_SHA256: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file, computed once per (path, size, mtime) in this process (model files are large)."""
     import hashlib
 
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    if key not in _SHA256:
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+        _SHA256[key] = h.hexdigest()
+    return _SHA256[key]
 
 
 def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, backends=(), inputs=()) -> Path:
@@ -97,7 +106,7 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, bac
     manifest["stages"][stage] = {
         "parameters": json.loads(json.dumps(parameters, default=str)),
         "backends": [b.cache_identity() if hasattr(b, "cache_identity") else {"backend": str(b)} for b in backends],
-        "inputs": {str(p): _sha256(Path(p)) for p in inputs if Path(p).is_file()},
+        "inputs": {str(p): file_sha256(p) for p in inputs if Path(p).is_file()},
         "packages": versions,
     }
     text = json.dumps(manifest, indent=1, sort_keys=True)

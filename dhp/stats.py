@@ -189,6 +189,22 @@ def _permutation_p(d: np.ndarray, zero_method: str) -> float:
     return float(np.mean(t_perm >= t_obs - 1e-9 * max(1.0, abs(t_obs))))
 
 
+def _normal_null(d: np.ndarray, zero_method: str) -> tuple[float, float]:
+    """Mean and standard deviation of T+ under H0 for the normal approximation, with the tie correction
+    and Pratt's zero adjustment, as scipy computes them."""
+    zeros = d == 0
+    a = np.abs(d) if zero_method == "zsplit" else np.abs(d[~zeros])
+    count = len(a) if zero_method == "wilcox" else len(d)
+    mn = count * (count + 1) * 0.25
+    var = count * (count + 1) * (2 * count + 1)
+    if zero_method == "pratt":
+        n0 = int(zeros.sum())
+        mn -= n0 * (n0 + 1) * 0.25
+        var -= n0 * (n0 + 1) * (2 * n0 + 1)
+    _, t = np.unique(a, return_counts=True)
+    return mn, math.sqrt((var - float(np.sum(t.astype(float) ** 3 - t)) / 2) / 24)
+
+
 def fast_p_greater(d: np.ndarray, zero_method: str = "wilcox", method: str = "auto", correction: bool = False) -> float:
     """p-value of the one-sided test on differences `d` (no NaN), same rules as :func:`wilcoxon_greater`.
 
@@ -203,27 +219,10 @@ def fast_p_greater(d: np.ndarray, zero_method: str = "wilcox", method: str = "au
     used, _ = resolve_method(d, method, zero_method)
     if used == "exact":
         return float(sps.wilcoxon(d, zero_method=zero_method, alternative="greater", method="exact").pvalue)
-    r, r_plus = _ranks_and_stat(d, zero_method)
-    zeros = d == 0
     if used == "permutation":
         return _permutation_p(d, zero_method)
-    # Normal approximation with the tie correction (and Pratt's zero adjustment), as scipy does.
-    if zero_method == "wilcox":
-        a = np.abs(d[~zeros])
-        count = len(a)
-        mn = count * (count + 1) * 0.25
-        se = count * (count + 1) * (2 * count + 1)
-    else:
-        a = np.abs(d) if zero_method == "zsplit" else np.abs(d[~zeros])
-        count = n
-        mn = count * (count + 1) * 0.25
-        se = count * (count + 1) * (2 * count + 1)
-        if zero_method == "pratt":
-            n0 = int(zeros.sum())
-            mn -= n0 * (n0 + 1) * 0.25
-            se -= n0 * (n0 + 1) * (2 * n0 + 1)
-    _, t = np.unique(a, return_counts=True)
-    se = math.sqrt((se - float(np.sum(t.astype(float) ** 3 - t)) / 2) / 24)
+    _, r_plus = _ranks_and_stat(d, zero_method)
+    mn, se = _normal_null(d, zero_method)
     if se == 0:
         return 1.0
     z = (r_plus - mn) / se
@@ -689,17 +688,7 @@ def _null_p(d: np.ndarray, pos: np.ndarray, zero_method: str, method: str, corre
         t_obs = t - (r[zeros].sum() / 2 if zero_method == "zsplit" else 0.0)
         lo = np.searchsorted(t_perm, t_obs - 1e-9 * np.maximum(1.0, np.abs(t_obs)), side="left")
         return (len(t_perm) - lo) / len(t_perm)
-    # normal approximation: mean and variance depend on |d| only (see fast_p_greater)
-    zeros = d == 0
-    a = np.abs(d[~zeros]) if zero_method == "wilcox" else (np.abs(d) if zero_method == "zsplit" else np.abs(d[~zeros]))
-    count = len(a) if zero_method == "wilcox" else len(d)
-    mn, se = count * (count + 1) * 0.25, count * (count + 1) * (2 * count + 1)
-    if zero_method == "pratt":
-        n0 = int(zeros.sum())
-        mn -= n0 * (n0 + 1) * 0.25
-        se -= n0 * (n0 + 1) * (2 * n0 + 1)
-    _, tie = np.unique(a, return_counts=True)
-    se = math.sqrt((se - float(np.sum(tie.astype(float) ** 3 - tie)) / 2) / 24)
+    mn, se = _normal_null(d, zero_method)  # depends on |d| only, so on no flip
     if se == 0:
         return np.ones(n_null)
     z = (t - mn) / se - (0.5 / se if correction else 0.0)
