@@ -310,7 +310,7 @@ def test_dry_run_estimates_without_calls(tmp_path):
     assert b.calls == 0 and est.calls == 2 * 3 * 4 and est.cached_calls == 0
     assert est.completion_tokens == 2 * 3 * 4 * 5 * 12
     assert est.cost_usd == pytest.approx((est.prompt_tokens * 1.0 + est.completion_tokens * 2.0) / 1e6)
-    est2 = judge(pt, ds, judge=b, mode="sample", dry_run=True, price_table={})
+    est2 = judge(pt, ds, judge=b, mode="sample", dry_run=True, price_table={}, cache=None)
     assert est2.cost_usd is None and "unknown" in est2.describe()
 
 
