@@ -22,32 +22,19 @@ from dhp.schema import DATASET_TASK, CONTROL, TASK_METRICS
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
 DEFAULT_PATH = "data/expert_weights.csv"
 
-#: Perturbations of each task (paper Table 1; `word_deletion` only for translation) plus our negative control.
-TASK_PERTURBATIONS: dict[str, tuple[str, ...]] = {
-    "summarization": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
-                      "sentence_reorder", "rewrite_insert", CONTROL),
-    "story_completion": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
-                         "random_ending", "wrong_ending", CONTROL),
-    "question_answering": ("char_deletion", "char_typo", "fictional_entities", "grammatical_errors",
-                           "random_answer", CONTROL),
-    "translation": ("char_deletion", "char_typo", "word_deletion", "fictional_entities",
-                    "grammatical_errors", CONTROL),
-}  # fmt: skip
+def task_perturbations() -> dict[str, tuple[str, ...]]:
+    """task -> the registered perturbations of that task (dhp.perturb.registry), control included."""
+    from dhp.perturb import registry
 
-#: Quality issue behind each perturbation, in plain words (shown in the survey).
-QUALITY_ISSUES: dict[str, str] = {
-    "char_deletion": "Some letters or digits are missing from words here and there.",
-    "char_typo": "The text contains typing mistakes (swapped, doubled or wrong keys).",
-    "word_deletion": "A run of consecutive words has been dropped from the text.",
-    "fictional_entities": "A key named entity (person, place, number, technical term) is replaced by an invented one.",
-    "grammatical_errors": "The text has grammar mistakes (agreement, tense, prepositions, fragments).",
-    "sentence_reorder": "The sentences are in a shuffled order.",
-    "rewrite_insert": "A sentence is rewritten or a new sentence is inserted that is not supported by the source.",
-    "random_ending": "The ending is a sentence taken from a different, unrelated story.",
-    "wrong_ending": "The ending contradicts the story (the dataset's implausible ending).",
-    "random_answer": "The answer is taken from a different question.",
-    CONTROL: "Nothing is changed (a control: no metric should be affected).",
-}
+    return {t: tuple(registry.task_perturbations(t)) for t in TASK_METRICS}
+
+
+def quality_issue(perturbation: str) -> str:
+    """The plain wording of a perturbation's quality issue, as shown in the survey."""
+    from dhp.perturb import registry
+
+    return registry.get(perturbation).quality_issue
+
 
 #: Short metric definitions in our own words (after Appendix A of the paper), shown in the survey.
 METRIC_DEFINITIONS: dict[str, dict[str, str]] = {
@@ -142,13 +129,28 @@ def weights_for(ew: pd.DataFrame, task: str, perturbation: str, metrics) -> np.n
     perturbation is missing.
     """
     g = ew[(ew["task"] == task) & (ew["perturbation"] == perturbation)]
-    if g.empty:
+    m = dict(zip(g["metric"], g["weight"])) if not g.empty else _registered_weights(task, perturbation)
+    if m is None:
         raise DHPError(
             f"No expert weights for task {task!r}, perturbation {perturbation!r}.",
-            "add rows for it to the expert-weights CSV (notebook 06 writes a complete file).",
+            "add rows for it to the expert-weights CSV (notebook 06 writes a complete file), or register the "
+            "perturbation with weights={task: {metric: votes}}.",
         )
-    m = dict(zip(g["metric"], g["weight"]))
     return np.array([m.get(x, 0.0) for x in metrics], dtype=float)
+
+
+def _registered_weights(task: str, perturbation: str) -> dict[str, float] | None:
+    """The registered perturbation's default votes for `task` as weights (None when it has none); no
+    votes at all means every metric of the task weighs the same."""
+    from dhp.perturb import registry
+
+    p = registry.PERTURBATIONS.get(perturbation)
+    if p is None or task not in p.weights:
+        return None
+    votes = {m: float(v) for m, v in p.weights[task].items()}
+    total = sum(votes.values())
+    metrics = TASK_METRICS[task]
+    return {m: votes.get(m, 0.0) / total for m in metrics} if total else {m: 1 / len(metrics) for m in metrics}
 
 
 def check_weights_cover(ew: pd.DataFrame, task: str, perturbations, metrics) -> None:
@@ -157,7 +159,7 @@ def check_weights_cover(ew: pd.DataFrame, task: str, perturbations, metrics) -> 
     if len(list(metrics)) <= 1:
         return
     have = set(zip(ew["task"], ew["perturbation"]))
-    missing = sorted(p for p in set(perturbations) if (task, p) not in have)
+    missing = sorted(p for p in set(perturbations) if (task, p) not in have and _registered_weights(task, p) is None)
     if missing:
         raise DHPError(f"The expert weights have no rows for task {task!r}, perturbation(s) {missing}; the "
                        "statistics would fail after every judge call was paid.",
@@ -219,39 +221,13 @@ def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = F
     return p
 
 
-#: The project's own default votes (10 imaginary voters per issue), reasoned from the metric definitions.
-#: NOT the paper's survey: the paper only shows its numbers in a figure.
-DEFAULT_VOTES: dict[str, dict[str, dict[str, int]]] = {
-    "summarization": {
-        "char_deletion": {"coherence": 1, "fluency": 8, "relevance": 1},
-        "char_typo": {"coherence": 1, "fluency": 9},
-        "fictional_entities": {"coherence": 1, "consistency": 8, "relevance": 1},
-        "grammatical_errors": {"coherence": 1, "fluency": 9},
-        "sentence_reorder": {"coherence": 9, "fluency": 1},
-        "rewrite_insert": {"coherence": 3, "consistency": 3, "relevance": 4},
-        CONTROL: {},
-    },
-    "story_completion": {
-        "char_deletion": {"coherence": 1, "fluency": 9},
-        "char_typo": {"fluency": 10},
-        "fictional_entities": {"coherence": 2, "consistency": 8},
-        "grammatical_errors": {"coherence": 1, "fluency": 9},
-        "random_ending": {"coherence": 5, "consistency": 5},
-        "wrong_ending": {"coherence": 4, "consistency": 6},
-        CONTROL: {},
-    },
-    "question_answering": {
-        p: ({"answer_quality": 10} if p != CONTROL else {}) for p in TASK_PERTURBATIONS["question_answering"]
-    },
-    "translation": {
-        "char_deletion": {"accuracy": 3, "fluency": 7},
-        "char_typo": {"accuracy": 2, "fluency": 8},
-        "word_deletion": {"accuracy": 8, "fluency": 2},
-        "fictional_entities": {"accuracy": 10},
-        "grammatical_errors": {"accuracy": 1, "fluency": 9},
-        CONTROL: {},
-    },
-}
+def default_votes() -> dict[str, dict[str, dict[str, int]]]:
+    """{task: {perturbation: {metric: votes}}} from the registered perturbations' ``weights`` (the
+    project's own default votes, NOT the paper's survey: the paper only shows its numbers in a figure)."""
+    from dhp.perturb import registry
+
+    return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in task_perturbations().items()}
+
 
 DEFAULT_LABEL = (
     "PROJECT DEFAULT MAPPING - not the paper's expert survey (the paper shows its numbers only in a "
@@ -260,9 +236,9 @@ DEFAULT_LABEL = (
 
 
 def coverage_gaps(ew: pd.DataFrame) -> list[tuple[str, str]]:
-    """(task, perturbation) pairs of TASK_PERTURBATIONS that the table does not cover."""
+    """(task, perturbation) pairs of the registered perturbations that the table does not cover."""
     have = set(zip(ew["task"], ew["perturbation"]))
-    return [(t, p) for t, ps in TASK_PERTURBATIONS.items() for p in ps if (t, p) not in have]
+    return [(t, p) for t, ps in task_perturbations().items() for p in ps if (t, p) not in have]
 
 
 def save_survey(votes: dict, run_dir: str, output_path=None, replace_default: bool = False,

@@ -55,13 +55,13 @@ def test_prompt_follows_the_auto_cot_structure():
 
 
 def test_every_llm_method_and_severity_has_a_prompt():
-    from dhp.perturb.registry import LLM_METHODS, TASK_METHODS
+    from dhp.perturb.registry import PERTURBATIONS, llm_methods
 
-    for task, methods in TASK_METHODS.items():
-        for p, sevs in methods:
-            if p in LLM_METHODS:
-                for s in sevs:
-                    assert "Revised" in build_prompt(p, s, task, "Some text.")
+    assert llm_methods() >= {"fictional_entities", "grammatical_errors", "rewrite_insert"}
+    for p in llm_methods():
+        for task, sevs in PERTURBATIONS[p].tasks.items():
+            for s in sevs:
+                assert "Revised" in build_prompt(p, s, task, "Some text.")
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 from dhp.errors import DHPError
 from dhp.schema import TASK_METRICS
 from dhp.weights import (
-    DEFAULT_VOTES,
-    TASK_PERTURBATIONS,
+    default_votes,
+    task_perturbations,
     coverage_gaps,
     load_expert_weights,
     validate_expert_weights,
@@ -28,7 +28,7 @@ def test_shipped_default_is_complete_valid_and_labelled_as_ours():
 
 def test_shipped_default_matches_default_votes():
     ew = load_expert_weights()
-    expected = weights_from_votes(DEFAULT_VOTES)
+    expected = weights_from_votes(default_votes())
     pd.testing.assert_frame_equal(ew, expected, check_dtype=False)
 
 
@@ -68,14 +68,27 @@ def test_validation_errors(mutate, match):
         validate_expert_weights(mutate(_good()))
 
 
-def test_missing_perturbation_weights_are_an_error():
-    with pytest.raises(DHPError, match="No expert weights"):
-        weights_for(validate_expert_weights(_good()), "translation", "word_deletion", ["accuracy", "fluency"])
+def test_missing_weights_fall_back_to_registered_votes_or_fail():
+    from dhp.perturb.registry import PERTURBATIONS, perturbation
+
+    ew = validate_expert_weights(_good())  # has no translation rows
+    # A built-in perturbation the file lacks gets its registered default votes (accuracy 8, fluency 2).
+    assert weights_for(ew, "translation", "word_deletion", ["accuracy", "fluency"]).tolist() == [0.8, 0.2]
+
+    @perturbation("no_votes_here", level="word", tasks={"translation": ("single",)})
+    def _noop(text, ctx):
+        return text + "!", "added a mark"
+
+    try:
+        with pytest.raises(DHPError, match="No expert weights"):
+            weights_for(ew, "translation", "no_votes_here", ["accuracy", "fluency"])
+    finally:
+        PERTURBATIONS.pop("no_votes_here")
 
 
 def test_write_roundtrip_and_no_silent_overwrite(tmp_path):
     out = tmp_path / "ew.csv"
-    ew = weights_from_votes(DEFAULT_VOTES)
+    ew = weights_from_votes(default_votes())
     write_expert_weights(ew, out, "test votes")
     pd.testing.assert_frame_equal(load_expert_weights(out), ew, check_dtype=False)
     with pytest.raises(DHPError, match="already exists"):
@@ -88,4 +101,4 @@ def test_missing_file_names_the_fix(tmp_path):
 
 
 def test_perturbation_lists_cover_every_task():
-    assert set(TASK_PERTURBATIONS) == set(TASK_METRICS)
+    assert set(task_perturbations()) == set(TASK_METRICS)

@@ -16,17 +16,18 @@ import random
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.perturb import entities, grammar, paraphrase, rules
+from dhp.perturb import builtin  # noqa: F401  (registers the paper's perturbations)
 from dhp.perturb.display import diff_html, examples_html
 from dhp.perturb.llm import LLMJob, llm_perturb_many
-from dhp.perturb.registry import LLM_METHODS, Method, methods_for, methods_table, task_of
+from dhp.perturb.registry import (PERTURBATIONS, Context, Perturbation, get, llm_methods, methods_for,
+                                  methods_table, perturbation, register, task_of)
 from dhp.perturb.rules import Skip, stable_seed
 from dhp.perturb.verify import audit, verify
 from dhp.schema import ORIGINAL, CONTROL
 
 __all__ = [
     "COLUMNS", "perturb", "audit", "verify", "methods_table", "diff_html", "examples_html",
-    "row_seed", "resolve_perturber",
+    "row_seed", "resolve_perturber", "perturbation", "register", "Perturbation", "Context", "PERTURBATIONS",
 ]
 
 COLUMNS = [
@@ -70,38 +71,6 @@ def resolve_perturber(perturber):
     identity = getattr(backend, "identity", None) or type(backend).__name__
     # Drop "@<base_url>": a local server's random port must not change the table between runs.
     return backend, f"llm:{identity.split('@')[0]}"
-
-
-def _rule(m: Method, text: str, rng: random.Random, fake, item: dict, pool: dict[str, str],
-          seed: int) -> tuple[str, str]:
-    p, sev = m.perturbation, m.severity
-    if p == "char_deletion":
-        return rules.char_deletion(text, int(m.k), rng)
-    if p == "char_typo":
-        return rules.char_typo(text, int(m.k), rng)
-    if p == "word_deletion":
-        return rules.word_deletion(text, int(m.k), rng)
-    if p == "sentence_reorder":
-        return rules.sentence_reorder(text, sev, rng)
-    if p == "fictional_entities":
-        return entities.fictional_entities(text, sev, rng, fake)
-    if p == "grammatical_errors":
-        return grammar.grammatical_errors(text, sev, rng)
-    if p == "rewrite_insert":
-        return paraphrase.rewrite_insert(text, sev, rng)
-    if p in ("random_ending", "random_answer"):
-        donor = rules.pick_donor(item["item_id"], text, pool, "donor", seed, item["dataset"], p)
-        return pool[donor], f"replaced with the reference of item {donor}"
-    if p == "wrong_ending":
-        wrong = (item.get("wrong_ending") or "").strip()
-        if not wrong:
-            raise Skip("the dataset has no wrong ending for this item")
-        if wrong == text.strip():
-            raise Skip("the wrong ending equals the right ending")
-        return wrong, "replaced with the dataset's wrong ending"
-    if p == CONTROL:
-        return rules.control_format(text)
-    raise DHPError(f"Unknown perturbation {p!r}.", "use a name from dhp.perturb.methods_table().")
 
 
 def _dataset_tasks(dataset_df: pd.DataFrame) -> dict[str, str]:
@@ -174,10 +143,7 @@ def perturb(
     tasks = _dataset_tasks(dataset_df)
     plans = {ds: methods_for(ds, perturbations, tasks.get(ds)) for ds in datasets}  # validates names first
     backend, llm_label = resolve_perturber(perturber)
-
-    from faker import Faker
-
-    fake = Faker("en_US")  # reseeded per row with seed_instance (its own RNG, not global random)
+    llm = llm_methods()
 
     items = dataset_df.to_dict("records")
     pools = {
@@ -204,7 +170,7 @@ def perturb(
                          "status": "skipped" if empty else "ok",
                          "reason": "empty reference text" if empty else ""})
             for m in plans[ds]:
-                use_llm = backend is not None and m.perturbation in LLM_METHODS
+                use_llm = backend is not None and m.perturbation in llm
                 row = {**base, "perturbation": m.perturbation, "level": m.level,
                        "severity": m.severity, "method": llm_label if use_llm else "rule",
                        "text": None, "edits": "", "status": "skipped", "reason": ""}
@@ -215,8 +181,9 @@ def perturb(
                     llm_rows.append((row, LLMJob(m.perturbation, m.severity, task, text, rs)))
                 else:
                     try:
-                        new, edits = _rule(m, text, random.Random(rs), fake, {**item, "item_id": item_id},
-                                           pools[ds], seed)
+                        ctx = Context(m.severity, m.k, random.Random(rs), {**item, "item_id": item_id},
+                                      pools[ds], seed)
+                        new, edits = PERTURBATIONS[m.perturbation].apply(text, ctx)
                         row.update(text=new, edits=edits, status="ok")
                     except Skip as s:
                         row["reason"] = s.reason

@@ -24,13 +24,6 @@ PROMPT_UNITS = {
     "translation": ("translation", "a source text"),
 }
 
-# Output length relative to the input (characters): an edit keeps the length roughly; a
-# rewrite-insert adds at least a short sentence and at most doubles the text once per sentence.
-LENGTH_BOUNDS = {
-    "fictional_entities": (0.6, 1.6),
-    "grammatical_errors": (0.6, 1.4),
-    "rewrite_insert": (1.05, 3.0),
-}
 _META = re.compile(
     r"^\s*(here is|here's|here are|sure\b|certainly|okay\b|ok\b|of course|i have|i've|i replaced|"
     r"i changed|i introduced|as an ai|the revised|note:|explanation)",
@@ -40,8 +33,18 @@ _ECHO = re.compile(r"adjustment( steps)?\s*:|\{\{|revised (summary|story ending|
                    r"|^\s*\d\.\s+(find|pick|read|choose)", re.IGNORECASE | re.MULTILINE)
 
 
-@lru_cache(maxsize=None)
 def prompt_template(perturbation: str, severity: str) -> str:
+    """The registered inline template of this severity, else dhp/prompts/perturb/<name>_<severity>.txt."""
+    from dhp.perturb.registry import get
+
+    inline = get(perturbation).llm
+    if isinstance(inline, dict) and severity in inline:
+        return inline[severity]
+    return _prompt_file(perturbation, severity)
+
+
+@lru_cache(maxsize=None)
+def _prompt_file(perturbation: str, severity: str) -> str:
     path = PROMPT_DIR / f"{perturbation}_{severity}.txt"
     if not path.exists():
         raise DHPError(
@@ -88,7 +91,10 @@ def validate(perturbation: str, original: str, output: str) -> str | None:
         return "empty output"
     if _norm(output) == _norm(original):
         return "output identical to the input"
-    lo, hi = LENGTH_BOUNDS[perturbation]
+    from dhp.perturb.registry import get
+
+    # An edit keeps the length roughly; a rewrite-insert adds sentences (Perturbation.llm_length).
+    lo, hi = get(perturbation).llm_length
     ratio = len(output) / max(1, len(original))
     if not lo <= ratio <= hi:
         return f"length ratio {ratio:.2f} outside [{lo}, {hi}]"

@@ -1,98 +1,155 @@
-"""The perturbation methods of the DHP paper (Table 2), as data: which task gets which method,
-at which level and severities, and the per-dataset k values.
+"""The perturbation registry: one registered :class:`Perturbation` per method, holding everything about it
+(level, severities per task, k per dataset, rule function, verifier, optional LLM prompts, expert-weight
+defaults, survey wording). Adding a perturbation means registering one object — in
+``dhp/perturb/builtin.py`` for the shipped ones, or in a notebook cell for your own::
 
-This module is the single place where k values live; everything else reads them from here.
+    from dhp.perturb import perturbation
+
+    @perturbation("shout", level="character", tasks={"summarization": ("single",)},
+                  description="upper-case every letter", weights={"summarization": {"fluency": 1}},
+                  verify=lambda reference, text, ctx: text == reference.upper())
+    def shout(text, ctx):
+        return text.upper(), "upper-cased every letter"
+
+Rows of the perturbed table come out in registration order, so the built-ins follow the paper's Table 2.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Mapping
 
 from dhp.errors import DHPError
-from dhp.schema import DATASET_TASK, CONTROL
+from dhp.schema import DATASET_TASK
 
-# Methods that the paper ran with an LLM (GPT-4-Turbo). With perturber="rule" they use the
-# rule-based counterparts in entities.py / grammar.py / paraphrase.py.
-LLM_METHODS = frozenset({"fictional_entities", "grammatical_errors", "rewrite_insert"})
-
-# perturbation -> (level, what it does). Order here is the order of rows in the output table.
-DESCRIPTIONS: dict[str, tuple[str, str]] = {
-    "char_deletion": ("character", "delete k random alphanumeric characters"),
-    "char_typo": ("character", "add k typographical errors with the `typo` package"),
-    "word_deletion": ("word", "delete k contiguous words"),
-    "fictional_entities": ("word", "replace named entities / numbers / terms with fictional ones"),
-    "grammatical_errors": ("word", "introduce grammatical errors (agreement, tense, article, ...)"),
-    "sentence_reorder": ("sentence", "shuffle k sentences (k=2 minor, all major); never the original order"),
-    "rewrite_insert": ("sentence", "rephrase sentence(s) and insert each rewrite right after its original"),
-    "random_ending": ("sentence", "replace the ending with the ending of another story"),
-    "wrong_ending": ("sentence", "replace the ending with the dataset's wrong ending"),
-    "random_answer": ("sentence", "replace the answer with the answer to another question"),
-    CONTROL: ("none", "negative control: the same words, one sentence per line, scored by its own call"),
-}
-
+LEVELS = ("character", "word", "sentence", "none")
 MINOR_MAJOR = ("minor", "major")
 SINGLE = ("single",)
 
-# task -> [(perturbation, severities)] (paper Table 2; the negative control added for the statistics).
-TASK_METHODS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
-    "summarization": [
-        ("char_deletion", MINOR_MAJOR),
-        ("char_typo", MINOR_MAJOR),
-        ("fictional_entities", MINOR_MAJOR),
-        ("grammatical_errors", MINOR_MAJOR),
-        ("sentence_reorder", MINOR_MAJOR),
-        ("rewrite_insert", MINOR_MAJOR),
-        (CONTROL, SINGLE),
-    ],
-    "story_completion": [
-        ("char_deletion", SINGLE),
-        ("char_typo", SINGLE),
-        ("fictional_entities", SINGLE),
-        ("grammatical_errors", SINGLE),
-        ("random_ending", SINGLE),
-        ("wrong_ending", SINGLE),
-        (CONTROL, SINGLE),
-    ],
-    "question_answering": [
-        ("char_deletion", MINOR_MAJOR),
-        ("char_typo", MINOR_MAJOR),
-        ("fictional_entities", MINOR_MAJOR),
-        ("grammatical_errors", MINOR_MAJOR),
-        ("random_answer", SINGLE),
-        (CONTROL, SINGLE),
-    ],
-    "translation": [
-        ("char_deletion", MINOR_MAJOR),
-        ("char_typo", MINOR_MAJOR),
-        ("word_deletion", MINOR_MAJOR),
-        ("fictional_entities", MINOR_MAJOR),
-        ("grammatical_errors", MINOR_MAJOR),
-        (CONTROL, SINGLE),
-    ],
+# Your own dataset (dhp.data.load_custom) gets the k values of the paper's dataset of the same task.
+TASK_DEFAULT_K_SOURCE = {
+    "summarization": "summeval",
+    "story_completion": "storycloze",
+    "question_answering": "pubmedqa",
+    "translation": "wmt22_zh_en",
 }
 
-_CHAR_10_50 = {"minor": 10, "major": 50}
-_CHAR_20_100 = {"minor": 20, "major": 100}
-_CHAR_5_25 = {"minor": 5, "major": 25}
 
-# dataset -> perturbation -> severity -> k (paper Table 2). "all" = every sentence.
-K_TABLE: dict[str, dict[str, dict[str, int | str]]] = {
-    "summeval": {
-        "char_deletion": _CHAR_10_50,
-        "char_typo": _CHAR_10_50,
-        "sentence_reorder": {"minor": 2, "major": "all"},
-    },
-    "sumpubmed": {
-        "char_deletion": _CHAR_20_100,
-        "char_typo": _CHAR_20_100,
-        "sentence_reorder": {"minor": 2, "major": "all"},
-    },
-    "storycloze": {"char_deletion": {"single": 5}, "char_typo": {"single": 5}},
-    "answer_equivalence": {"char_deletion": _CHAR_5_25, "char_typo": _CHAR_5_25},
-    "pubmedqa": {"char_deletion": _CHAR_5_25, "char_typo": _CHAR_5_25},
-    "wmt22_de_en": {"char_deletion": _CHAR_10_50, "char_typo": _CHAR_10_50, "word_deletion": _CHAR_5_25},
-    "wmt22_zh_en": {"char_deletion": _CHAR_10_50, "char_typo": _CHAR_10_50, "word_deletion": _CHAR_5_25},
-}
+@dataclass
+class Context:
+    """What a rule function or verifier may use besides the text itself.
+
+    severity, k: the row's severity and count (k None for methods without a count); rng: a
+    ``random.Random`` seeded for this row (None in verifiers); item: the dataset row (item_id, dataset,
+    wrong_ending, ...); pool: item_id -> reference of every item of the same dataset; seed: the run seed.
+    """
+
+    severity: str
+    k: int | str | None = None
+    rng: random.Random | None = None
+    item: Mapping = field(default_factory=dict)
+    pool: Mapping[str, str] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def fake(self):
+        """A shared Faker; seed it from ``ctx.rng`` with ``seed_instance`` before use (its own generator,
+        so global random stays untouched)."""
+        return _faker()
+
+
+@lru_cache(maxsize=1)
+def _faker():
+    from faker import Faker
+
+    return Faker("en_US")
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """One perturbation method.
+
+    apply(text, ctx) -> (new_text, edits) or raises ``dhp.perturb.rules.Skip(reason)``;
+    verify(reference, text, ctx) -> bool: did an ok row do what the method promises (``check`` says
+    what, in words); tasks: task -> severities it runs at; k: dataset -> severity -> count;
+    llm: True when LLM prompts exist in dhp/prompts/perturb/<name>_<severity>.txt, or a mapping
+    severity -> prompt template (placeholders {{UNIT}}, {{UNIT_TITLE}}, {{CONTEXT}}, {{TEXT}});
+    llm_length: accepted output/input length ratio of an LLM rewrite; weights: task -> metric -> votes,
+    the expert-weight default used when the weights file has no row for it; quality_issue: the plain
+    wording shown in the expert survey.
+    """
+
+    name: str
+    level: str
+    description: str
+    apply: Callable
+    tasks: Mapping[str, tuple[str, ...]]
+    verify: Callable | None = None
+    check: str = ""
+    k: Mapping[str, Mapping[str, int | str]] = field(default_factory=dict)
+    llm: bool | Mapping[str, str] = False
+    llm_length: tuple[float, float] = (0.6, 1.6)
+    weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    quality_issue: str = ""
+
+
+PERTURBATIONS: dict[str, Perturbation] = {}
+
+
+def register(p: Perturbation, replace: bool = False) -> Perturbation:
+    """Add `p` to the registry (``replace=True`` to redefine a name, e.g. when a notebook cell reruns)."""
+    if not p.name or not p.name.replace("_", "").isalnum() or p.name == "original":
+        raise DHPError(f"Bad perturbation name {p.name!r}.", "use letters, digits and underscores, not 'original'.")
+    if p.level not in LEVELS:
+        raise DHPError(f"Perturbation {p.name!r} has unknown level {p.level!r}.", f"use one of {LEVELS}.")
+    from dhp.schema import TASK_METRICS
+
+    bad = sorted(set(p.tasks) - set(TASK_METRICS))
+    if not p.tasks or bad:
+        raise DHPError(f"Perturbation {p.name!r} names no task or unknown task(s) {bad}.",
+                       f"give tasks={{task: severities}} with tasks from {sorted(TASK_METRICS)}.")
+    if p.name in PERTURBATIONS and not replace:
+        raise DHPError(f"A perturbation named {p.name!r} is already registered.",
+                       "choose another name, or pass replace=True to redefine it.")
+    PERTURBATIONS[p.name] = p
+    return p
+
+
+def perturbation(name: str, *, level: str, tasks: Mapping[str, tuple[str, ...]], description: str = "",
+                 replace: bool = True, **fields) -> Callable:
+    """Decorator form of :func:`register`: the decorated function is the rule (``apply``)."""
+
+    def wrap(fn: Callable) -> Callable:
+        register(Perturbation(name=name, level=level, description=description or (fn.__doc__ or "").strip(),
+                              apply=fn, tasks={t: tuple(s) for t, s in tasks.items()}, **fields), replace=replace)
+        return fn
+
+    return wrap
+
+
+def get(name: str) -> Perturbation:
+    if name == "placebo":
+        raise DHPError("The identical-text 'placebo' was replaced by the negative control 'control' (an "
+                       "identical text reuses the original's cached judge answer, so it measured nothing).",
+                       "use perturbations=['control'].")
+    try:
+        return PERTURBATIONS[name]
+    except KeyError:
+        raise DHPError(f"Unknown perturbation {name!r}.", f"use one of {sorted(PERTURBATIONS)} "
+                       "or register your own with dhp.perturb.perturbation.") from None
+
+
+def task_perturbations(task: str) -> list[str]:
+    """The registered perturbations defined for `task`, in registration order."""
+    return [n for n, p in PERTURBATIONS.items() if task in p.tasks]
+
+
+def llm_methods() -> frozenset[str]:
+    """Perturbations that have an LLM variant (the paper ran them with GPT-4-Turbo)."""
+    return frozenset(n for n, p in PERTURBATIONS.items() if p.llm)
+
 
 @dataclass(frozen=True)
 class Method:
@@ -108,18 +165,16 @@ def task_of(dataset: str) -> str:
     try:
         return DATASET_TASK[dataset]
     except KeyError:
-        raise DHPError(
-            f"Unknown dataset {dataset!r}.", f"use one of {sorted(DATASET_TASK)}."
-        ) from None
+        raise DHPError(f"Unknown dataset {dataset!r}.", f"use one of {sorted(DATASET_TASK)}.") from None
 
 
-# Your own dataset (dhp.data.load_custom) gets the k values of the paper's dataset of the same task.
-TASK_DEFAULT_K_SOURCE = {
-    "summarization": "summeval",
-    "story_completion": "storycloze",
-    "question_answering": "pubmedqa",
-    "translation": "wmt22_zh_en",
-}
+def k_for(dataset: str, task: str | None, perturbation: str, severity: str) -> int | str | None:
+    """The k of one (dataset, perturbation, severity); datasets of your own use their task's default."""
+    p = PERTURBATIONS.get(perturbation)
+    if p is None:
+        return None
+    source = dataset if dataset in p.k else TASK_DEFAULT_K_SOURCE.get(task or DATASET_TASK.get(dataset, ""), "")
+    return p.k.get(source, {}).get(severity)
 
 
 def methods_for(dataset: str, perturbations: list[str] | None = None, task: str | None = None) -> list[Method]:
@@ -128,68 +183,34 @@ def methods_for(dataset: str, perturbations: list[str] | None = None, task: str 
     `task` is needed only for a dataset of your own (not one of the paper's); its k values are those
     of the paper's dataset of the same task (`TASK_DEFAULT_K_SOURCE`).
     Raises DHPError for an unknown dataset without a task, an unknown task or perturbation name, or
-    a perturbation that the paper does not define for this dataset's task.
+    a perturbation that is not defined for this dataset's task.
     """
     if dataset in DATASET_TASK or task is None:
         task = task_of(dataset)
-    elif task not in TASK_METHODS:
-        raise DHPError(f"Unknown task {task!r} for dataset {dataset!r}.", f"use one of {sorted(TASK_METHODS)}.")
-    k_source = dataset if dataset in K_TABLE else TASK_DEFAULT_K_SOURCE[task]
-    table = TASK_METHODS[task]
-    available = [p for p, _ in table]
+    elif task not in TASK_DEFAULT_K_SOURCE:
+        raise DHPError(f"Unknown task {task!r} for dataset {dataset!r}.", f"use one of {sorted(TASK_DEFAULT_K_SOURCE)}.")
+    available = task_perturbations(task)
     if perturbations is not None:
-        wanted = list(dict.fromkeys(perturbations))
-        for p in wanted:
-            if p == "placebo":
-                raise DHPError("The identical-text 'placebo' was replaced by the negative control 'control' "
-                               "(an identical text reuses the original's cached judge answer, so it measured "
-                               "nothing).", "use perturbations=['control'].")
-            if p not in DESCRIPTIONS:
-                raise DHPError(
-                    f"Unknown perturbation {p!r}.", f"use one of {sorted(DESCRIPTIONS)}."
-                )
-            if p not in available:
-                raise DHPError(
-                    f"Perturbation {p!r} is not defined for dataset {dataset!r} (task {task}).",
-                    f"use one of {available} for this dataset.",
-                )
-    out = []
-    for p, severities in table:
-        if perturbations is not None and p not in perturbations:
-            continue
-        for sev in severities:
-            k = K_TABLE.get(k_source, {}).get(p, {}).get(sev)
-            out.append(Method(p, DESCRIPTIONS[p][0], sev, k))
-    return out
-
-
-def k_for(dataset: str, task: str | None, perturbation: str, severity: str) -> int | str | None:
-    """The k of one (dataset, perturbation, severity); datasets of your own use their task's default."""
-    source = dataset if dataset in K_TABLE else TASK_DEFAULT_K_SOURCE.get(task or "", "")
-    return K_TABLE.get(source, {}).get(perturbation, {}).get(severity)
+        for name in dict.fromkeys(perturbations):
+            get(name)
+            if name not in available:
+                raise DHPError(f"Perturbation {name!r} is not defined for dataset {dataset!r} (task {task}).",
+                               f"use one of {available} for this dataset.")
+    return [Method(n, PERTURBATIONS[n].level, sev, k_for(dataset, task, n, sev))
+            for n in available if perturbations is None or n in perturbations
+            for sev in PERTURBATIONS[n].tasks[task]]
 
 
 def methods_table(dataset: str | None = None):
     """Table 2 as a tidy DataFrame.
 
     Columns: dataset, task, perturbation, level, severity, k (int, "all" or None),
-    llm_method (bool: the paper used an LLM for it), description.
+    llm_method (bool: an LLM variant exists), description.
     """
     import pandas as pd
 
-    rows = []
-    for ds in [dataset] if dataset else sorted(DATASET_TASK):
-        for m in methods_for(ds):
-            rows.append(
-                {
-                    "dataset": ds,
-                    "task": task_of(ds),
-                    "perturbation": m.perturbation,
-                    "level": m.level,
-                    "severity": m.severity,
-                    "k": m.k,
-                    "llm_method": m.perturbation in LLM_METHODS,
-                    "description": DESCRIPTIONS[m.perturbation][1],
-                }
-            )
+    rows = [{"dataset": ds, "task": task_of(ds), "perturbation": m.perturbation, "level": m.level,
+             "severity": m.severity, "k": m.k, "llm_method": bool(PERTURBATIONS[m.perturbation].llm),
+             "description": PERTURBATIONS[m.perturbation].description}
+            for ds in ([dataset] if dataset else sorted(DATASET_TASK)) for m in methods_for(ds)]
     return pd.DataFrame(rows)

@@ -6,70 +6,43 @@ import statistics
 
 import pandas as pd
 
-from dhp.perturb import entities, grammar, paraphrase, rules
-from dhp.perturb.registry import k_for
+from dhp.perturb import rules
+from dhp.perturb.registry import PERTURBATIONS, Context, k_for
 
 AUDIT_COLUMNS = [
     "dataset", "perturbation", "level", "severity", "method", "k", "n_rows", "n_ok", "n_skipped",
     "n_failed", "n_verified", "pct_verified", "mean_edit_distance", "median_edit_distance", "check",
 ]
 
-CHECKS = {
-    "original": "text equals the reference",
-    "control": "differs from the reference in white space only (one sentence per line)",
-    "char_deletion": "exactly k alphanumeric chars removed, nothing else changed",
-    "char_typo": "optimal-string-alignment distance to the reference is exactly k",
-    "word_deletion": "words = reference words minus one run of exactly k",
-    "sentence_reorder": "same sentences and separators; minor: exactly 2 moved, major: >= 2 moved",
-    "rewrite_insert": "reference kept; minor 1 / major >= 2 new sentences inserted after sentence ends",
-    "fictional_entities": "only detected entities changed, consistently; minor/single 1, major >= 2",
-    "grammatical_errors": "minor/single: exactly 1 changed word region; major: >= 2",
-    "random_ending": "text is another item's reference",
-    "random_answer": "text is another item's reference",
-    "wrong_ending": "text is the dataset's wrong ending",
-    "llm": "passes the LLM output validators (changed, sane length, no meta text)",
-}
+LLM_CHECK = "passes the LLM output validators (changed, sane length, no meta text)"
 
 
 def verify_row(row, reference: str, references: dict[str, str], wrong_ending: str = "") -> bool:
-    """True when an ok row's text is what its perturbation/severity promises (see CHECKS)."""
-    p, sev, text = row["perturbation"], row["severity"], row["text"]
+    """True when an ok row's text is what its perturbation/severity promises (the registered verifier)."""
+    p, text = row["perturbation"], row["text"]
     if text is None:
         return False
     if p == "original":
         return text == reference
-    if p == "control":
-        return rules.is_control(reference, text)
     if str(row["method"]).startswith("llm:"):
         from dhp.perturb.llm import validate
 
         return validate(p, reference, text) is None
-    k = k_for(row["dataset"], row.get("task"), p, sev)
-    if p == "char_deletion":
-        return rules.is_char_deletion(reference, text, k)
-    if p == "char_typo":
-        return rules.edit_distance(reference, text, transpositions=True) == k
-    if p == "word_deletion":
-        return rules.is_word_deletion(reference, text, k)
-    if p == "sentence_reorder":
-        moved = rules.reorder_displacement(reference, text)
-        return moved is not None and (moved == 2 if sev == "minor" else moved >= 2)
-    if p == "rewrite_insert":
-        got = paraphrase.inserted_rewrites(reference, text)
-        return got is not None and (len(got) == 1 if sev == "minor" else len(got) >= 2)
-    if p == "fictional_entities":
-        n = entities.n_entities_changed(reference, text)
-        return n is not None and (n >= 2 if sev == "major" else n == 1)
-    if p == "grammatical_errors":
-        n = grammar.changed_blocks(reference, text)
-        return n >= 2 if sev == "major" else n == 1
-    if p in ("random_ending", "random_answer"):
-        return text != reference and any(
-            t == text for i, t in references.items() if i != row["item_id"]
-        )
-    if p == "wrong_ending":
-        return bool(wrong_ending) and text == wrong_ending and text != reference
-    return False
+    method = PERTURBATIONS.get(p)
+    if method is None or method.verify is None:
+        return False
+    ctx = Context(row["severity"], k_for(row["dataset"], row.get("task"), p, row["severity"]),
+                  item={"item_id": str(row["item_id"]), "dataset": row["dataset"], "wrong_ending": wrong_ending},
+                  pool=references)
+    return bool(method.verify(reference, text, ctx))
+
+
+def _check(perturbation: str, method: str) -> str:
+    if str(method).startswith("llm:"):
+        return LLM_CHECK
+    if perturbation == "original":
+        return "text equals the reference"
+    return PERTURBATIONS[perturbation].check if perturbation in PERTURBATIONS else ""
 
 
 def verify(perturbed: pd.DataFrame, dataset: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -119,7 +92,7 @@ def audit(perturbed: pd.DataFrame, dataset: pd.DataFrame | None = None) -> pd.Da
       (NaN when n_ok is 0);
     - mean_edit_distance, median_edit_distance: character Levenshtein distance between the
       reference and the ok texts;
-    - check: what "verified" means for this method (see CHECKS).
+    - check: what "verified" means for this method (the registered Perturbation.check).
     """
     v = verify(perturbed, dataset)
     rows = []
@@ -141,7 +114,7 @@ def audit(perturbed: pd.DataFrame, dataset: pd.DataFrame | None = None) -> pd.Da
                 "pct_verified": 100.0 * ok["verified"].sum() / len(ok) if len(ok) else float("nan"),
                 "mean_edit_distance": statistics.fmean(d) if d else float("nan"),
                 "median_edit_distance": float(statistics.median(d)) if d else float("nan"),
-                "check": CHECKS["llm"] if str(method).startswith("llm:") else CHECKS.get(p, ""),
+                "check": _check(p, method),
             }
         )
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
