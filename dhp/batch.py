@@ -93,21 +93,9 @@ class ImportReport:
         return s
 
 
-def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) -> ImportReport:
-    """Load an OpenAI Batch output file into ``cache`` for the pending calls of ``run`` (see module
-    docstring). Raises DHPError naming the lines when any line is foreign or corrupt; then nothing is
-    stored."""
-    from dhp.cache import CachedCall, open_cache
-    from dhp.io import resolve
-
-    path = resolve(results)
-    if not path.is_file():
-        raise DHPError(f"Batch results file {path} not found.", "pass the output file of the batch job.")
-    found = _pending(run)
-    if found is None:
-        return ImportReport(0, [], 0)
-    backend = found.backend
-    by_id = {c.keys[0]: c for c in found.calls}
+def _read_results(path: Path, backend, by_id: dict) -> tuple[list[str], list, list[tuple[int, str]]]:
+    """Check every line of a batch output file: (problems — foreign or corrupt lines, which reject the
+    whole file —, answers as (call, parsed result), errors — lines the batch itself failed)."""
     problems: list[str] = []
     answers: list[tuple[Call, Any]] = []
     errors: list[tuple[int, str]] = []
@@ -140,6 +128,24 @@ def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) ->
             problems.append(f"line {no}: {len(texts)} replies where {len(call.keys)} were asked for")
             continue
         answers.append((call, res))
+    return problems, answers, errors
+
+
+def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) -> ImportReport:
+    """Load an OpenAI Batch output file into ``cache`` for the pending calls of ``run`` (see module
+    docstring). Raises DHPError naming the lines when any line is foreign or corrupt; then nothing is
+    stored."""
+    from dhp.cache import CachedCall, open_cache
+    from dhp.io import resolve
+
+    path = resolve(results)
+    if not path.is_file():
+        raise DHPError(f"Batch results file {path} not found.", "pass the output file of the batch job.")
+    found = _pending(run)
+    if found is None:
+        return ImportReport(0, [], 0)
+    backend = found.backend
+    problems, answers, errors = _read_results(path, backend, {c.keys[0]: c for c in found.calls})
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise DHPError(f"{path} was not imported: {shown}.",
@@ -172,11 +178,9 @@ def answer_file(calls_path: str | os.PathLike, out: str | os.PathLike, base_url:
     file order, writing the OpenAI Batch output format (what ``vllm run-batch`` and OpenAI's Batch API
     write). For local servers and tests; a key, if the server needs one, is read from OPENAI_API_KEY and
     only sent to https or loopback URLs. Returns the number of lines written."""
-    import httpx
-
-    from dhp.backends import OpenAIBackend  # noqa: F401 - same key rules as live calls
-
     from urllib.parse import urlparse
+
+    import httpx
 
     host = urlparse(base_url).hostname or ""
     key = os.environ.get("OPENAI_API_KEY", "")

@@ -67,7 +67,7 @@ class Estimate:
     cost_usd: float | None  # None: no price known for this model; 0.0 for local backends
 
     def describe(self, what: str = "calls") -> str:
-        cost = "unknown (add the model to data/judge_prices.yaml)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        cost = "unknown (add the model to dhp/resources/judge_prices.yaml)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
         return (f"[{what}] {self.identity}: {self.calls} calls to make ({self.cached_calls} cached), "
                 f"~{self.prompt_tokens:,} prompt + <= {self.completion_tokens:,} completion tokens, "
                 f"est. cost {cost}")
@@ -145,14 +145,14 @@ def pending(calls: Iterable[Call], store: Cache) -> list[Call]:
 
 def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> dict[str, dict[str, float]]:
     """Prices in USD per 1M tokens: {model: {"input": x, "output": y}}. ``None`` reads
-    ``data/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
+    ``dhp/resources/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
     import pandas as pd
 
-    from dhp.io import resolve
+    from dhp.io import resolve, resource
 
     if isinstance(price_table, dict):
         return price_table
-    path = resolve(price_table) if price_table is not None else resolve("data/judge_prices.yaml")
+    path = resolve(price_table) if price_table is not None else resource("judge_prices.yaml")
     if not path.exists():
         if price_table is None:
             return {}

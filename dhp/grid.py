@@ -30,7 +30,7 @@ import yaml
 from dhp.errors import DHPError
 from dhp.io import project_root, resolve, write_csv
 from dhp.schema import DATASET_TASK
-from dhp.stats import COMBINES
+from dhp.analysis.discernment import COMBINES
 
 KNOWN_MODES = ("logprobs", "likelihood", "sample")
 
@@ -44,7 +44,7 @@ SCHEMA: dict[str, tuple[tuple, str]] = {
     "seed": ((int,), "seed for sampling, perturbation, judging and bootstrap"),
     "n_boot": ((int,), "bootstrap resamples in notebook 03 (0 = none)"),
     "combine": ((str,), f"metric combination, one of {list(COMBINES)}"),
-    "expert_weights": ((str, type(None)), "expert-weights CSV (null = data/expert_weights.csv)"),
+    "expert_weights": ((str, type(None)), "expert-weights CSV (null = dhp/resources/expert_weights.csv)"),
     "data_dir": ((str, type(None)), "dataset root (null = DHP_DATA_DIR or ../shared/datasets)"),
     "storycloze_path": ((str, type(None)), "user-supplied Story Cloze CSV"),
     "cache": ((str, type(None)), "judge cache path, passed to notebook 02 as `cache_path`"),

@@ -17,6 +17,15 @@ def project_root() -> Path:
     return Path.cwd()
 
 
+RESOURCES = Path(__file__).resolve().parent / "resources"
+
+
+def resource(name: str) -> Path:
+    """A file shipped inside the package (dhp/resources/): expert weights, checksums, selections, prices.
+    Package data, so a non-editable install finds it too."""
+    return RESOURCES / name
+
+
 def resolve(path: str | os.PathLike) -> Path:
     """Resolve a relative path against the project root, so notebooks run from any cwd agree."""
     p = Path(path).expanduser()

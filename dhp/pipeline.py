@@ -3,18 +3,18 @@
     python -m dhp.pipeline --dataset summeval --n-items 3 --seed 0 --run-dir runs/try
 
 This is a thin chain over the stages (the notebooks run the same functions step by step):
-`dhp.data.load_dataset` (or `dhp.data.load_custom` for your own CSV/JSONL file) ->
-`dhp.perturb.perturb` -> `dhp.judge.judge` -> `dhp.stats.discernment` / `dhp.stats.summarize`.
+`dhp.datasets.load_dataset` (or `dhp.datasets.load_custom` for your own CSV/JSONL file) ->
+`dhp.perturb.perturb` -> `dhp.judging.score_perturbed` -> `dhp.analysis.discernment.discernment` / `dhp.analysis.discernment.summarize`.
 
 Files written in `run_dir` (each atomically, with dhp.io; all of them only after every stage has
 succeeded, so a failed run leaves no table behind):
 
 - ``perturbed.parquet``   the perturbed table (dhp.perturb.perturb)
-- ``scores.parquet``      the scores table (dhp.judge.judge); run statistics are not stored in it
-- ``discernment.csv``     one row per perturbation (dhp.stats.discernment)
-- ``summary.csv``         one row per dataset x judge x mode (dhp.stats.summarize)
+- ``scores.parquet``      the scores table (dhp.judging.score_perturbed); run statistics are not stored in it
+- ``discernment.csv``     one row per perturbation (dhp.analysis.discernment.discernment)
+- ``summary.csv``         one row per dataset x judge x mode (dhp.analysis.discernment.summarize)
 - ``dataset.parquet``     the items (sources, references, task) the later stages read
-- ``failures.csv``        one row per (item, variant, metric) with a failed reply, and why (dhp.judge.failures_table)
+- ``failures.csv``        one row per (item, variant, metric) with a failed reply, and why (dhp.judging.failures_table)
 - ``manifest.json``       parameters, package versions, model identities, input checksums (dhp.io.write_manifest)
 - ``judge_stats.json``    calls made, cache hits, failures of this run (varies between runs:
                           timing, cache state; never part of a reproducibility comparison)
@@ -51,9 +51,9 @@ def _is_int(v) -> bool:
 
 def _validate(dataset, n_items, seed, mode, n_samples, combine, n_boot) -> None:
     """Cheap parameter checks, before anything is loaded, computed or written."""
-    from dhp.data import DATASETS
-    from dhp.judge import MODES
-    from dhp.stats import COMBINES
+    from dhp.datasets import DATASETS
+    from dhp.judging import MODES
+    from dhp.analysis.discernment import COMBINES
 
     if not _is_int(n_items) or n_items < 1:
         raise DHPError(f"n_items must be a positive integer, got {n_items!r}.", "pass e.g. n_items=5.")
@@ -77,12 +77,12 @@ def _validate(dataset, n_items, seed, mode, n_samples, combine, n_boot) -> None:
 
 
 def _load(dataset, n_items, seed, data_dir, path) -> pd.DataFrame:
-    from dhp import data
+    from dhp import datasets
 
-    if str(dataset) in data.DATASETS:
-        return data.load_dataset(str(dataset), n_items=n_items, seed=seed, data_dir=data_dir, path=path)
-    table = data.load_custom(dataset)  # your own file: same seeded selection rule as the loaders
-    ids = data.select_ids(list(table["item_id"]), n_items, seed)
+    if str(dataset) in datasets.DATASETS:
+        return datasets.load_dataset(str(dataset), n_items=n_items, seed=seed, data_dir=data_dir, path=path)
+    table = datasets.load_custom(dataset)  # your own file: same seeded selection rule as the loaders
+    ids = datasets.select_ids(list(table["item_id"]), n_items, seed)
     return table.set_index("item_id", drop=False).loc[ids].reset_index(drop=True)
 
 
@@ -111,15 +111,15 @@ def run_pipeline(
 ):
     """Run dataset -> perturb -> judge -> statistics and write the tables into `run_dir`.
 
-    Parameters: `dataset` a name from dhp.data.DATASETS or the path of your own .csv/.jsonl file
-    (dhp.data.load_custom); `n_items`, `seed` the seeded selection (and perturbation/judge seed);
+    Parameters: `dataset` a name from dhp.datasets.DATASETS or the path of your own .csv/.jsonl file
+    (dhp.datasets.load_custom); `n_items`, `seed` the seeded selection (and perturbation/judge seed);
     `judge` a backend spec ("embedded", "openai:<model>[@<url>]", "vllm:<model>") or a
     dhp.backends.Backend object (e.g. with custom retries/timeouts); `mode`, `n_samples` as in
-    dhp.judge.judge; `run_dir` output folder (relative paths are relative to the repo root);
+    dhp.judging.score_perturbed; `run_dir` output folder (relative paths are relative to the repo root);
     `cache_path` the call cache of the judge AND the LLM perturber (default `<run_dir>/cache.sqlite`);
-    `data_dir`, `path` as in dhp.data.load_dataset; `perturber` "rule" or a backend spec;
+    `data_dir`, `path` as in dhp.datasets.load_dataset; `perturber` "rule" or a backend spec;
     `expert_weights` None (shipped CSV), a CSV path or a DataFrame; `combine`, `n_boot` as in
-    dhp.stats.discernment; `n_null` sign-flip resamples of dhp.stats.null_calibration; `perturbations`
+    dhp.analysis.discernment.discernment; `n_null` sign-flip resamples of dhp.analysis.discernment.null_calibration; `perturbations`
     restricts the perturbation methods (default: all); `n_ctx` the judge's context for source
     truncation (default: what the backend reports); `allow_insecure_key` lets OPENAI_API_KEY go to a
     plain-http remote server; `max_consecutive_failures` the circuit breaker of dhp.calls.run.
@@ -133,13 +133,51 @@ def run_pipeline(
     "failures", "judge_stats", "manifest"} -> path of the file written (see the module docstring); no
     table is written unless every stage succeeded.
     """
-    from dhp import judge as judge_mod
-    from dhp import stats
+    from dhp import judging
+    from dhp.analysis import discernment as stats
+    from dhp.perturb import perturb
+
+    expert_weights, backend, perturber_backend = _prepare(
+        dataset, n_items, seed, mode, n_samples, combine, n_boot, n_null, perturbations, expert_weights, judge,
+        allow_insecure_key, perturber)
+    out_dir = resolve(run_dir)
+    cache = resolve(cache_path) if cache_path is not None else out_dir / "cache.sqlite"
+    table = _load(dataset, n_items, seed, data_dir, path)
+    _check_weights(table, expert_weights, perturbations, mode)
+    perturbed = perturb(table, seed=seed, perturber=perturber_backend or "rule", perturbations=perturbations,
+                        progress=progress, cache=cache, dry_run=dry_run)
+    judge_args = dict(judge=backend, mode=mode, n_samples=n_samples, seed=seed, cache=cache, n_ctx=n_ctx,
+                      max_consecutive_failures=max_consecutive_failures)
+    if dry_run:
+        return _estimates(perturbed, table, judge_args)
+    scores = judging.score_perturbed(perturbed, table, progress=progress, **judge_args)
+    run_stats = dict(scores.attrs.get("judge_stats") or {})
+    # attrs would be stored in the parquet metadata: keep run statistics (timings) out of the table.
+    scores.attrs.clear()
+    disc = stats.discernment(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot, seed=seed)
+    summary = stats.summarize(disc, null=stats.null_calibration(scores, n_null=n_null, seed=seed))
+    disc.attrs.clear()
+    paths = _write_tables(out_dir, {"dataset": table, "perturbed": perturbed, "scores": scores, "discernment": disc,
+                                    "summary": summary, "failures": judging.failures_table(scores)}, run_stats)
+    params = dict(dataset=str(dataset), n_items=n_items, seed=seed, judge=backend.identity, mode=mode,
+                  n_samples=n_samples, perturber=str(perturber if isinstance(perturber, str) else "object"),
+                  combine=combine, n_boot=n_boot, n_null=n_null, perturbations=perturbations, n_ctx=n_ctx,
+                  max_consecutive_failures=max_consecutive_failures)
+    inputs = [Path(dataset)] if Path(str(dataset)).suffix.lower() in _CUSTOM_SUFFIXES else []
+    paths["manifest"] = write_manifest(out_dir, "pipeline", params,
+                                       [b for b in (backend, perturber_backend) if b is not None], inputs)
+    return paths
+
+
+def _prepare(dataset, n_items, seed, mode, n_samples, combine, n_boot, n_null, perturbations, expert_weights,
+             judge, allow_insecure_key, perturber):
+    """Every check that needs no data: parameters, perturbation names, the weights file, the backends
+    (unknown backend, missing or exposed key). Returns (expert weights table, judge backend, perturber
+    backend or None)."""
     from dhp.backends import get_backend
-    from dhp.perturb import perturb, resolve_perturber
+    from dhp.perturb import resolve_perturber
     from dhp.perturb.registry import methods_for
-    from dhp.schema import metrics_for
-    from dhp.weights import check_weights_cover, load_expert_weights, validate_expert_weights
+    from dhp.weights import load_expert_weights, validate_expert_weights
 
     _validate(dataset, n_items, seed, mode, n_samples, combine, n_boot)
     if not (_is_int(n_null) and n_null >= 1):
@@ -151,60 +189,52 @@ def run_pipeline(
     else:
         expert_weights = validate_expert_weights(expert_weights)
     options = {"allow_insecure_key": True} if allow_insecure_key and str(judge).startswith("openai:") else {}
-    backend = get_backend(judge, **options)  # unknown backend / missing or exposed key fail before any work
-    perturber_backend, _ = resolve_perturber(perturber)
-    out_dir = resolve(run_dir)
-    cache = resolve(cache_path) if cache_path is not None else out_dir / "cache.sqlite"
+    backend = get_backend(judge, **options)
+    return expert_weights, backend, resolve_perturber(perturber)[0]
 
-    table = _load(dataset, n_items, seed, data_dir, path)
-    for task in sorted(set(table["task"].astype(str))):  # fail before paying: weights for what will be scored
+
+def _check_weights(table: pd.DataFrame, expert_weights, perturbations, mode: str) -> None:
+    """Fail before paying: expert weights must exist for everything that will be scored."""
+    from dhp.perturb.registry import methods_for
+    from dhp.schema import metrics_for
+    from dhp.weights import check_weights_cover
+
+    for task in sorted(set(table["task"].astype(str))):
         planned = [m.perturbation for m in methods_for(str(table["dataset"].iloc[0]), perturbations, task)]
         metrics = ("likelihood",) if mode == "likelihood" else metrics_for(task)
         check_weights_cover(expert_weights, task, planned, metrics)
-    perturbed = perturb(table, seed=seed, perturber=perturber_backend or "rule", perturbations=perturbations,
-                        progress=progress, cache=cache, dry_run=dry_run)
-    judge_args = dict(judge=backend, mode=mode, n_samples=n_samples, seed=seed, cache=cache, n_ctx=n_ctx,
-                      max_consecutive_failures=max_consecutive_failures)
-    if dry_run:
-        pert_est = perturbed.attrs.get("perturber_estimate")
-        if pert_est is not None:
-            print(pert_est.describe("perturber"))
-        # LLM rows not made yet are estimated with their reference text as a stand-in of similar length.
-        stand_in = perturbed.assign(
-            text=perturbed["text"].where(perturbed["status"] != "pending", perturbed["item_id"].map(
-                dict(zip(table["item_id"].astype(str), table["reference"])))),
-            status=perturbed["status"].replace("pending", "ok"))
-        return {"perturber": pert_est,
-                "judge": judge_mod.judge(stand_in, table, progress=False, dry_run=True, **judge_args)}
-    scores = judge_mod.judge(perturbed, table, progress=progress, **judge_args)
-    run_stats = dict(scores.attrs.get("judge_stats") or {})
-    # attrs would be stored in the parquet metadata: keep run statistics (timings) out of the table.
-    scores.attrs.clear()
-    disc = stats.discernment(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot, seed=seed)
-    null = stats.null_calibration(scores, n_null=n_null, seed=seed)
-    summary = stats.summarize(disc, null=null)
-    disc.attrs.clear()
 
-    paths = {
-        "dataset": write_parquet(table, out_dir / "dataset.parquet"),
-        "perturbed": write_parquet(perturbed, out_dir / "perturbed.parquet"),
-        "scores": write_parquet(scores, out_dir / "scores.parquet"),
-        "discernment": write_csv(disc, out_dir / "discernment.csv"),
-        "summary": write_csv(summary, out_dir / "summary.csv"),
-        "failures": write_csv(judge_mod.failures_table(scores), out_dir / "failures.csv"),
-    }
+
+def _estimates(perturbed: pd.DataFrame, table: pd.DataFrame, judge_args: dict) -> dict:
+    """The dry run's result: print and return the perturber's and the judge's call estimates."""
+    from dhp import judging
+
+    pert_est = perturbed.attrs.get("perturber_estimate")
+    if pert_est is not None:
+        print(pert_est.describe("perturber"))
+    # LLM rows not made yet are estimated with their reference text as a stand-in of similar length.
+    stand_in = perturbed.assign(
+        text=perturbed["text"].where(perturbed["status"] != "pending", perturbed["item_id"].map(
+            dict(zip(table["item_id"].astype(str), table["reference"])))),
+        status=perturbed["status"].replace("pending", "ok"))
+    return {"perturber": pert_est,
+            "judge": judging.score_perturbed(stand_in, table, progress=False, dry_run=True, **judge_args)}
+
+
+def _write_tables(out_dir: Path, tables: dict[str, pd.DataFrame], run_stats: dict) -> dict[str, Path]:
+    """Write the run folder's tables (parquet for row tables, CSV for result tables) and judge_stats.json,
+    each atomically; returns name -> path."""
+    paths = {}
+    for name, df in tables.items():
+        if name in ("dataset", "perturbed", "scores"):
+            paths[name] = write_parquet(df, out_dir / f"{name}.parquet")
+        else:
+            paths[name] = write_csv(df, out_dir / f"{name}.csv")
     stats_path = out_dir / "judge_stats.json"
     tmp = stats_path.with_name(f".{stats_path.name}.tmp")
     tmp.write_text(json.dumps(run_stats, indent=1, sort_keys=True, default=str), encoding="utf-8")
     os.replace(tmp, stats_path)
     paths["judge_stats"] = stats_path
-    params = dict(dataset=str(dataset), n_items=n_items, seed=seed, judge=backend.identity, mode=mode,
-                  n_samples=n_samples, perturber=str(perturber if isinstance(perturber, str) else "object"),
-                  combine=combine, n_boot=n_boot, n_null=n_null, perturbations=perturbations, n_ctx=n_ctx,
-                  max_consecutive_failures=max_consecutive_failures)
-    inputs = [Path(dataset)] if Path(str(dataset)).suffix.lower() in _CUSTOM_SUFFIXES else []
-    paths["manifest"] = write_manifest(out_dir, "pipeline", params,
-                                       [b for b in (backend, perturber_backend) if b is not None], inputs)
     return paths
 
 

@@ -36,7 +36,7 @@ def metrics_for(task: str) -> tuple[str, ...]:
 #: variant whose cache key differs), so its D measures the judge's test-retest noise.
 CONTROL = "control"
 
-#: The scores table (dhp.judge.judge): the contract the analyses read, then the judge's extras.
+#: The scores table (dhp.judging.score_perturbed): the contract the analyses read, then the judge's extras.
 SCORE_COLUMNS = ["dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric",
                  "score", "n_valid", "n_failed"]
 SCORE_EXTRA_COLUMNS = ["failure", "prob_mass", "truncated", "fallback", "prompt_tokens", "completion_tokens"]

@@ -3,7 +3,7 @@
 For each task and perturbation, experts vote for the metric they think the quality issue affects most;
 the vote shares are the weights EW_j used in p^EW = 1 / Σ_j (EW_j / p_j).
 
-The paper's survey numbers are only shown in a figure, so `data/expert_weights.csv` ships the project's
+The paper's survey numbers are only shown in a figure, so `dhp/resources/expert_weights.csv` ships the project's
 OWN default mapping (votes reasoned from the metric definitions), not the paper's survey. Run notebook
 06_expert_survey.ipynb to collect your own votes and write a replacement file.
 """
@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import resolve, write_csv
-from dhp.schema import DATASET_TASK, CONTROL, TASK_METRICS
+from dhp.io import resolve, resource
+from dhp.schema import TASK_METRICS
 
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
-DEFAULT_PATH = "data/expert_weights.csv"
+DEFAULT_PATH = resource("expert_weights.csv")
 
 def task_perturbations() -> dict[str, tuple[str, ...]]:
     """task -> the registered perturbations of that task (dhp.perturb.registry), control included."""
@@ -107,11 +107,15 @@ def validate_expert_weights(df: pd.DataFrame, source: str = "expert weights") ->
 
 
 def load_expert_weights(path=None) -> pd.DataFrame:
-    """Read and validate an expert-weights CSV (default: the shipped `data/expert_weights.csv`).
+    """Read and validate an expert-weights CSV (default: the shipped `dhp/resources/expert_weights.csv`).
 
     Lines starting with '#' are comments. Returns the validated table (see validate_expert_weights).
     """
     p = resolve(path if path is not None else DEFAULT_PATH)
+    if path is None:  # the defaults: the shipped file plus registered perturbations' own default votes
+        shipped = load_expert_weights(DEFAULT_PATH)
+        extra = _registered_defaults(set(zip(shipped["task"], shipped["perturbation"])))
+        return shipped if extra.empty else validate_expert_weights(pd.concat([shipped, extra], ignore_index=True))
     if not p.exists():
         raise DHPError(f"Expert weights file not found: {p}.", "pass an existing CSV or run notebook 06 to write one.")
     try:
@@ -129,28 +133,24 @@ def weights_for(ew: pd.DataFrame, task: str, perturbation: str, metrics) -> np.n
     perturbation is missing.
     """
     g = ew[(ew["task"] == task) & (ew["perturbation"] == perturbation)]
-    m = dict(zip(g["metric"], g["weight"])) if not g.empty else _registered_weights(task, perturbation)
-    if m is None:
+    if g.empty:
         raise DHPError(
             f"No expert weights for task {task!r}, perturbation {perturbation!r}.",
             "add rows for it to the expert-weights CSV (notebook 06 writes a complete file), or register the "
-            "perturbation with weights={task: {metric: votes}}.",
+            "perturbation with weights={task: {metric: votes}} and use the default weights.",
         )
+    m = dict(zip(g["metric"], g["weight"]))
     return np.array([m.get(x, 0.0) for x in metrics], dtype=float)
 
 
-def _registered_weights(task: str, perturbation: str) -> dict[str, float] | None:
-    """The registered perturbation's default votes for `task` as weights (None when it has none); no
-    votes at all means every metric of the task weighs the same."""
+def _registered_defaults(have: set) -> pd.DataFrame:
+    """Weight rows for registered perturbations (e.g. your own, registered with ``weights=``) that the
+    shipped file does not cover, from their default votes."""
     from dhp.perturb import registry
 
-    p = registry.PERTURBATIONS.get(perturbation)
-    if p is None or task not in p.weights:
-        return None
-    votes = {m: float(v) for m, v in p.weights[task].items()}
-    total = sum(votes.values())
-    metrics = TASK_METRICS[task]
-    return {m: votes.get(m, 0.0) / total for m in metrics} if total else {m: 1 / len(metrics) for m in metrics}
+    votes = {t: {p: dict(registry.get(p).weights[t])} for t, ps in task_perturbations().items() for p in ps
+             if (t, p) not in have and t in registry.get(p).weights}
+    return weights_from_votes(votes) if votes else pd.DataFrame(columns=list(WEIGHT_COLUMNS))
 
 
 def check_weights_cover(ew: pd.DataFrame, task: str, perturbations, metrics) -> None:
@@ -159,7 +159,7 @@ def check_weights_cover(ew: pd.DataFrame, task: str, perturbations, metrics) -> 
     if len(list(metrics)) <= 1:
         return
     have = set(zip(ew["task"], ew["perturbation"]))
-    missing = sorted(p for p in set(perturbations) if (task, p) not in have and _registered_weights(task, p) is None)
+    missing = sorted(p for p in set(perturbations) if (task, p) not in have)
     if missing:
         raise DHPError(f"The expert weights have no rows for task {task!r}, perturbation(s) {missing}; the "
                        "statistics would fail after every judge call was paid.",
@@ -245,7 +245,7 @@ def save_survey(votes: dict, run_dir: str, output_path=None, replace_default: bo
                 label: str = "votes collected with notebook 06_expert_survey") -> Path:  # fmt: skip
     """Write survey votes as an expert-weights CSV (default `<run_dir>/expert_weights.csv`).
 
-    Files under the run folder are replaced freely; the shipped `data/expert_weights.csv` only with
+    Files under the run folder are replaced freely; the shipped `dhp/resources/expert_weights.csv` only with
     replace_default=True, and any other existing file is never replaced.
     """
     out = resolve(output_path) if output_path else resolve(run_dir) / "expert_weights.csv"

@@ -1,4 +1,4 @@
-"""Regenerate data/checksums.json and data/selections/*.json from a data root.
+"""Regenerate dhp/resources/checksums.json and dhp/resources/selections/*.json from a data root.
 
 Usage: .venv/bin/python scripts/make_selections.py [DATA_ROOT]   (default: ../shared/datasets)
 
@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dhp import data  # noqa: E402
+from dhp import datasets  # noqa: E402
+from dhp.datasets import files as datafiles  # noqa: E402
 from dhp.io import _atomic  # noqa: E402
 
 # Official sizes and sha256 of the Answer Equivalence files (TFDS url_checksums).
@@ -38,23 +39,23 @@ def _write_json(obj, path: Path) -> None:
 
 def main(root: Path) -> None:
     registry: dict[str, dict] = {}
-    for name in data.DATASETS:
+    for name in datasets.DATASETS:
         if name == "answer_equivalence":
             continue
-        for rel in data.dataset_files(name, sumpubmed="all"):
+        for rel in datasets.dataset_files(name, sumpubmed="all"):
             blob = (root / rel).read_bytes()
             registry[rel] = {"bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
     registry.update(AE_CHECKSUMS)
     registry = dict(sorted(registry.items()))
-    _write_json(registry, ROOT / "data" / "checksums.json")
-    data._checksums.cache_clear()
+    _write_json(registry, ROOT / "dhp" / "resources" / "checksums.json")
+    datafiles._checksums.cache_clear()
 
-    for name in data.DATASETS:
-        rels = data.dataset_files(name, sumpubmed="all")
+    for name in datasets.DATASETS:
+        rels = datasets.dataset_files(name, sumpubmed="all")
         record = {
             "dataset": name,
             "seed": 0,
-            "rule": data.SELECTION_RULES[name],
+            "rule": datasets.SELECTION_RULES[name],
             "ordering": "pool in file order, numpy.random.default_rng(seed).permutation, "
                         "first n_items (n_items <= 100 is a prefix of this list)",
         }
@@ -65,10 +66,10 @@ def main(root: Path) -> None:
                                "is computed at load time from the user's verified copy"}
         else:
             files = {rel: root / rel for rel in rels}
-            pool = data._POOLS[name](files)
-            ids = data.select_ids([r["item_id"] for r in pool], data.SELECTION_SIZE, 0)
+            pool = datasets.POOLS[name](files)
+            ids = datasets.select_ids([r["item_id"] for r in pool], datasets.SELECTION_SIZE, 0)
             if name == "sumpubmed":
-                used = data._sumpubmed_files(int(i) for i in ids)
+                used = datafiles._sumpubmed_files(int(i) for i in ids)
             else:
                 used = rels
             digest = hashlib.sha256("".join(
@@ -76,9 +77,9 @@ def main(root: Path) -> None:
             record |= {"pool_size": len(pool), "item_ids": ids,
                        "files": {rel: registry[rel]["sha256"] for rel in used},
                        "pool_files": len(rels), "pool_digest": digest}
-        _write_json(record, ROOT / "data" / "selections" / f"{name}.json")
+        _write_json(record, ROOT / "dhp" / "resources" / "selections" / f"{name}.json")
         print(f"{name}: pool {record['pool_size']}, {len(record['item_ids'])} ids")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else data.data_root())
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else datasets.data_root())

@@ -63,7 +63,7 @@ def test_own_file_runs_through_every_stage(byo_file, tmp_path, mode):
 
 
 def test_missing_expert_weights_fail_before_any_judge_call(byo_file, tmp_path):
-    ew = pd.read_csv("data/expert_weights.csv", comment="#")
+    ew = pd.read_csv("dhp/resources/expert_weights.csv", comment="#")
     bad = tmp_path / "ew.csv"
     ew[ew["task"] != "summarization"].to_csv(bad, index=False)
     run = tmp_path / "run"

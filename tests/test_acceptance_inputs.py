@@ -158,7 +158,7 @@ def yaml_syntax_error(t):
 
 # ------------------------------------------------------------------------------ expert-weight CSV
 def _weights(t: Path, change) -> Path:
-    ew = pd.read_csv(ROOT / "data" / "expert_weights.csv", comment="#")
+    ew = pd.read_csv(ROOT / "dhp" / "resources" / "expert_weights.csv", comment="#")
     ew = change(ew)
     p = t / "inputs" / "weights.csv"
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -162,7 +162,7 @@ def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path, storycloze_pat
     # The grid runs the notebooks, so their tables must be as reproducible as the pipeline's.
     import papermill as pm
 
-    from dhp.data import load_dataset
+    from dhp.datasets import load_dataset
     from dhp.io import write_parquet
     from dhp.perturb import perturb
 

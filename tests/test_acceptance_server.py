@@ -131,7 +131,7 @@ def test_secret_key_not_in_executed_notebook(llama_server, storycloze_path, tmp_
     monkeypatch.setenv("DHP_N_THREADS", "1")
     run_dir = tmp_path / "runs" / "nb"
     # notebook 02 reads the perturbed table of notebook 01: make it with the pipeline's own stages
-    from dhp.data import load_dataset
+    from dhp.datasets import load_dataset
     from dhp.io import write_parquet
     from dhp.perturb import perturb
 

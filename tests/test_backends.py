@@ -10,7 +10,7 @@ import pytest
 
 from dhp.backends import ChatRequest, EmbeddedBackend, OpenAIBackend, get_backend
 from dhp.errors import DHPError
-from dhp.judge import failure_summary, judge
+from dhp.judging import failure_summary, score_perturbed
 from dhp.testing import FaultProxy, StatusServer, free_port, start_llama_server
 
 
@@ -140,12 +140,12 @@ def test_openai_backend_against_llama_server_with_logprobs(server, tmp_path, mon
     assert all(v <= 0 for pos in c.top_logprobs for v in pos.values())
     pt, ds = synthetic()
     db = tmp_path / "cache.sqlite"
-    sc = judge(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False,
+    sc = score_perturbed(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False,
                backend_options={"timeout": 120})
     assert len(sc) == 3 and (sc["judge"] == b.identity).all()
     # The 135M model often writes prose instead of a score: such rows are NaN with the reason (the same
     # rule as sample mode); rows whose reply is a score get the expected score from the server's logprobs.
-    from dhp.judge import parse_reply
+    from dhp.judging import parse_reply
 
     scored = sc[sc["score"].notna()]
     assert scored["score"].between(1, 5).all() and (scored["prob_mass"] > 0).all()
@@ -153,7 +153,7 @@ def test_openai_backend_against_llama_server_with_logprobs(server, tmp_path, mon
     texts = [r[0] for r in sqlite3.connect(db).execute("SELECT text FROM calls").fetchall()]
     assert len(texts) == 3 and sum(math.isfinite(parse_reply(t, "fluency")[0]) for t in texts) == len(scored)
     assert not sc["fallback"].any()
-    warm = judge(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False)
+    warm = score_perturbed(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False)
     assert warm.attrs["judge_stats"]["calls"] == 0
     pd.testing.assert_frame_equal(sc, warm)
     raw = db.read_bytes() + (db.parent / (db.name + "-wal")).read_bytes() if (db.parent / (db.name + "-wal")).exists() else db.read_bytes()
@@ -175,7 +175,7 @@ def test_fault_proxy_retries_are_bounded_and_recover(server):
     with FaultProxy(server.base_url, fault_rate=0.6, seed=3, hang_seconds=5.0, max_consecutive=2) as px:
         b = OpenAIBackend(server.model_alias, px.base_url, timeout=4.0, max_retries=2, backoff_initial=0.05,
                           concurrency=4)
-        sc = judge(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
     calls = 3 * 2
     faults = sum(v for k, v in px.counts.items() if k != "forwarded")
     chat_requests = sum(1 for path, _ in px.log if path.endswith("/chat/completions"))
@@ -191,7 +191,7 @@ def test_calls_failing_after_retries_are_nan_and_counted(server):
     with FaultProxy(server.base_url, fault_rate=1.0, faults=("500", "garbage", "429"), seed=0,
                     max_consecutive=None, only_matching="ZZMARK") as px:
         b = OpenAIBackend(server.model_alias, px.base_url, timeout=60, max_retries=2, backoff_initial=0.01)
-        sc = judge(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
     bad = sc[sc["perturbation"] == "sentence_reorder"].iloc[0]
     assert math.isnan(bad["score"]) and bad["n_valid"] == 0 and bad["n_failed"] == 2
     assert "TransientError" in bad["failure"] or "HTTP" in bad["failure"]

@@ -18,7 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dhp import data
+from dhp import datasets
+from dhp.datasets import downloader, summeval, sumpubmed
+from dhp.text import detokenize_ptb, split_sentences
 from dhp.errors import DHPError
 from dhp.io import project_root
 from dhp.schema import DATASET_TASK
@@ -49,15 +51,15 @@ def _load(name, n_items=100, seed=0, **kw):
         # the synthetic fixture is not the official file: checks off, and the loader says so
         kw.setdefault("path", AE_FIXTURE)
         kw.setdefault("verify", False)
-        with pytest.warns(data.DataChecksumWarning, match="not an official Answer Equivalence"):
-            return data.load_dataset(name, n_items=n_items, seed=seed, **kw)
-    return data.load_dataset(name, n_items=n_items, seed=seed, **kw)
+        with pytest.warns(datasets.DataChecksumWarning, match="not an official Answer Equivalence"):
+            return datasets.load_dataset(name, n_items=n_items, seed=seed, **kw)
+    return datasets.load_dataset(name, n_items=n_items, seed=seed, **kw)
 
 
 def _check_schema(df, name, n, task=None):
-    assert list(df.columns) == list(data.COLUMNS)
+    assert list(df.columns) == list(datasets.COLUMNS)
     assert len(df) == n
-    for col in data.COLUMNS:
+    for col in datasets.COLUMNS:
         assert all(isinstance(v, str) for v in df[col]), col
     assert df["item_id"].is_unique
     assert (df["dataset"] == name).all()
@@ -107,25 +109,25 @@ def test_answer_equivalence_fixture():
 def test_answer_equivalence_checksum_enforced(tmp_path):
     # the fixture is not the official file: with verification on, it is refused
     with pytest.raises(DHPError, match=r"not an official Answer Equivalence file.*5,363,295 bytes"):
-        data.load_dataset("answer_equivalence", n_items=2, path=AE_FIXTURE)
+        datasets.load_dataset("answer_equivalence", n_items=2, path=AE_FIXTURE)
     # a folder is searched for the official file names
     (tmp_path / "ae_dev.jsonl").write_bytes(AE_FIXTURE.read_bytes())
-    with pytest.warns(data.DataChecksumWarning):
-        df = data.load_dataset("answer_equivalence", n_items=2, path=tmp_path, verify=False)
+    with pytest.warns(datasets.DataChecksumWarning):
+        df = datasets.load_dataset("answer_equivalence", n_items=2, path=tmp_path, verify=False)
     assert len(df) == 2
     with pytest.raises(DHPError, match="No ae_dev.jsonl or ae_test.jsonl"):
-        data.load_dataset("answer_equivalence", data_dir=tmp_path / "nothing")
+        datasets.load_dataset("answer_equivalence", data_dir=tmp_path / "nothing")
 
 
 @pytest.mark.parametrize("name", [n for n in REAL])
 def test_committed_selection_is_what_the_rule_computes(name):
-    rec = json.loads((project_root() / "data" / "selections" / f"{name}.json").read_text())
+    rec = json.loads((project_root() / "dhp" / "resources" / "selections" / f"{name}.json").read_text())
     assert rec["seed"] == 0 and len(rec["item_ids"]) == 100
     root = SHARED
-    files = {rel: root / rel for rel in data.dataset_files(name)}
-    pool = data._POOLS[name](files)
+    files = {rel: root / rel for rel in datasets.dataset_files(name)}
+    pool = datasets.POOLS[name](files)
     assert len(pool) == rec["pool_size"]
-    assert data.select_ids([r["item_id"] for r in pool], 100, 0) == rec["item_ids"]
+    assert datasets.select_ids([r["item_id"] for r in pool], 100, 0) == rec["item_ids"]
     # and the checksums recorded for the selection are those of the shared files
     for rel, sha in rec["files"].items():
         assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == sha
@@ -134,7 +136,7 @@ def test_committed_selection_is_what_the_rule_computes(name):
 def test_selection_texts_not_committed():
     # selections hold ids and hashes only (house rule): no reference text leaks into data/
     df = _load("summeval", n_items=3)
-    blob = "".join(p.read_text() for p in (project_root() / "data").rglob("*.json"))
+    blob = "".join(p.read_text() for p in (project_root() / "dhp" / "resources").rglob("*.json"))
     for ref in df["reference"]:
         assert ref[:40] not in blob
 
@@ -161,25 +163,25 @@ def test_pool_beyond_100_items_extends_the_selection():
 
 def test_unknown_dataset():
     with pytest.raises(DHPError, match="Unknown dataset 'cnn'.*load_custom"):
-        data.load_dataset("cnn")
+        datasets.load_dataset("cnn")
 
 
 def test_summeval_reference_rule():
-    files = {rel: SHARED / rel for rel in data.dataset_files("summeval")}
+    files = {rel: SHARED / rel for rel in datasets.dataset_files("summeval")}
     raw = json.loads(files["summeval/bartscore_summeval.json"].read_text())
-    pool = {r["item_id"]: r for r in data._pool_summeval(files)}
+    pool = {r["item_id"]: r for r in summeval.pool(files)}
     for doc_id, v in list(raw.items())[:20]:
-        refs = [data.detokenize_ptb(r) for r in v["ref_summs"]]
-        counts = [len(data.split_sentences(r)) for r in refs]
+        refs = [detokenize_ptb(r) for r in v["ref_summs"]]
+        counts = [len(split_sentences(r)) for r in refs]
         chosen = refs.index(pool[doc_id]["reference"])
         assert counts[chosen] == max(counts) and counts.index(max(counts)) == chosen
 
 
 def test_sumpubmed_section_parser():
     text = "BACKGROUND\nfirst  para .\n\nsecond para .\nRESULTS\nnot this .\n"
-    assert data.sumpubmed_section(text) == "first para .\nsecond para ."
-    assert data.sumpubmed_section(text, "RESULTS") == "not this ."
-    assert data.sumpubmed_section("RESULTS\nx\n") == ""
+    assert sumpubmed.sumpubmed_section(text) == "first para .\nsecond para ."
+    assert sumpubmed.sumpubmed_section(text, "RESULTS") == "not this ."
+    assert sumpubmed.sumpubmed_section("RESULTS\nx\n") == ""
 
 
 def test_wmt_de_en_items_are_whole_documents():
@@ -195,26 +197,26 @@ def test_wmt_de_en_items_are_whole_documents():
 
 def test_storycloze_needs_user_path(monkeypatch, tmp_path):
     with pytest.raises(DHPError, match="cs.rochester.edu/nlp/rocstories"):
-        data.load_dataset("storycloze", n_items=2, data_dir=SHARED)
+        datasets.load_dataset("storycloze", n_items=2, data_dir=SHARED)
     monkeypatch.setenv("DHP_STORYCLOZE_PATH", str(STORYCLOZE.parent))
-    via_env = data.load_dataset("storycloze", n_items=2)
+    via_env = datasets.load_dataset("storycloze", n_items=2)
     pd.testing.assert_frame_equal(via_env, _load("storycloze", n_items=2))
     with pytest.raises(DHPError, match="not found"):
-        data.load_dataset("storycloze", path=tmp_path / "missing.csv")
+        datasets.load_dataset("storycloze", path=tmp_path / "missing.csv")
 
 
 def test_storycloze_checksum_mismatch(tmp_path):
     bad = tmp_path / STORYCLOZE.name
     bad.write_bytes(STORYCLOZE.read_bytes() + b"\n")
     with pytest.raises(DHPError, match="sha256.*verify=False"):
-        data.load_dataset("storycloze", n_items=2, path=bad)
-    with pytest.warns(data.DataChecksumWarning):
-        df = data.load_dataset("storycloze", n_items=2, path=bad, verify=False)
+        datasets.load_dataset("storycloze", n_items=2, path=bad)
+    with pytest.warns(datasets.DataChecksumWarning):
+        df = datasets.load_dataset("storycloze", n_items=2, path=bad, verify=False)
     assert len(df) == 2
 
 
 def _copy_dataset(name, dest):
-    for rel in data.dataset_files(name):
+    for rel in datasets.dataset_files(name):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(SHARED / rel, dest / rel)
 
@@ -222,10 +224,10 @@ def _copy_dataset(name, dest):
 def test_data_root_precedence_and_missing_files(monkeypatch, tmp_path):
     _copy_dataset("pubmedqa", tmp_path)
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path))
-    pd.testing.assert_frame_equal(data.load_dataset("pubmedqa", n_items=3), _load("pubmedqa", n_items=3, data_dir=SHARED))
-    assert data.data_root() == tmp_path and data.data_root(SHARED) == SHARED
+    pd.testing.assert_frame_equal(datasets.load_dataset("pubmedqa", n_items=3), _load("pubmedqa", n_items=3, data_dir=SHARED))
+    assert datasets.data_root() == tmp_path and datasets.data_root(SHARED) == SHARED
     with pytest.raises(DHPError, match=r"summac_summeval\.json.*dhp\.data\.download"):
-        data.load_dataset("summeval")  # not in DHP_DATA_DIR
+        datasets.load_dataset("summeval")  # not in DHP_DATA_DIR
 
 
 def test_modified_data_file_is_detected(tmp_path):
@@ -233,9 +235,9 @@ def test_modified_data_file_is_detected(tmp_path):
     ref = tmp_path / "wmt22/txt/generaltest2022.zh-en.ref.A.en"
     ref.write_text(ref.read_text(encoding="utf-8").replace("the", "teh", 1), encoding="utf-8")
     with pytest.raises(DHPError, match="generaltest2022.zh-en.ref.A.en.*sha256"):
-        data.load_dataset("wmt22_zh_en", data_dir=tmp_path)
-    with pytest.warns(data.DataChecksumWarning):
-        df = data.load_dataset("wmt22_zh_en", n_items=3, data_dir=tmp_path, verify=False)
+        datasets.load_dataset("wmt22_zh_en", data_dir=tmp_path)
+    with pytest.warns(datasets.DataChecksumWarning):
+        df = datasets.load_dataset("wmt22_zh_en", n_items=3, data_dir=tmp_path, verify=False)
     assert len(df) == 3
 
 
@@ -266,20 +268,20 @@ def serve():
 def test_download_from_loopback_mirror(serve, tmp_path):
     url = serve(SHARED)
     names = ["summeval", "sumpubmed", "pubmedqa", "wmt22_de_en", "wmt22_zh_en"]
-    got = data.download(tmp_path, names, base_url=url)
+    got = datasets.download(tmp_path, names, base_url=url)
     assert len(got) == 2 + 200 + 1 + 3 + 3  # sumpubmed: only the committed selection's files
     for p in got:
         rel = p.relative_to(tmp_path).as_posix()
         assert p.read_bytes() == (SHARED / rel).read_bytes()
     assert not list(tmp_path.rglob("*.part"))
     for name in names:
-        pd.testing.assert_frame_equal(data.load_dataset(name, n_items=10, data_dir=tmp_path),
-                                      data.load_dataset(name, n_items=10, data_dir=SHARED))
+        pd.testing.assert_frame_equal(datasets.load_dataset(name, n_items=10, data_dir=tmp_path),
+                                      datasets.load_dataset(name, n_items=10, data_dir=SHARED))
     # other seeds need the whole SumPubMed pool, and the error says how to get it
     with pytest.raises(DHPError, match="sumpubmed='all'"):
-        data.load_dataset("sumpubmed", seed=1, data_dir=tmp_path)
+        datasets.load_dataset("sumpubmed", seed=1, data_dir=tmp_path)
     # a second call finds everything in place and re-downloads nothing (server gone)
-    assert data.download(tmp_path, names, base_url="http://127.0.0.1:9") == got
+    assert datasets.download(tmp_path, names, base_url="http://127.0.0.1:9") == got
 
 
 def test_download_rejects_corrupt_file(serve, tmp_path):
@@ -288,37 +290,37 @@ def test_download_rejects_corrupt_file(serve, tmp_path):
     (mirror / "pubmedqa/ori_pqal.json").write_bytes(b"{}")
     dest = tmp_path / "dest"
     with pytest.raises(DHPError, match="sha256"):
-        data.download(dest, ["pubmedqa"], base_url=serve(mirror))
+        datasets.download(dest, ["pubmedqa"], base_url=serve(mirror))
     assert not (dest / "pubmedqa/ori_pqal.json").exists()
     assert not list(dest.rglob("*.part"))
 
 
 def test_download_errors(serve, tmp_path):
     with pytest.raises(DHPError, match="not openly licensed.*rocstories"):
-        data.download(tmp_path, ["storycloze"])
+        datasets.download(tmp_path, ["storycloze"])
     with pytest.raises(DHPError, match="HTTP 404"):
-        data.download(tmp_path, ["pubmedqa"], base_url=serve(tmp_path))
+        datasets.download(tmp_path, ["pubmedqa"], base_url=serve(tmp_path))
     with pytest.raises(DHPError, match="Download of .* failed"):
-        data.download(tmp_path, ["pubmedqa"], base_url="http://127.0.0.1:9", timeout=5)
+        datasets.download(tmp_path, ["pubmedqa"], base_url="http://127.0.0.1:9", timeout=5)
 
 
 def test_upstream_urls_are_pinned_raw_github():
-    for name in data.DATASETS:
+    for name in datasets.DATASETS:
         if name == "storycloze":
             with pytest.raises(DHPError, match="rocstories"):
-                data.upstream_url(data.dataset_files(name)[0])
+                datasets.upstream_url(datasets.dataset_files(name)[0])
             continue
-        for rel in data.dataset_files(name, sumpubmed="selection"):
-            url = data.upstream_url(rel)
+        for rel in datasets.dataset_files(name, sumpubmed="selection"):
+            url = datasets.upstream_url(rel)
             assert url.startswith("https://raw.githubusercontent.com/")
             assert url.endswith(Path(rel).name) or url.endswith("data.pkl") or url.endswith("summeval.json")
 
 
 def test_bartscore_pickle_conversion_reproduces_shared_json():
-    # download() converts BARTScore's data.pkl to JSON; the result must hash like the shared copy
+    # download() converts BARTScore's datasets.pkl to JSON; the result must hash like the shared copy
     obj = json.loads((SHARED / "summeval/bartscore_summeval.json").read_text(encoding="utf-8"))
-    blob = data._bartscore_pickle_to_json(pickle.dumps(obj))
-    registry = json.loads((project_root() / "data/checksums.json").read_text())
+    blob = downloader._bartscore_pickle_to_json(pickle.dumps(obj))
+    registry = json.loads((project_root() / "dhp/resources/checksums.json").read_text())
     assert hashlib.sha256(blob).hexdigest() == registry["summeval/bartscore_summeval.json"]["sha256"]
 
 
@@ -328,7 +330,7 @@ def test_safe_unpickler_refuses_code():
             return (print, ("pwned",))
 
     with pytest.raises(pickle.UnpicklingError, match="refusing"):
-        data._bartscore_pickle_to_json(pickle.dumps({"a": Evil()}))
+        downloader._bartscore_pickle_to_json(pickle.dumps({"a": Evil()}))
 
 
 # ----------------------------------------------------------------------------- bring your own
@@ -347,14 +349,14 @@ def test_load_custom_csv_and_jsonl(tmp_path):
                       'item_id,source,reference,task,notes\n'
                       'a,"An article,\nover two lines.",A summary.,summarization,x\n'
                       'b,Another article.,Another summary.,summarization,y\n')
-    df = data.load_custom(csv_path)
+    df = datasets.load_custom(csv_path)
     _check_schema(df, "mine", 2, task="summarization")
     assert df.loc[0, "source"] == "An article,\nover two lines."
     rows = [{"item_id": 1, "source": "Der Hund.", "reference": "The dog.", "src_lang": "de", "tgt_lang": "en"},
             {"item_id": 2, "source": "Die Katze.", "reference": "The cat.", "src_lang": "de", "tgt_lang": "en"}]
     jl = _write(tmp_path, "mt.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
-    df = data.load_custom(jl, task="translation", dataset="my_mt")
-    assert list(df.columns) == list(data.COLUMNS)
+    df = datasets.load_custom(jl, task="translation", dataset="my_mt")
+    assert list(df.columns) == list(datasets.COLUMNS)
     assert list(df["item_id"]) == ["1", "2"] and (df["dataset"] == "my_mt").all()
     assert (df["task"] == "translation").all() and (df["src_lang"] == "de").all()
 
@@ -386,54 +388,54 @@ def test_load_custom_csv_and_jsonl(tmp_path):
 def test_load_custom_rejects_bad_input(tmp_path, name, content, task, pattern):
     p = _write(tmp_path, name, content)
     with pytest.raises(DHPError, match=pattern):
-        data.load_custom(p, task=task)
+        datasets.load_custom(p, task=task)
 
 
 def test_load_custom_rejects_non_utf8_and_unreadable(tmp_path):
     p = _write(tmp_path, "latin.csv", "item_id,source,reference\n1,ok,ok\n2,caf".encode() + b"\xe9,x\n")
     with pytest.raises(DHPError, match=r"latin\.csv line 3 contains bytes that are not UTF-8.*iconv"):
-        data.load_custom(p, task="summarization")
+        datasets.load_custom(p, task="summarization")
     with pytest.raises(DHPError, match=r"Cannot read .*nope\.csv: no such file"):
-        data.load_custom(tmp_path / "nope.csv", task="summarization")
+        datasets.load_custom(tmp_path / "nope.csv", task="summarization")
     with pytest.raises(DHPError, match="Cannot read"):
-        data.load_custom(tmp_path, task="summarization")  # a folder, not a file
+        datasets.load_custom(tmp_path, task="summarization")  # a folder, not a file
 
 
 # ----------------------------------------------------------------------------- Table 2
 
 def test_reference_lengths_and_comparison_arithmetic():
     table = pd.DataFrame([
-        {**dict.fromkeys(data.COLUMNS, ""), "dataset": "storycloze", "item_id": "1",
+        {**dict.fromkeys(datasets.COLUMNS, ""), "dataset": "storycloze", "item_id": "1",
          "reference": "He smiled. Then he left."},
-        {**dict.fromkeys(data.COLUMNS, ""), "dataset": "storycloze", "item_id": "2",
+        {**dict.fromkeys(datasets.COLUMNS, ""), "dataset": "storycloze", "item_id": "2",
          "reference": "She won the match."},
     ])
-    lengths = data.reference_lengths(table)
+    lengths = datasets.reference_lengths(table)
     assert list(lengths.columns) == ["dataset", "item_id", "characters", "words", "sentences"]
     assert lengths["characters"].tolist() == [24, 18]
     assert lengths["words"].tolist() == [5, 4] and lengths["sentences"].tolist() == [2, 1]
-    comp = data.table2_comparison(table).set_index("measure")
+    comp = datasets.table2_comparison(table).set_index("measure")
     assert comp.loc["characters", "ours"] == 21.0 and comp.loc["characters", "paper"] == 38.7
     assert comp.loc["sentences", "rel_diff"] == pytest.approx((1.5 - 1.0) / 1.0)
     assert (comp["n_items"] == 2).all() and (comp["paper_dataset"] == "storycloze").all()
 
 
 def test_table2_on_real_selections():
-    table, skipped = data.load_many(["summeval", "storycloze", "wmt22_zh_en", "pubmedqa"],
+    table, skipped = datasets.load_many(["summeval", "storycloze", "wmt22_zh_en", "pubmedqa"],
                                     paths={"storycloze": STORYCLOZE})
     assert skipped == {}
-    comp = data.table2_comparison(table)
+    comp = datasets.table2_comparison(table)
     assert list(comp.columns) == ["dataset", "paper_dataset", "n_items", "measure", "ours", "paper", "rel_diff"]
     assert len(comp) == 12 and (comp["n_items"] == 100).all()
     assert comp.loc[comp["dataset"] == "pubmedqa", "paper_dataset"].eq("answer_equivalence").all()
     # the SummEval rule (most sentences, first on ties, detokenised) reproduces the paper's row
     se = comp[comp["dataset"] == "summeval"]
     assert (se["rel_diff"].abs() < 0.02).all(), se
-    recomputed = data.reference_lengths(table).groupby("dataset")["characters"].mean()
+    recomputed = datasets.reference_lengths(table).groupby("dataset")["characters"].mean()
     assert comp.set_index(["dataset", "measure"]).loc[("summeval", "characters"), "ours"] == recomputed["summeval"]
 
 
 def test_load_many_reports_unavailable():
-    table, skipped = data.load_many(["pubmedqa", "storycloze"], n_items=2)
+    table, skipped = datasets.load_many(["pubmedqa", "storycloze"], n_items=2)
     assert list(table["dataset"].unique()) == ["pubmedqa"]
     assert "rocstories" in skipped["storycloze"]

@@ -16,7 +16,7 @@ from dhp.analysis.decomposition import agreement_table, combine_orders, dna_scor
 from dhp.backends import Backend, Completion
 from dhp.datasets.llmbar import load_llmbar, load_pairwise
 from dhp.errors import DHPError
-from dhp.protocols.pairwise import parse_aspects, parse_pair, parse_weights, run_strategies, verdict_from
+from dhp.judging.strategies import parse_aspects, parse_pair, parse_weights, run_strategies, verdict_from
 
 
 @pytest.mark.parametrize("text,expected,note", [
@@ -152,7 +152,7 @@ def test_dna_scores_is_a_weighted_sum_of_metric_scores_and_nan_when_one_is_missi
     assert got == pytest.approx(want)
     s.loc[s.index[0], "score"] = np.nan
     assert dna_scores(s, w)["score"].isna().sum() == 1
-    from dhp.stats import discernment
+    from dhp.analysis.discernment import discernment
 
     assert discernment(dna_scores(s, "expert"))["D"].notna().all()  # the DHP statistics read it
 

@@ -148,9 +148,10 @@ def test_pair_matrix_and_table1_layout():
 
 
 def test_parse_preference_and_both_orders_accuracy():
-    from dhp.analysis.dual_perspective import comparison_accuracy, parse_preference
+    from dhp.analysis.dual_perspective import comparison_accuracy
+    from dhp.judging.pairwise import parse_preference
 
-    assert [parse_preference(t) for t in ["1", " 2.", "Tie", "Summary 2 is better", "neither", None]] == \
+    assert [parse_preference(t)[0] for t in ["1", " 2.", "Tie", "Summary 2 is better", "neither", None]] == \
         ["1", "2", "tie", "2", None, None]
     c = pd.DataFrame({
         "source_id": ["a"] * 4 + ["b"] * 2, "aspect": "fluency", "step": [0, 0, 1, 1, 0, 0],

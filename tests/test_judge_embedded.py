@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from dhp.cache import Cache
-from dhp.judge import SCORE_COLUMNS, failure_summary, judge
+from dhp.judging import SCORE_COLUMNS, failure_summary, score_perturbed
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,10 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def real_items():
     """One real SummEval item (read from ../shared/datasets at run time) with three variants."""
-    from dhp import data, perturb
+    from dhp import datasets, perturb
 
     # CI has ../shared/datasets: a missing copy must fail loudly, not skip the real-data checks.
-    ds = data.load_dataset("summeval", n_items=1, seed=0)
+    ds = datasets.load_dataset("summeval", n_items=1, seed=0)
     pt = perturb.perturb(ds, seed=0)
     keep = pt["perturbation"].isin(["original", "char_deletion"]) & (pt["status"] == "ok")
     return pt[keep].head(3).reset_index(drop=True), ds
@@ -34,25 +34,25 @@ def test_three_modes_on_real_items(real_items, tmp_path):
     pt, ds = real_items
     cache = tmp_path / "c.sqlite"
     n_var = len(pt)
-    lp = judge(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
+    lp = score_perturbed(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
     assert list(lp.columns[:len(SCORE_COLUMNS)]) == SCORE_COLUMNS and len(lp) == n_var
     assert lp["score"].between(1, 5).all() and (lp["prob_mass"] > 0).all() and (lp["n_valid"] == 1).all()
     st = lp.attrs["judge_stats"]
     # variants of one (item, metric) share instructions + article: most prompt tokens come from the KV cache
     assert st["prompt_tokens_computed"] < 0.6 * st["prompt_tokens_submitted"]
 
-    sm = judge(pt, ds, mode="sample", n_samples=2, metrics=["fluency"], cache=cache, progress=False)
+    sm = score_perturbed(pt, ds, mode="sample", n_samples=2, metrics=["fluency"], cache=cache, progress=False)
     assert len(sm) == n_var and ((sm["n_valid"] + sm["n_failed"]) == 2).all()
     assert sm["score"].dropna().between(1, 5).all()
     assert sm["score"].isna().eq(sm["n_valid"] == 0).all()  # NaN exactly where nothing parsed
 
-    ll = judge(pt, ds, mode="likelihood", cache=cache, progress=False)
+    ll = score_perturbed(pt, ds, mode="likelihood", cache=cache, progress=False)
     assert len(ll) == n_var and (ll["metric"] == "likelihood").all()
     assert (ll["score"] < 0).all() and (ll["completion_tokens"] > 5).all()
     orig = ll.loc[ll["perturbation"] == "original", "score"].iloc[0]
     assert (ll.loc[ll["perturbation"] == "char_deletion", "score"] < orig).all()  # deletions lower likelihood
 
-    again = judge(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
+    again = score_perturbed(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
     assert again.attrs["judge_stats"]["calls"] == 0
     pd.testing.assert_frame_equal(lp, again)
     assert set(failure_summary(pd.concat([lp, sm, ll]))["mode"]) == {"logprobs", "sample", "likelihood"}
@@ -77,9 +77,9 @@ def synthetic_tables():
 
 RUN = textwrap.dedent("""
     import sys, pandas as pd
-    from dhp.judge import judge
+    from dhp.judging import score_perturbed
     pt = pd.read_parquet(sys.argv[1]); ds = pd.read_parquet(sys.argv[2])
-    judge(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=sys.argv[3],
+    score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=sys.argv[3],
           progress=False)
 """)
 
@@ -115,13 +115,13 @@ def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
     assert 2 * per_call <= done < total and done % per_call == 0  # a request's replies are stored together
 
     with Cache(db) as cache:
-        resumed = judge(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=cache,
+        resumed = score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=cache,
                         progress=False)
         assert len(cache) == total  # each call stored once
     assert resumed.attrs["judge_stats"]["calls"] == (total - done) // per_call  # no committed call repeated
     assert resumed.attrs["judge_stats"]["cache_hits"] == done
 
-    fresh = judge(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=None,
+    fresh = score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=None,
                   progress=False)
     assert fresh.attrs["judge_stats"]["calls"] == total // per_call
     pd.testing.assert_frame_equal(resumed, fresh)
@@ -132,7 +132,7 @@ def test_stopping_after_the_score_digit_keeps_the_logprobs_score(real_items):
     """Greedy logprobs judging stops right after the first score digit; the score must be the one a
     full-length reply gives (same logits at every position the score reads)."""
     from dhp.backends import ChatRequest, get_backend
-    from dhp.judge import build_prompt, score_from_logprobs
+    from dhp.judging import build_prompt, score_from_logprobs
 
     perturbed, dataset = real_items
     backend = get_backend("embedded")

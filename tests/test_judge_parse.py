@@ -8,7 +8,7 @@ import pytest
 
 from dhp.backends import Backend, Completion, LogLikelihood
 from dhp.errors import DHPError
-from dhp.judge import (SCORE_COLUMNS, build_prompt, failure_summary, failures_table, judge, likelihood_prefix,
+from dhp.judging import (SCORE_COLUMNS, build_prompt, failure_summary, failures_table, score_perturbed, likelihood_prefix,
                        load_prompt, parse_reply, parse_score, score_from_logprobs)
 from dhp.schema import TASK_METRICS
 
@@ -60,7 +60,7 @@ def test_logprobs_and_sample_apply_the_same_acceptance_rule():
             return out
 
     for mode in ("logprobs", "sample"):
-        sc = judge(pt, ds, judge=ListEcho(), mode=mode, n_samples=2, cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=ListEcho(), mode=mode, n_samples=2, cache=None, progress=False)
         assert sc["score"].isna().all(), mode
         assert sc["failure"].str.contains("not a single score").all(), mode
 
@@ -68,9 +68,9 @@ def test_logprobs_and_sample_apply_the_same_acceptance_rule():
 def test_unknown_metric_raises_instead_of_an_empty_table():
     pt, ds = tables(1)
     with pytest.raises(DHPError, match="Unknown metric"):
-        judge(pt, ds, judge=CountingBackend(), metrics=["typo"], cache=None, progress=False)
+        score_perturbed(pt, ds, judge=CountingBackend(), metrics=["typo"], cache=None, progress=False)
     with pytest.raises(DHPError, match="is defined for these items"):
-        judge(pt, ds, judge=CountingBackend(), metrics=["accuracy"], cache=None, progress=False)
+        score_perturbed(pt, ds, judge=CountingBackend(), metrics=["accuracy"], cache=None, progress=False)
 
 
 def test_parse_metric_label_is_metric_specific():
@@ -179,7 +179,7 @@ def tables(n_items=2):
 def test_scores_table_schema_and_skipped_rows_excluded():
     pt, ds = tables()
     b = CountingBackend()
-    sc = judge(pt, ds, judge=b, mode="sample", n_samples=3, cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=3, cache=None, progress=False)
     assert list(sc.columns[:len(SCORE_COLUMNS)]) == SCORE_COLUMNS
     assert len(sc) == 2 * 3 * 4  # items x ok variants x metrics
     assert not (sc["perturbation"] == "sentence_reorder").any()
@@ -193,7 +193,7 @@ def test_scores_table_schema_and_skipped_rows_excluded():
 def test_grouped_order_keeps_item_metric_variants_adjacent():
     pt, ds = tables(3)
     b = CountingBackend()
-    judge(pt, ds, judge=b, mode="logprobs", cache=None, progress=False)
+    score_perturbed(pt, ds, judge=b, mode="logprobs", cache=None, progress=False)
     seen, last = [], None
     for p in b.prompts:
         key = (p.split("Quality dimension: ")[1].split(",")[0], p.split("Synthetic article number ")[1][0])
@@ -206,9 +206,9 @@ def test_grouped_order_keeps_item_metric_variants_adjacent():
 def test_warm_rerun_makes_no_calls_and_same_table(tmp_path):
     pt, ds = tables()
     b = CountingBackend()
-    first = judge(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
+    first = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
     n = b.calls
-    again = judge(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
+    again = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
     assert b.calls == n and again.attrs["judge_stats"]["calls"] == 0
     assert again.attrs["judge_stats"]["cache_hits"] == first.attrs["judge_stats"]["requests"] == 2 * n
     pd.testing.assert_frame_equal(first, again)
@@ -218,13 +218,13 @@ def test_cache_key_changes_with_params(tmp_path):
     pt, ds = tables(1)
     b = CountingBackend()
     path = tmp_path / "c.sqlite"
-    judge(pt, ds, judge=b, mode="sample", n_samples=1, cache=path, progress=False)
+    score_perturbed(pt, ds, judge=b, mode="sample", n_samples=1, cache=path, progress=False)
     n = b.calls
-    judge(pt, ds, judge=b, mode="sample", n_samples=2, cache=path, progress=False)  # only sample #2 is new
+    score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=path, progress=False)  # only sample #2 is new
     assert b.calls == 2 * n
-    judge(pt, ds, judge=b, mode="sample", n_samples=1, seed=7, cache=path, progress=False)
+    score_perturbed(pt, ds, judge=b, mode="sample", n_samples=1, seed=7, cache=path, progress=False)
     assert b.calls == 3 * n
-    judge(pt, ds, judge=b, mode="logprobs", cache=path, progress=False)
+    score_perturbed(pt, ds, judge=b, mode="logprobs", cache=path, progress=False)
     assert b.calls == 4 * n
 
 
@@ -236,7 +236,7 @@ def test_unparsable_and_failed_calls_are_nan_and_counted():
             return RuntimeError("HTTP 500: boom")
         return "Score: 2" if seed == 0 else "Score: 5.5"
 
-    sc = judge(pt, ds, judge=CountingBackend(reply), mode="sample", n_samples=2, cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=CountingBackend(reply), mode="sample", n_samples=2, cache=None, progress=False)
     pert = sc[sc["perturbation"] == "char_deletion"]
     assert pert["score"].isna().all() and (pert["n_valid"] == 0).all() and (pert["n_failed"] == 2).all()
     assert pert["failure"].str.contains("HTTP 500: boom").all()
@@ -254,7 +254,7 @@ def test_unparsable_and_failed_calls_are_nan_and_counted():
 
 def test_logprobs_mode_and_text_fallback():
     pt, ds = tables(1)
-    sc = judge(pt, ds, judge=CountingBackend(lambda p, s: "4"), mode="logprobs", cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=CountingBackend(lambda p, s: "4"), mode="logprobs", cache=None, progress=False)
     p4, p3 = math.exp(-0.1), math.exp(-2.5)
     assert np.allclose(sc["score"], (4 * p4 + 3 * p3) / (p4 + p3))
     assert np.allclose(sc["prob_mass"], p4 + p3) and not sc["fallback"].any()
@@ -267,13 +267,13 @@ def test_logprobs_mode_and_text_fallback():
             return out
 
     with pytest.warns(UserWarning, match="no logprobs"):
-        sc = judge(pt, ds, judge=NoLogprobs(), mode="logprobs", cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=NoLogprobs(), mode="logprobs", cache=None, progress=False)
     assert (sc["score"] == 3.0).all() and sc["fallback"].all() and sc["prob_mass"].isna().all()
 
 
 def test_likelihood_mode_one_row_per_variant():
     pt, ds = tables(2)
-    sc = judge(pt, ds, judge=CountingBackend(), mode="likelihood", cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=CountingBackend(), mode="likelihood", cache=None, progress=False)
     assert len(sc) == 2 * 3 and (sc["metric"] == "likelihood").all()
     row = sc[(sc["item_id"] == "i0") & (sc["perturbation"] == "original")].iloc[0]
     text = "Summary 0 text."
@@ -285,7 +285,7 @@ def test_source_truncated_never_candidate():
     ds.loc[0, "source"] = "word " * 3000
     b = CountingBackend(n_ctx=900)
     with pytest.warns(UserWarning, match="truncated"):
-        sc = judge(pt, ds, judge=b, mode="logprobs", cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=b, mode="logprobs", cache=None, progress=False)
     assert sc["truncated"].all()
     assert all(p.rstrip().endswith(":") for p in b.prompts)
     assert all("[...]" in p for p in b.prompts)
@@ -304,29 +304,29 @@ def test_dry_run_estimates_without_calls(tmp_path):
         model = "gpt-4o-mini"
 
     b = Paid()
-    est = judge(pt, ds, judge=b, mode="sample", n_samples=5, dry_run=True, cache=tmp_path / "c.sqlite",
+    est = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=5, dry_run=True, cache=tmp_path / "c.sqlite",
                 price_table={"gpt-4o-mini": {"input": 1.0, "output": 2.0}})
     # one request per row asks for the 5 replies (one prompt charge); completion is bounded per reply
     assert b.calls == 0 and est.calls == 2 * 3 * 4 and est.cached_calls == 0
     assert est.completion_tokens == 2 * 3 * 4 * 5 * 12
     assert est.cost_usd == pytest.approx((est.prompt_tokens * 1.0 + est.completion_tokens * 2.0) / 1e6)
-    est2 = judge(pt, ds, judge=b, mode="sample", dry_run=True, price_table={}, cache=None)
+    est2 = score_perturbed(pt, ds, judge=b, mode="sample", dry_run=True, price_table={}, cache=None)
     assert est2.cost_usd is None and "unknown" in est2.describe()
 
 
 def test_bad_inputs_raise_dhperror():
     pt, ds = tables(1)
     with pytest.raises(DHPError, match="mode"):
-        judge(pt, ds, judge=CountingBackend(), mode="vibes", cache=None)
+        score_perturbed(pt, ds, judge=CountingBackend(), mode="vibes", cache=None)
     with pytest.raises(DHPError, match="dataset table"):
-        judge(pt, None, judge=CountingBackend(), cache=None)
+        score_perturbed(pt, None, judge=CountingBackend(), cache=None)
     with pytest.raises(DHPError, match="not in the dataset table"):
-        judge(pt, ds.assign(item_id="other"), judge=CountingBackend(), cache=None)
+        score_perturbed(pt, ds.assign(item_id="other"), judge=CountingBackend(), cache=None)
 
 
 def test_load_judge_inputs_takes_first_items_and_their_sources(tmp_path):
     from dhp.io import write_parquet
-    from dhp.judge import load_judge_inputs
+    from dhp.judging import load_judge_inputs
 
     pt, ds = tables(3)
     with pytest.raises(DHPError, match="notebooks/01_perturb"):
@@ -341,7 +341,7 @@ def test_load_judge_inputs_takes_first_items_and_their_sources(tmp_path):
 
 
 def test_score_prompts_rating_is_the_modal_reply_in_sample_mode_and_rounded_in_logprobs():
-    from dhp.judge import score_prompts
+    from dhp.judging import score_prompts
 
     replies = {0: "4", 1: "2", 2: "2", 3: "4", 4: "3"}  # 2 and 4 tie twice each: the lower, 2, is kept
     b = CountingBackend(lambda prompt, seed: replies[seed])

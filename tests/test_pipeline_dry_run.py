@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from dhp.data import load_dataset
+from dhp.datasets import load_dataset
 from dhp.io import project_root
 from dhp.perturb import perturb
 from dhp.schema import metrics_for
@@ -27,6 +27,6 @@ def test_dry_run_counts_every_call_and_writes_no_table(tmp_path):
     # One request per (variant, metric) asks for its 5 replies; identical texts would share one call.
     expected = len(ok.drop_duplicates(["item_id", "text"])) * len(metrics_for("summarization"))
     assert int(m.group(1)) == expected and int(m.group(2)) == 0
-    assert float(m.group(3)) > 0  # gpt-4o-mini is in data/judge_prices.yaml
+    assert float(m.group(3)) > 0  # gpt-4o-mini is in dhp/resources/judge_prices.yaml
     assert "sk-dry-run-test" not in out.stdout + out.stderr
     assert not list(run_dir.glob("*.parquet")) and not list(run_dir.glob("*.csv"))

@@ -6,7 +6,7 @@ from test_stats_fixtures import synth_scores
 
 from dhp import plots
 from dhp.errors import DHPError
-from dhp.stats import discernment, summarize
+from dhp.analysis.discernment import discernment, summarize
 from dhp.weights import load_expert_weights
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_stats_fixtures import synth_scores
 
 from dhp.errors import DHPError
-from dhp.stats import (
+from dhp.analysis.discernment import (
     combine_p,
     discernment,
     discernment_score,
@@ -202,7 +202,7 @@ def test_a_judge_that_reacts_to_formatting_fails_the_control():
 
 def _slow_null(scores, n_null, seed):
     """The sign-flip null the slow way: flip, rebuild the table, run discernment (scipy per test)."""
-    from dhp.stats import GROUP, group_seed
+    from dhp.analysis.discernment import GROUP, group_seed
 
     key = tuple(scores[c].iloc[0] for c in GROUP)
     items = sorted(scores["item_id"].unique())

@@ -6,6 +6,7 @@ import pytest
 from dhp.errors import DHPError
 from dhp.schema import TASK_METRICS
 from dhp.weights import (
+    DEFAULT_PATH,
     default_votes,
     task_perturbations,
     coverage_gaps,
@@ -22,7 +23,7 @@ def test_shipped_default_is_complete_valid_and_labelled_as_ours():
     ew = load_expert_weights()
     assert coverage_gaps(ew) == []
     assert ew.groupby(["task", "perturbation"])["weight"].sum().round(9).eq(1).all()
-    first = resolve("data/expert_weights.csv").read_text().splitlines()[0]
+    first = resolve("dhp/resources/expert_weights.csv").read_text().splitlines()[0]
     assert first.startswith("#") and "not the paper" in first
 
 
@@ -68,22 +69,28 @@ def test_validation_errors(mutate, match):
         validate_expert_weights(mutate(_good()))
 
 
-def test_missing_weights_fall_back_to_registered_votes_or_fail():
+def test_missing_perturbation_weights_are_an_error():
+    with pytest.raises(DHPError, match="No expert weights"):
+        weights_for(validate_expert_weights(_good()), "translation", "word_deletion", ["accuracy", "fluency"])
+
+
+def test_default_weights_include_registered_votes_of_your_own_perturbation():
     from dhp.perturb.registry import PERTURBATIONS, perturbation
 
-    ew = validate_expert_weights(_good())  # has no translation rows
-    # A built-in perturbation the file lacks gets its registered default votes (accuracy 8, fluency 2).
-    assert weights_for(ew, "translation", "word_deletion", ["accuracy", "fluency"]).tolist() == [0.8, 0.2]
-
-    @perturbation("no_votes_here", level="word", tasks={"translation": ("single",)})
-    def _noop(text, ctx):
-        return text + "!", "added a mark"
+    @perturbation("shouting", level="character", tasks={"translation": ("single",)},
+                  weights={"translation": {"fluency": 3, "accuracy": 1}})
+    def _shout(text, ctx):
+        return text.upper(), "upper-cased"
 
     try:
+        ew = load_expert_weights()
+        assert weights_for(ew, "translation", "shouting", ["accuracy", "fluency"]).tolist() == [0.25, 0.75]
+        # a file of your own is taken as it is: no silent defaults mixed in
         with pytest.raises(DHPError, match="No expert weights"):
-            weights_for(ew, "translation", "no_votes_here", ["accuracy", "fluency"])
+            weights_for(load_expert_weights(DEFAULT_PATH), "translation", "shouting", ["accuracy", "fluency"])
     finally:
-        PERTURBATIONS.pop("no_votes_here")
+        PERTURBATIONS.pop("shouting")
+    assert "shouting" not in set(load_expert_weights()["perturbation"])
 
 
 def test_write_roundtrip_and_no_silent_overwrite(tmp_path):

@@ -57,7 +57,7 @@ def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, j
 
 def dna_scores(scores: pd.DataFrame, weights: str | pd.DataFrame = "expert") -> pd.DataFrame:
     """DnA as a pointwise DHP score: aspects = the task's metrics (already scored one per inference by
-    dhp.judge.judge), aggregated in code as f = Σ_m w_m s_m. ``weights``: "expert" — the shipped expert
+    dhp.judging.score_perturbed), aggregated in code as f = Σ_m w_m s_m. ``weights``: "expert" — the shipped expert
     weights averaged over the task's perturbations (one weighting per task, fixed before seeing any
     variant), "equal", or a DataFrame (task, metric, weight). A row lacking any metric's score is NaN.
     Returns a scores table (same contract) with metric "dna"."""
@@ -94,39 +94,25 @@ def dna_scores(scores: pd.DataFrame, weights: str | pd.DataFrame = "expert") -> 
 def compare_with_perturbed(perturbed: pd.DataFrame, dataset: pd.DataFrame, judge="embedded", cache=None,
                            seed: int = 0, progress: bool = False) -> pd.DataFrame:
     """Show each ok perturbed variant next to its original, in both orders, and ask which is better.
-    Columns: dataset, judge, item_id, perturbation, severity, level, order ("op": original first, "po"),
-    winner ("original", "perturbed", "tie" or None when the reply does not parse)."""
-    from pathlib import Path
-
-    from dhp import calls
-    from dhp.analysis.dual_perspective import parse_preference
-    from dhp.backends import ChatRequest, get_backend
-    from dhp.judge import _fill
+    Asked through the pairwise protocol (dhp.judging.pairwise, candidate 1 = the original). Columns:
+    dataset, judge, item_id, perturbation, severity, level, order ("op": original first, "po"), winner
+    ("original", "perturbed", "tie" or None when the reply does not start with a label)."""
+    from dhp.judging.pairwise import compare_pairs
     from dhp.perturb.llm import PROMPT_UNITS
 
-    backend = get_backend(judge)
-    t = (Path(__file__).resolve().parent.parent / "prompts" / "pairwise" / "compare_overall.txt").read_text(encoding="utf-8")
     ok = perturbed[perturbed["status"] == "ok"]
     orig = ok[ok["perturbation"] == "original"].set_index("item_id")["text"]
-    items = dataset.set_index(dataset["item_id"].astype(str))
-    meta, reqs = [], []
-    for r in ok[ok["perturbation"] != "original"].itertuples():
-        item = items.loc[str(r.item_id)]
-        unit = PROMPT_UNITS.get(str(r.task), ("text", ""))[0]
-        for order, (a, b) in (("op", (orig[r.item_id], r.text)), ("po", (r.text, orig[r.item_id]))):
-            meta.append((r.dataset, r.item_id, r.perturbation, r.severity, r.level, order))
-            reqs.append(ChatRequest.make([{"role": "user", "content": _fill(t, {
-                "unit": unit, "source": item["source"], "candidate_1": a, "candidate_2": b})}], 4, 0.0, seed))
-    replies = calls.chat(backend, reqs, cache, progress=progress, desc="compare")
-    rows = []
-    for (ds, iid, p, sev, lv, order), rep in zip(meta, replies):
-        pref = parse_preference(getattr(rep, "text", None))
-        first = "original" if order == "op" else "perturbed"
-        second = "perturbed" if order == "op" else "original"
-        winner = None if pref is None else "tie" if pref == "tie" else (first if pref == "1" else second)
-        rows.append({"dataset": ds, "judge": backend.identity, "item_id": iid, "perturbation": p, "severity": sev,
-                     "level": lv, "order": order, "winner": winner})
-    return pd.DataFrame(rows)
+    source = dataset.set_index(dataset["item_id"].astype(str))["source"]
+    variants = ok[ok["perturbation"] != "original"].reset_index(drop=True)
+    pairs = pd.DataFrame({"pair_id": variants.index, "source": variants["item_id"].astype(str).map(source),
+                          "candidate_1": variants["item_id"].map(orig), "candidate_2": variants["text"],
+                          "unit": [PROMPT_UNITS.get(str(t), ("text", ""))[0] for t in variants["task"]]})
+    v = compare_pairs(pairs, judge, mode="sample", cache=cache, seed=seed, progress=progress)
+    meta = variants.loc[v["pair_id"], ["dataset", "item_id", "perturbation", "severity", "level"]].reset_index(drop=True)
+    winner = v["verdict"].map({"1": "original", "2": "perturbed", "tie": "tie"}).astype(object)
+    return meta.assign(judge=v["judge"].values, order=v["order"].map({"12": "op", "21": "po"}).values,
+                       winner=winner.where(v["verdict"].notna(), None).values)[
+        ["dataset", "judge", "item_id", "perturbation", "severity", "level", "order", "winner"]]
 
 
 def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -137,7 +123,7 @@ def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
     perturbation, severity, level, original_wins, perturbed_wins, ties, unparsed, share_original, p, D."""
     from scipy.stats import binomtest
 
-    from dhp.stats import discernment_score
+    from dhp.analysis.discernment import discernment_score
 
     rows = []
     for key, g in comparisons.groupby(["dataset", "judge", "perturbation", "severity", "level"], sort=True):

@@ -176,13 +176,13 @@ def local_pairs(step_scores: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------------
-# Running a judge on the three views (calls go through dhp.judge.score_prompts and the shared cache)
+# Running a judge on the three views (calls go through dhp.judging.score_prompts and the shared cache)
 # --------------------------------------------------------------------------------------------------
 TASK = "summarization"
 
 
 def _score(rows: list[dict], judge, mode, cache, seed, progress) -> pd.DataFrame:
-    from dhp.judge import build_prompt, score_prompts
+    from dhp.judging import build_prompt, score_prompts
 
     prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate", "item", "task")},
                              "metric": r["aspect"],
@@ -197,7 +197,7 @@ def global_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_per_
                    mode="logprobs", cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
     """Judge ``n_per_aspect`` agreed-upon targets per aspect (seeded sample) and map each to a rating: the
     expected score rounded half up (logprobs), the most frequent parsed rating (sample; ties to the lower),
-    see dhp.judge.score_prompts. Columns (``global_targets.parquet``): target_id, aspect, human_rating,
+    see dhp.judging.score_prompts. Columns (``global_targets.parquet``): target_id, aspect, human_rating,
     judge_score, judge_rating, failure."""
     from dhp.datasets.summeval_annotators import agreed_targets
 
@@ -308,46 +308,30 @@ ASPECT_DEFINITIONS = {
 }
 
 
-def parse_preference(text: str | None) -> str | None:
-    """"1", "2" or "tie" from a comparison reply (its first such word), else None."""
-    import re
-
-    m = re.search(r"\b(1|2|tie)\b", str(text or ""), flags=re.IGNORECASE)
-    return m.group(1).lower() if m else None
-
-
 def compare_adjacent(references: pd.DataFrame, aspects, chain_length: int, judge="embedded", cache=None,
                      seed: int = 0, progress: bool = False) -> pd.DataFrame:
     """Show each adjacent pair of a chain (step j, step j+1: one more error) to the judge side by side, in
-    both orders. Columns: source_id, aspect, step, order ("12": step j shown first, "21"), preferred
-    ("better", "worse", "tie" or None when the reply does not parse), reply. A pair counts as correct in
+    both orders through the pairwise protocol (dhp.judging.pairwise; candidate 1 = step j). Columns:
+    source_id, aspect, step, order ("12": step j shown first, "21"), preferred ("better", "worse", "tie" or
+    None when the reply does not start with a label), reply. A pair counts as correct in
     :func:`comparison_accuracy` only when both orders prefer the better target."""
-    from dhp import calls
-    from dhp.backends import ChatRequest
-    from dhp.judge import _fill
+    from dhp.judging.pairwise import compare_pairs
 
-    template = (_prompt_dir() / "summarization_compare.txt").read_text(encoding="utf-8")
-    meta, requests = [], []
+    rows = []
     for r in references.itertuples():
         for aspect in aspects:
             chain = error_chain(r.reference, aspect, chain_length, seed)
-            for step in range(len(chain) - 1):
-                for order, (a, b) in (("12", (chain[step], chain[step + 1])), ("21", (chain[step + 1], chain[step]))):
-                    prompt = _fill(template, {"aspect_title": aspect.capitalize(), "source": r.source,
-                                              "aspect_definition": ASPECT_DEFINITIONS[aspect],
-                                              "candidate_1": a, "candidate_2": b})
-                    meta.append((r.source_id, aspect, step, order))
-                    requests.append(ChatRequest.make([{"role": "user", "content": prompt}], 4, 0.0, seed))
-    replies = calls.chat(judge, requests, cache, progress=progress, desc="compare")
-    rows = []
-    for (src, aspect, step, order), rep in zip(meta, replies):
-        text = getattr(rep, "text", None)
-        pref = parse_preference(text)
-        better = "1" if order == "12" else "2"
-        label = None if pref is None else "tie" if pref == "tie" else ("better" if pref == better else "worse")
-        rows.append({"source_id": src, "aspect": aspect, "step": step, "order": order, "preferred": label,
-                     "reply": (text or getattr(rep, "reason", ""))[:80]})
-    return pd.DataFrame(rows, columns=["source_id", "aspect", "step", "order", "preferred", "reply"])
+            rows += [{"pair_id": f"{r.source_id}|{aspect}|{step}", "source": r.source, "candidate_1": chain[step],
+                      "candidate_2": chain[step + 1], "aspect_title": aspect.capitalize(),
+                      "aspect_definition": ASPECT_DEFINITIONS[aspect]} for step in range(len(chain) - 1)]
+    v = compare_pairs(pd.DataFrame(rows), judge, mode="sample", cache=cache, seed=seed,
+                      template=("pairwise", "summarization_compare"), progress=progress)
+    parts = v["pair_id"].str.split("|", expand=True) if len(v) else pd.DataFrame(columns=[0, 1, 2])
+    preferred = v["verdict"].map({"1": "better", "2": "worse", "tie": "tie"}).astype(object)
+    out = pd.DataFrame({"source_id": parts[0], "aspect": parts[1], "step": parts[2].astype(int), "order": v["order"],
+                        "preferred": preferred.where(v["verdict"].notna(), None),
+                        "reply": v["reply"].fillna(v["failure"]).str[:80]})
+    return out[["source_id", "aspect", "step", "order", "preferred", "reply"]]
 
 
 def comparison_accuracy(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -364,8 +348,3 @@ def comparison_accuracy(comparisons: pd.DataFrame) -> pd.DataFrame:
                      "parsed": float(g["preferred"].notna().mean()), "n_pairs": int(len(both))})
     return pd.DataFrame(rows, columns=["aspect", "accuracy", "position_consistency", "parsed", "n_pairs"])
 
-
-def _prompt_dir():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parent.parent / "prompts" / "pairwise"

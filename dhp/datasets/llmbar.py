@@ -5,7 +5,7 @@ no ties. MIT. Read at run time from ``<data_dir>/llmbar/<Subset>.json`` (``data_
 github.com/princeton-nlp/LLMBar @ 900616b : Dataset/LLMBar/*/dataset.json.
 
 Also a pairwise file of your own (CSV or JSONL: item_id, instruction, output_1, output_2, label with
-label "1", "2" or "tie"), with the same checks as dhp.data.load_custom.
+label "1", "2" or "tie"), with the same checks as dhp.datasets.load_custom.
 
 Table (one row per pair): dataset ("llmbar"), subset, item_id, instruction, output_1, output_2, label.
 """

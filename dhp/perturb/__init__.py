@@ -19,11 +19,11 @@ from dhp.errors import DHPError
 from dhp.perturb import builtin  # noqa: F401  (registers the paper's perturbations)
 from dhp.perturb.display import diff_html, examples_html
 from dhp.perturb.llm import LLMJob, llm_perturb_many
-from dhp.perturb.registry import (PERTURBATIONS, Context, Perturbation, get, llm_methods, methods_for,
+from dhp.perturb.registry import (PERTURBATIONS, Context, Perturbation, llm_methods, methods_for,
                                   methods_table, perturbation, register, task_of)
 from dhp.perturb.rules import Skip, stable_seed
 from dhp.perturb.verify import audit, verify
-from dhp.schema import ORIGINAL, CONTROL
+from dhp.schema import ORIGINAL
 
 __all__ = [
     "COLUMNS", "perturb", "audit", "verify", "methods_table", "diff_html", "examples_html",
@@ -98,7 +98,7 @@ def perturb(
 ) -> pd.DataFrame:
     """Perturb every reference of a dataset table with every method of its task (paper Table 2).
 
-    Parameters: `dataset_df` is the dataset table of `dhp.data.load_dataset` (needs at least
+    Parameters: `dataset_df` is the dataset table of `dhp.datasets.load_dataset` (needs at least
     dataset, item_id, reference; task and wrong_ending are used when present); `seed` the run
     seed; `perturber` "rule" (rule-based counterparts for the LLM methods) or a backend spec /
     backend object used for fictional_entities, grammatical_errors and rewrite_insert;
@@ -127,81 +127,92 @@ def perturb(
     (random_ending/random_answer pick the donor by rendezvous hashing for the same reason).
     Python's global `random` state is left untouched.
     """
+    _check_dataset_table(dataset_df)
+    datasets = list(dict.fromkeys(dataset_df["dataset"].astype(str)))
+    tasks = _dataset_tasks(dataset_df)
+    plans = {ds: methods_for(ds, perturbations, tasks.get(ds)) for ds in datasets}  # validates names first
+    backend, llm_label = resolve_perturber(perturber)
+    items = dataset_df.to_dict("records")
+    pools = {ds: {str(r["item_id"]): str(r["reference"] or "") for r in items if str(r["dataset"]) == ds}
+             for ds in datasets}
+    if progress:
+        from tqdm.auto import tqdm
+
+        items = tqdm(items, desc="perturb", unit="item")
+    rows: list[dict] = []
+    llm_rows: list[tuple[dict, LLMJob]] = []
+    llm = llm_methods() if backend is not None else frozenset()
+    state = random.getstate()  # belt and braces: no method may leak changes to global random
+    try:
+        for item in items:
+            ds = str(item["dataset"])
+            task = str(item.get("task") or tasks.get(ds) or task_of(ds))
+            rows += _item_rows(item, task, plans[ds], pools[ds], seed, llm, llm_label, llm_rows)
+    finally:
+        random.setstate(state)
+    estimate = _run_llm_rows(llm_rows, backend, cache, max_attempts, dry_run, progress)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if dry_run:
+        table.attrs["perturber_estimate"] = estimate
+    return table
+
+
+def _check_dataset_table(dataset_df) -> None:
     if not isinstance(dataset_df, pd.DataFrame):
         raise DHPError("perturb() needs the dataset table (a pandas DataFrame).",
-                       "pass the result of dhp.data.load_dataset(...).")
+                       "pass the result of dhp.datasets.load_dataset(...).")
     missing = [c for c in _REQUIRED if c not in dataset_df.columns]
     if missing:
         raise DHPError(f"The dataset table lacks column(s) {missing}.",
-                       "pass the table made by dhp.data.load_dataset(...).")
+                       "pass the table made by dhp.datasets.load_dataset(...).")
     if dataset_df.empty:
         raise DHPError("The dataset table has no rows.", "load at least one item (n_items >= 1).")
     if dataset_df.duplicated(["dataset", "item_id"]).any():
         raise DHPError("The dataset table has duplicate (dataset, item_id) rows.",
                        "make item_id unique within each dataset.")
-    datasets = list(dict.fromkeys(dataset_df["dataset"].astype(str)))
-    tasks = _dataset_tasks(dataset_df)
-    plans = {ds: methods_for(ds, perturbations, tasks.get(ds)) for ds in datasets}  # validates names first
-    backend, llm_label = resolve_perturber(perturber)
-    llm = llm_methods()
 
-    items = dataset_df.to_dict("records")
-    pools = {
-        ds: {str(r["item_id"]): str(r["reference"] or "") for r in items if str(r["dataset"]) == ds}
-        for ds in datasets
-    }
-    it = items
-    if progress:
-        from tqdm.auto import tqdm
 
-        it = tqdm(items, desc="perturb", unit="item")
-    rows = []
-    llm_rows: list[tuple[dict, LLMJob]] = []
-    state = random.getstate()  # belt and braces: no method may leak changes to global random
-    try:
-        for item in it:
-            ds, item_id = str(item["dataset"]), str(item["item_id"])
-            task = str(item.get("task") or tasks.get(ds) or task_of(ds))
-            text = item["reference"] if isinstance(item["reference"], str) else ""
-            base = {"dataset": ds, "task": task, "item_id": item_id}
-            empty = not text.strip()
-            rows.append({**base, "perturbation": ORIGINAL, "level": "none", "severity": "none",
-                         "method": "none", "text": None if empty else text, "edits": "",
-                         "status": "skipped" if empty else "ok",
-                         "reason": "empty reference text" if empty else ""})
-            for m in plans[ds]:
-                use_llm = backend is not None and m.perturbation in llm
-                row = {**base, "perturbation": m.perturbation, "level": m.level,
-                       "severity": m.severity, "method": llm_label if use_llm else "rule",
-                       "text": None, "edits": "", "status": "skipped", "reason": ""}
-                rs = row_seed(seed, ds, item_id, m.perturbation, m.severity)
-                if empty:
-                    row["reason"] = "empty reference text"
-                elif use_llm:
-                    llm_rows.append((row, LLMJob(m.perturbation, m.severity, task, text, rs)))
-                else:
-                    try:
-                        ctx = Context(m.severity, m.k, random.Random(rs), {**item, "item_id": item_id},
-                                      pools[ds], seed)
-                        new, edits = PERTURBATIONS[m.perturbation].apply(text, ctx)
-                        row.update(text=new, edits=edits, status="ok")
-                    except Skip as s:
-                        row["reason"] = s.reason
-                rows.append(row)
-    finally:
-        random.setstate(state)
-    estimate = None
-    if llm_rows:
-        jobs = [j for _, j in llm_rows]
-        if dry_run:
-            estimate = llm_perturb_many(backend, jobs, cache, max_attempts, dry_run=True)
-            for row, _ in llm_rows:
-                row.update(status="pending", reason="dry run: LLM perturbation not made yet")
+def _item_rows(item: dict, task: str, plan, pool: dict[str, str], seed: int, llm: frozenset, llm_label: str,
+               llm_rows: list) -> list[dict]:
+    """The original row and one row per method for one item. Rule methods run here; LLM rows are
+    appended to ``llm_rows`` with their job and filled in later, all in one batch of calls."""
+    ds, item_id = str(item["dataset"]), str(item["item_id"])
+    text = item["reference"] if isinstance(item["reference"], str) else ""
+    base = {"dataset": ds, "task": task, "item_id": item_id}
+    empty = not text.strip()
+    rows = [{**base, "perturbation": ORIGINAL, "level": "none", "severity": "none", "method": "none",
+             "text": None if empty else text, "edits": "", "status": "skipped" if empty else "ok",
+             "reason": "empty reference text" if empty else ""}]
+    for m in plan:
+        use_llm = m.perturbation in llm
+        row = {**base, "perturbation": m.perturbation, "level": m.level, "severity": m.severity,
+               "method": llm_label if use_llm else "rule", "text": None, "edits": "", "status": "skipped",
+               "reason": ""}
+        rs = row_seed(seed, ds, item_id, m.perturbation, m.severity)
+        if empty:
+            row["reason"] = "empty reference text"
+        elif use_llm:
+            llm_rows.append((row, LLMJob(m.perturbation, m.severity, task, text, rs)))
         else:
-            for (row, _), res in zip(llm_rows, llm_perturb_many(backend, jobs, cache, max_attempts,
-                                                                progress=progress)):
-                row.update(text=res.text, edits=res.edits, status=res.status, reason=res.reason)
-    table = pd.DataFrame(rows, columns=COLUMNS)
+            try:
+                ctx = Context(m.severity, m.k, random.Random(rs), {**item, "item_id": item_id}, pool, seed)
+                new, edits = PERTURBATIONS[m.perturbation].apply(text, ctx)
+                row.update(text=new, edits=edits, status="ok")
+            except Skip as s:
+                row["reason"] = s.reason
+        rows.append(row)
+    return rows
+
+
+def _run_llm_rows(llm_rows: list, backend, cache, max_attempts: int, dry_run: bool, progress: bool):
+    """Fill the LLM rows in place (or mark them pending in a dry run); returns the dry run's estimate."""
+    if not llm_rows:
+        return None
+    jobs = [j for _, j in llm_rows]
     if dry_run:
-        table.attrs["perturber_estimate"] = estimate
-    return table
+        for row, _ in llm_rows:
+            row.update(status="pending", reason="dry run: LLM perturbation not made yet")
+        return llm_perturb_many(backend, jobs, cache, max_attempts, dry_run=True)
+    for (row, _), res in zip(llm_rows, llm_perturb_many(backend, jobs, cache, max_attempts, progress=progress)):
+        row.update(text=res.text, edits=res.edits, status=res.status, reason=res.reason)
+    return None

@@ -105,7 +105,10 @@ def _drop_s(w: str) -> str:
 
 
 def candidates(text: str) -> list[Edit]:
-    """Every grammatical error the rules can make in `text` (one Edit each)."""
+    """Every grammatical error the rules can make in `text` (one Edit each).
+
+    Long on purpose: it is the rule list itself, one short block per error type, read top to bottom.
+    """
     toks = [m.group() for m in _TOKEN.finditer(text)]
     parts = [_split(t) for t in toks]
     cores = [p[1] for p in parts]

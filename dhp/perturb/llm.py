@@ -1,20 +1,17 @@
 """LLM-based perturbations (the paper's GPT-4-Turbo path): an Auto-CoT style prompt per method and
 severity, output validation, bounded retries with varied seeds, and failures recorded, never kept.
 
-Prompts live in dhp/prompts/perturb/<perturbation>_<severity>.txt with the placeholders
-{{UNIT}}, {{UNIT_TITLE}}, {{CONTEXT}} and {{TEXT}}.
+Prompts live in dhp/prompts/perturb/<perturbation>_<severity>.txt with the slots {unit}, {unit_title},
+{context} and {text} (dhp.prompts.fill).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 from dhp.errors import DHPError
 
-PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts" / "perturb"
 
 # How the text is called in the prompt, per task: (unit, context with its article).
 PROMPT_UNITS = {
@@ -40,29 +37,23 @@ def prompt_template(perturbation: str, severity: str) -> str:
     inline = get(perturbation).llm
     if isinstance(inline, dict) and severity in inline:
         return inline[severity]
-    return _prompt_file(perturbation, severity)
+    from dhp import prompts
 
-
-@lru_cache(maxsize=None)
-def _prompt_file(perturbation: str, severity: str) -> str:
-    path = PROMPT_DIR / f"{perturbation}_{severity}.txt"
+    path = prompts.PROMPT_DIR / "perturb" / f"{perturbation}_{severity}.txt"
     if not path.exists():
         raise DHPError(
             f"No LLM prompt for perturbation {perturbation!r} at severity {severity!r} ({path}).",
             "use perturber='rule' for this method, or add the prompt file.",
         )
-    return path.read_text(encoding="utf-8")
+    return prompts.load("perturb", f"{perturbation}_{severity}")
 
 
 def build_prompt(perturbation: str, severity: str, task: str, text: str) -> str:
     unit, context = PROMPT_UNITS[task]
-    return (
-        prompt_template(perturbation, severity)
-        .replace("{{UNIT_TITLE}}", unit[:1].upper() + unit[1:])
-        .replace("{{UNIT}}", unit)
-        .replace("{{CONTEXT}}", context)
-        .replace("{{TEXT}}", text.strip())
-    )
+    from dhp.prompts import fill
+
+    return fill(prompt_template(perturbation, severity),
+                {"unit_title": unit[:1].upper() + unit[1:], "unit": unit, "context": context, "text": text.strip()})
 
 
 def clean_output(raw: str, task: str) -> str:

@@ -28,7 +28,7 @@ LEVELS = ("character", "word", "sentence", "none")
 MINOR_MAJOR = ("minor", "major")
 SINGLE = ("single",)
 
-# Your own dataset (dhp.data.load_custom) gets the k values of the paper's dataset of the same task.
+# Your own dataset (dhp.datasets.load_custom) gets the k values of the paper's dataset of the same task.
 TASK_DEFAULT_K_SOURCE = {
     "summarization": "summeval",
     "story_completion": "storycloze",

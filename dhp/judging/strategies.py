@@ -4,14 +4,14 @@ both orders ("12": output_1 shown first; "21": output_2 first) and maps its verd
 labelling, so position bias can be measured.
 
 - ``direct``: an overall 1–5 score for each response in separate calls; the higher wins.
-- ``cot``: the same, with an explanation before the score ("Score: X" parsed by dhp.judge.parse_reply).
+- ``cot``: the same, with an explanation before the score ("Score: X" parsed by dhp.judging.parse_reply).
 - ``dna`` (decompose and aggregate): (a) three aspects proposed from the instruction alone; (b) both
   responses scored on each aspect, one inference per aspect; (c) aspect weights in percent proposed from
   the instruction and aspects (:func:`parse_weights`); (d) f = Σ w·s computed here, the higher wins.
 - ``chain_of_aspects`` (ablation): (a) and (b) as in dna, then the LLM itself turns the aspect scores into
   overall scores.
 
-All calls go through dhp.calls / dhp.judge.score_prompts: cached, any backend. A step whose reply does not
+All calls go through dhp.calls / dhp.judging.score_prompts: cached, any backend. A step whose reply does not
 parse gives a NaN verdict with its reason — never a guessed label.
 """
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from dhp.prompts import fill, load
 from dhp.errors import DHPError
 
 __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_weights", "parse_aspects",
@@ -61,11 +61,7 @@ class Context:
 
 
 def _template(name: str) -> str:
-    return (Path(__file__).resolve().parent.parent / "prompts" / "dna" / f"{name}.txt").read_text(encoding="utf-8")
-
-
-def _fill(template: str, slots: dict) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: str(slots.get(m.group(1), m.group(0))), template)
+    return load("dna", name)
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -153,11 +149,11 @@ def _row(item, name, order, **kw) -> dict:
 
 
 def _pointwise(name: str, template: str, items: pd.DataFrame, ctx: Context, mode: str, max_tokens) -> list[dict]:
-    from dhp.judge import score_prompts
+    from dhp.judging import score_prompts
 
     t = _template(template)
     prompts = pd.DataFrame([{"item_id": it.item_id, "which": w, "metric": "score",
-                             "prompt": _fill(t, {"instruction": it.instruction, "response": getattr(it, f"output_{w}")})}
+                             "prompt": fill(t, {"instruction": it.instruction, "response": getattr(it, f"output_{w}")})}
                             for it in items.itertuples() for w in (1, 2)])
     scored = score_prompts(prompts, judge=ctx.judge, mode=mode, n_samples=1, seed=ctx.seed, cache=ctx.cache,
                            max_tokens=max_tokens, progress=ctx.progress)
@@ -185,7 +181,7 @@ def cot(items: pd.DataFrame, ctx: Context) -> list[dict]:
 
 def _decompose(items: pd.DataFrame, ctx: Context) -> dict:
     """Aspects per item (a) and aspect-wise pair scores per item and order (b)."""
-    asp_replies = _chat(ctx, [_fill(_template("aspects"), {"instruction": it.instruction}) for it in items.itertuples()], 96)
+    asp_replies = _chat(ctx, [fill(_template("aspects"), {"instruction": it.instruction}) for it in items.itertuples()], 96)
     aspects = {it.item_id: (parse_aspects(txt), why) for it, (txt, why) in zip(items.itertuples(), asp_replies)}
     jobs, prompts = [], []
     t = _template("aspect_scores")
@@ -194,7 +190,7 @@ def _decompose(items: pd.DataFrame, ctx: Context) -> dict:
             for order in ORDERS:
                 ra, rb = _oriented(it, order)
                 jobs.append((it.item_id, order, a_i))
-                prompts.append(_fill(t, {"aspect": aspect, "instruction": it.instruction, "response_a": ra,
+                prompts.append(fill(t, {"aspect": aspect, "instruction": it.instruction, "response_a": ra,
                                          "response_b": rb}))
     scores: dict = {}
     for (iid, order, a_i), (txt, why) in zip(jobs, _chat(ctx, prompts, 16)):
@@ -221,7 +217,7 @@ def _aspect_vectors(d: dict, it, order: str):
 def dna(items: pd.DataFrame, ctx: Context) -> list[dict]:
     d = _decompose(items, ctx)
     t = _template("weights")
-    weight_replies = _chat(ctx, [_fill(t, {"instruction": it.instruction, "aspect_list": "\n".join(
+    weight_replies = _chat(ctx, [fill(t, {"instruction": it.instruction, "aspect_list": "\n".join(
         f"{i + 1}. {a}" for i, a in enumerate(d["aspects"][it.item_id][0]))}) for it in items.itertuples()], 24)
     rows = []
     for it, (wtxt, wwhy) in zip(items.itertuples(), weight_replies):
@@ -253,7 +249,7 @@ def chain_of_aspects(items: pd.DataFrame, ctx: Context) -> list[dict]:
             ra, rb = _oriented(it, order)
             lines = "\n".join(f"{q} — Output (a): {x:g}, Output (b): {y:g}" for q, x, y in zip(aspects, sa, sb))
             jobs.append((it, order))
-            prompts.append(_fill(t, {"instruction": it.instruction, "response_a": ra, "response_b": rb,
+            prompts.append(fill(t, {"instruction": it.instruction, "response_a": ra, "response_b": rb,
                                      "score_list": lines}))
     rows = []
     for (it, order), (txt, why) in zip(jobs, _chat(ctx, prompts, 16)):

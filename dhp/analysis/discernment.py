@@ -332,7 +332,7 @@ def _ew_vector(ew: pd.DataFrame, task, perturbation: str, metrics: list[str]) ->
         return None
     if not isinstance(task, str) or task in ("", "nan"):
         raise DHPError("The scores table has no task for its rows, so expert weights cannot be found.",
-                       "score with this version of dhp.judge (it writes a 'task' column) or add one.")
+                       "score with this version of dhp.judging (it writes a 'task' column) or add one.")
     from dhp.weights import weights_for
 
     return weights_for(ew, task, perturbation, metrics)
@@ -420,7 +420,7 @@ def discernment(
     ----------
     scores : the scores table (contract schema: dataset, judge, mode, item_id, perturbation, severity,
         level, metric, score, ...). Rows with perturbation "original" are the reference.
-    expert_weights : None (the shipped `data/expert_weights.csv`), a path, or a DataFrame with columns
+    expert_weights : None (the shipped `dhp/resources/expert_weights.csv`), a path, or a DataFrame with columns
         task, perturbation, metric, votes, weight. Single-metric cases (likelihood mode, QA) use weight 1.
     combine : "paper" (p = 1/Σ 1/p_j, as printed) or "wilson" (weighted harmonic mean, weights sum to 1).
     n_boot, seed : bootstrap resamples of items (0 = none) and the seed of their generator.
@@ -461,7 +461,6 @@ def discernment(
         raise DHPError(f"n_boot must be a non-negative integer, got {n_boot!r}.", "pass e.g. n_boot=1000.")
     s = _check_scores(scores)
     ew = _weights_lookup(expert_weights)
-    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     rows, boots = [], []
     for gi, (key, g) in enumerate(s.groupby(GROUP, sort=True)):
         if not (g["perturbation"] == ORIGINAL).any():
@@ -475,82 +474,48 @@ def discernment(
         idx = (np.random.default_rng(group_seed(seed, key)).integers(0, len(items), size=(n_boot, len(items)))
                if n_boot else None)
         for u in units:
-            tests = [
-                wilcoxon_greater(
-                    u.orig[j][u.present[j]], u.pert[j][u.present[j]], zero_method, method, correction
-                )
-                for j in range(len(u.metrics))
-            ]
-            pj = [t.p for t in tests]
-            p = combine_p(pj, None, combine)
-            p_ew = p if u.ew is None else combine_p(pj, u.ew, combine)
-            flags = []
-            for m, t in zip(u.metrics, tests):
-                flags += [f"{f}:{m}" for f in t.flags]
-            if any(t.n_dropped_nan for t in tests):
-                flags.append("nan_dropped")
-            if (np.isfinite(p) and p < P_FLOOR) or (np.isfinite(p_ew) and p_ew < P_FLOOR):
-                flags.append("p_floor")
-            role = "negative_control" if u.perturbation == CONTROL else "perturbation"
-            row = dict(zip(GROUP, key))
-            row.update(
-                perturbation=u.perturbation,
-                severity=u.severity,
-                level=u.level,
-                role=role,
-                p=p,
-                p_EW=p_ew,
-                D=discernment_score(p),
-                D_EW=discernment_score(p_ew),
-                D_lo=math.nan,
-                D_hi=math.nan,
-                D_EW_lo=math.nan,
-                D_EW_hi=math.nan,
-                share_D_gt_1=math.nan,
-                share_D_EW_gt_1=math.nan,
-                n_metrics=len(u.metrics),
-                n_items=int(u.present.any(axis=0).sum()),
-                n_pairs_min=min(t.n_pairs for t in tests),
-                n_nonzero_min=min(t.n_nonzero for t in tests),
-                n_dropped_nan=sum(t.n_dropped_nan for t in tests),
-                p_by_metric=";".join(f"{m}={t.p:.6g}" for m, t in zip(u.metrics, tests)),
-                method_used=";".join(f"{m}={t.method_used}" for m, t in zip(u.metrics, tests)),
-                zero_method=zero_method,
-                method=method,
-                combine=combine,
-                n_boot=int(n_boot),
-                seed=int(seed),
-                flags=";".join(flags),
-            )
-            if n_boot:
-                bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
-                row.update(
-                    D_lo=float(np.nanpercentile(bd, lo_q)),
-                    D_hi=float(np.nanpercentile(bd, hi_q)),
-                    D_EW_lo=float(np.nanpercentile(bde, lo_q)),
-                    D_EW_hi=float(np.nanpercentile(bde, hi_q)),
-                    share_D_gt_1=float(np.mean(bd > 1)),
-                    share_D_EW_gt_1=float(np.mean(bde > 1)),
-                )
-                boots.append(
-                    pd.DataFrame(
-                        {
-                            **{k: v for k, v in zip(GROUP, key)},
-                            "perturbation": u.perturbation,
-                            "severity": u.severity,
-                            "level": u.level,
-                            "role": role,
-                            "boot": np.arange(n_boot),
-                            "D": bd,
-                            "D_EW": bde,
-                        }
-                    )
-                )
+            row, boot = _unit_row(key, u, idx, zero_method, method, correction, combine, n_boot, seed, ci)
             rows.append(row)
+            if boot is not None:
+                boots.append(boot)
     out = pd.DataFrame(rows, columns=DISCERNMENT_COLUMNS)
     out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
     out.attrs["ci"] = ci
     return out
+
+
+def _unit_row(key, u, idx, zero_method, method, correction, combine, n_boot, seed, ci):
+    """One discernment row (and its bootstrap draws, or None) for one perturbation × severity unit."""
+    tests = [wilcoxon_greater(u.orig[j][u.present[j]], u.pert[j][u.present[j]], zero_method, method, correction)
+             for j in range(len(u.metrics))]
+    pj = [t.p for t in tests]
+    p = combine_p(pj, None, combine)
+    p_ew = p if u.ew is None else combine_p(pj, u.ew, combine)
+    flags = [f"{f}:{m}" for m, t in zip(u.metrics, tests) for f in t.flags]
+    if any(t.n_dropped_nan for t in tests):
+        flags.append("nan_dropped")
+    if (np.isfinite(p) and p < P_FLOOR) or (np.isfinite(p_ew) and p_ew < P_FLOOR):
+        flags.append("p_floor")
+    role = "negative_control" if u.perturbation == CONTROL else "perturbation"
+    ident = {**dict(zip(GROUP, key)), "perturbation": u.perturbation, "severity": u.severity, "level": u.level,
+             "role": role}
+    row = {**ident, "p": p, "p_EW": p_ew, "D": discernment_score(p), "D_EW": discernment_score(p_ew),
+           "D_lo": math.nan, "D_hi": math.nan, "D_EW_lo": math.nan, "D_EW_hi": math.nan,
+           "share_D_gt_1": math.nan, "share_D_EW_gt_1": math.nan, "n_metrics": len(u.metrics),
+           "n_items": int(u.present.any(axis=0).sum()), "n_pairs_min": min(t.n_pairs for t in tests),
+           "n_nonzero_min": min(t.n_nonzero for t in tests), "n_dropped_nan": sum(t.n_dropped_nan for t in tests),
+           "p_by_metric": ";".join(f"{m}={t.p:.6g}" for m, t in zip(u.metrics, tests)),
+           "method_used": ";".join(f"{m}={t.method_used}" for m, t in zip(u.metrics, tests)),
+           "zero_method": zero_method, "method": method, "combine": combine, "n_boot": int(n_boot),
+           "seed": int(seed), "flags": ";".join(flags)}
+    if not n_boot:
+        return row, None
+    bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    row.update(D_lo=float(np.nanpercentile(bd, lo_q)), D_hi=float(np.nanpercentile(bd, hi_q)),
+               D_EW_lo=float(np.nanpercentile(bde, lo_q)), D_EW_hi=float(np.nanpercentile(bde, hi_q)),
+               share_D_gt_1=float(np.mean(bd > 1)), share_D_EW_gt_1=float(np.mean(bde > 1)))
+    return row, pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde})
 
 
 DISCERNMENT_COLUMNS = [

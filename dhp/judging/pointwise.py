@@ -1,4 +1,4 @@
-"""The judge engine: score every perturbed variant with an LLM judge (G-Eval prompts, paper App. E).
+"""Pointwise judging: score every perturbed variant with an LLM judge (G-Eval prompts, paper App. E).
 
 Three scoring modes (``mode``):
 
@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -48,146 +46,15 @@ from dhp.cache import Cache, open_cache
 from dhp.calls import Call
 from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMNS, TASK_METRICS, metrics_for
-
-__all__ = [
-    "MODES", "SCORE_COLUMNS", "judge", "score_prompts", "parse_score", "parse_reply", "score_from_logprobs",
-    "failure_summary", "failures_table", "load_prompt", "build_prompt", "likelihood_prefix",
-    "load_judge_inputs",
-]
+from dhp.judging.prompts import _CUT_MARK, build_prompt, likelihood_prefix
+from dhp.judging.parsing import parse_reply, score_from_logprobs
 
 MODES = ("sample", "logprobs", "likelihood")
-VALID_SCORES = (1, 2, 3, 4, 5)
-_SCORE_TOKENS = tuple(str(v) for v in VALID_SCORES)
 # logprobs replies get a few tokens past the digit so "1. Read ..." or "3 out of 10" can be told from a score.
 DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 8}
 TOP_LOGPROBS = 20
-_CUT_MARK = " [...]"
-_LANG_NAMES = {"de": "German", "zh": "Chinese", "en": "English", "fr": "French", "ru": "Russian",
-               "ja": "Japanese", "cs": "Czech", "uk": "Ukrainian"}
 
 
-# ---------------------------------------------------------------------------------------------- prompts
-
-def _prompt_dir() -> Path:
-    return Path(__file__).resolve().parent / "prompts" / "judge"
-
-
-def load_prompt(task: str, metric: str) -> str:
-    """The G-Eval template for (task, metric), from ``dhp/prompts/judge/<task>_<metric>.txt``."""
-    if metric not in metrics_for(task):
-        raise DHPError(f"Metric {metric!r} is not defined for task {task!r}.",
-                       f"use one of {list(metrics_for(task))}.")
-    return (_prompt_dir() / f"{task}_{metric}.txt").read_text(encoding="utf-8")
-
-
-def _fill(template: str, slots: dict[str, str]) -> str:
-    """Single-pass slot filling: braces or slot names inside the inserted texts are left alone."""
-    return re.sub(r"\{(\w+)\}", lambda m: slots.get(m.group(1), m.group(0)), template)
-
-
-def _slots(item: dict, candidate: str) -> dict[str, str]:
-    return {"source": item.get("source", "") or "", "candidate": candidate,
-            "question": item.get("question", "") or "",
-            "src_lang": _LANG_NAMES.get(item.get("src_lang") or "", item.get("src_lang") or "the source language"),
-            "tgt_lang": _LANG_NAMES.get(item.get("tgt_lang") or "", item.get("tgt_lang") or "the target language")}
-
-
-def build_prompt(task: str, metric: str, item: dict, candidate: str) -> str:
-    """The user message for one judge call: instructions, then the source, then the candidate (so that
-    variants of one item share the longest possible prefix)."""
-    return _fill(load_prompt(task, metric), _slots(item, candidate))
-
-
-def likelihood_prefix(task: str, item: dict) -> str:
-    """Text the candidate is scored after in likelihood mode (instruction + source)."""
-    metrics_for(task)
-    tpl = (_prompt_dir() / f"likelihood_{task}.txt").read_text(encoding="utf-8")
-    return _fill(tpl, _slots(item, ""))
-
-
-# ---------------------------------------------------------------------------------------------- parsing
-
-def _labels(metric: str | None) -> list[str]:
-    labels = ["overall score", "overall", "score", "rating", "grade"]
-    if metric:
-        labels += [metric.replace("_", " "), metric]
-    return sorted(set(labels), key=len, reverse=True)
-
-
-_NUMBER = r"(\d+(?:\.\d+)?)(?![\d])"
-_SCALE = r"(?:\s*(?:/|out\s+of)\s*5(?![\d.,]))?"
-# After a number, these mean it is not one score on the 1-5 scale: a numbered-list echo ("1. Read"),
-# a range ("3-4", "3 to 4"), another scale ("4/10", "3 out of 10"), a decimal comma or a list ("4,5").
-_BAD_AFTER = re.compile(r"^(?:\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
-                        r"|\s*(?:and|or)\s+\d)", re.IGNORECASE)
-# An unlabelled number at the start followed by "." or ")" and a word is a numbered list ("1. Read the
-# summary"); after a score label ("Coherence: 1. The summary...") it is a score and its explanation.
-_LIST_ECHO = re.compile(r"^[.)]\s*[^\W\d_]")
-SCALE = (1.0, 5.0)
-
-
-def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str]:
-    """The 1–5 score in a judge reply and, when there is none, why: ``(score, "")`` or ``(NaN, reason)``.
-
-    Accepted: the score at the start of the reply, optionally after a label ("4", "4.", "Score: 4",
-    "- Coherence: 3", "**4**", "4/5", "4 out of 5", "3.5", "4 - mostly coherent\\n..."), or a labelled
-    score anywhere ("... Score: 4"). NaN: numbers outside the scale ("0", "6", "5.5", "Score: 5.9"),
-    other scales ("4/10", "3 out of 10"), decimal commas and lists ("4,5"), ranges ("1-5", "3 to 4"),
-    numbered-list echoes of the evaluation steps ("1. Read the summary"), and numbers anchored to neither
-    the start nor a label ("I read 3 articles"). Every mode applies this same rule to the same reply.
-    """
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return math.nan, "no reply"
-    t = str(text).replace("*", "").replace("`", "").strip()
-    if not t:
-        return math.nan, "empty reply"
-    lab = "|".join(re.escape(x) for x in _labels(metric))
-    head = rf"(?:(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=\-]|is)?\s*)"
-    why = ""
-    for pattern in (rf"^[\s\-•>#]*({head})?{_NUMBER}{_SCALE}",
-                    rf"\b((?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*){_NUMBER}{_SCALE}"):
-        for m in re.finditer(pattern, t, flags=re.IGNORECASE | re.MULTILINE):
-            value = float(m.group(2))
-            rest = t[m.end():]
-            if _BAD_AFTER.match(rest) or (not m.group(1) and _LIST_ECHO.match(rest)):
-                why = why or f"not a single score on the 1-5 scale: {t[:80]!r}"
-            elif not SCALE[0] <= value <= SCALE[1]:
-                why = why or f"out of scale: {m.group(2)}"
-            else:
-                return value, ""
-    return math.nan, why or f"unparsable reply: {t[:80]!r}"
-
-
-def parse_score(text: str | None, metric: str | None = None) -> float:
-    """The 1–5 score in a judge reply, or NaN (the rule of :func:`parse_reply`)."""
-    return parse_reply(text, metric)[0]
-
-
-def score_from_logprobs(top_logprobs: list[dict[str, float]] | None, metric: str | None = None
-                        ) -> tuple[float, float]:
-    """Expected score and probability mass at the score position, from per-position top logprobs.
-
-    The score position is the first generated position whose chosen (most likely) token is a valid
-    score "1".."5". Token texts are compared after stripping spaces, and probabilities of the same digit
-    are added. Returns (NaN, 0.0) when no position chose a score token. The judge calls this only for
-    replies whose text :func:`parse_reply` accepts, so both modes share one acceptance rule.
-    """
-    if not top_logprobs:
-        return math.nan, 0.0
-    for pos in top_logprobs:
-        p = np.zeros(len(VALID_SCORES))
-        for tok, lp in pos.items():
-            s = tok.strip()
-            if s in _SCORE_TOKENS:
-                p[int(s) - 1] += math.exp(lp)
-        chosen = max(pos, key=pos.get)
-        if chosen.strip() in _SCORE_TOKENS and p.sum() > 0:
-            mass = float(p.sum())
-            return float(np.dot(np.array(VALID_SCORES), p) / mass), min(mass, 1.0)
-    return math.nan, 0.0
-
-
-# ---------------------------------------------------------------------------------------------- scoring core
 
 @dataclass
 class _Row:
@@ -347,8 +214,8 @@ def _item_table(perturbed: pd.DataFrame, dataset: pd.DataFrame | None) -> tuple[
         raise DHPError(f"The perturbed table lacks columns {miss}.",
                        "pass the table written by notebook 01 (dhp.perturb.perturb).")
     if dataset is None or not isinstance(dataset, pd.DataFrame):
-        raise DHPError("judge() needs the dataset table for the sources.",
-                       "pass dataset=dhp.data.load_dataset(...) (the table notebook 01 used).")
+        raise DHPError("score_perturbed() needs the dataset table for the sources.",
+                       "pass dataset=dhp.datasets.load_dataset(...) (the table notebook 01 used).")
     ok = perturbed[perturbed["status"] == "ok"].copy()
     items: dict[tuple[str, str], dict] = {}
     for rec in dataset.to_dict("records"):
@@ -434,7 +301,7 @@ def _plan_judge_rows(backend, groups, mode, ctx, max_new, n, seed, temperature) 
     return rows, n_truncated
 
 
-def judge(
+def score_perturbed(
     perturbed: pd.DataFrame,
     dataset: pd.DataFrame,
     judge: "str | Backend" = "embedded",
@@ -462,7 +329,7 @@ def judge(
     charge on OpenAI-compatible servers, one generation on deterministic backends at temperature 0);
     ``seed`` the request seed; ``cache`` a :class:`~dhp.cache.Cache`, a SQLite path (relative to the repo
     root) or None (in memory); ``dry_run`` return a :class:`dhp.calls.Estimate` without calling the
-    model; ``price_table`` USD per 1M tokens (dict or YAML/CSV path; default data/judge_prices.yaml);
+    model; ``price_table`` USD per 1M tokens (dict or YAML/CSV path; default dhp/resources/judge_prices.yaml);
     ``metrics`` restrict the task's metrics (unknown names raise); ``max_tokens`` reply length
     (default 12 sample, 8 logprobs: enough to see whether the number is a score or a list/range/scale);
     ``n_ctx`` the judge's context for source truncation (default: the backend's, e.g. what the server
@@ -545,39 +412,12 @@ def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric:
     return backend.truncate_to_tokens(source, budget - backend.count_tokens(_CUT_MARK) - 2) + _CUT_MARK, True, False
 
 
-def failure_summary(scores: pd.DataFrame) -> pd.DataFrame:
-    """Parse/call failures per (judge, mode, metric).
-
-    Columns: judge, mode, metric; rows (score rows); calls (replies asked for: n_valid + n_failed);
-    n_failed; failure_rate (n_failed / calls); nan_rows (rows whose score is NaN)."""
-    cols = ["judge", "mode", "metric", "rows", "calls", "n_failed", "failure_rate", "nan_rows"]
-    if scores.empty:
-        return pd.DataFrame(columns=cols)
-    g = scores.assign(calls=scores["n_valid"] + scores["n_failed"], nan_row=scores["score"].isna())
-    out = g.groupby(["judge", "mode", "metric"], sort=True).agg(
-        rows=("score", "size"), calls=("calls", "sum"), n_failed=("n_failed", "sum"), nan_rows=("nan_row", "sum"))
-    out["failure_rate"] = out["n_failed"] / out["calls"].where(out["calls"] > 0)
-    return out.reset_index()[cols]
-
-
-FAILURE_COLUMNS = ["dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "metric",
-                   "n_valid", "n_failed", "score", "failure"]
-
-
-def failures_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per (item, variant, metric) with at least one failed reply, with its reason (the
-    scores table's ``failure`` column): what ``failures.csv`` holds. Columns: FAILURE_COLUMNS."""
-    if "failure" not in scores.columns:
-        raise DHPError("The scores table has no 'failure' column.", "rescore it with this version of dhp.judge.")
-    bad = scores[scores["n_failed"] > 0]
-    return bad[[c for c in FAILURE_COLUMNS if c in bad.columns]].reset_index(drop=True)
-
 
 def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int | None = None, seed: int = 0,
                       data_dir: "str | os.PathLike | None" = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What notebook 02 judges: ``<run_dir>/perturbed.parquet`` restricted to ``dataset`` and to its first
     ``n_items`` items (None: all), and the dataset table with their sources — ``<run_dir>/dataset.parquet``
-    if an earlier notebook wrote it, else ``dhp.data.load_dataset`` with as many items as notebook 01
+    if an earlier notebook wrote it, else ``dhp.datasets.load_dataset`` with as many items as notebook 01
     perturbed (the same selection, so every perturbed item is found)."""
     from dhp.io import read_table, resolve
 
@@ -593,7 +433,7 @@ def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int |
     ds_path = run / "dataset.parquet"
     items = pd.read_parquet(ds_path) if ds_path.exists() else None
     if items is None or not set(ids) <= set(items["item_id"].astype(str)):
-        from dhp.data import load_dataset
+        from dhp.datasets import load_dataset
 
         items = load_dataset(dataset, n_items=len(all_ids), seed=seed, data_dir=data_dir)
     items = items[(items["dataset"] == dataset) & items["item_id"].astype(str).isin(ids)].reset_index(drop=True)

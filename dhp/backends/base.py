@@ -1,0 +1,191 @@
+"""What every backend is: the request and result types, the Backend interface, token estimates."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+
+from dhp.errors import DHPError
+
+Messages = Sequence[dict[str, str]]
+OnResult = Callable[[int, Any], None]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat call. ``logprobs``: how many top alternatives to return per generated token (None: none).
+    ``stop_after``: the embedded backend stops right after generating a token whose text (stripped) is
+    one of these (the judge's score digits: later tokens cannot change a logprobs score); HTTP backends
+    generate up to ``max_tokens`` regardless."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int = 0
+    logprobs: int | None = None
+    stop_after: tuple[str, ...] = ()
+    n: int = 1  # replies wanted (sample mode): one request, n replies
+
+    @staticmethod
+    def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
+             logprobs: int | None = None, stop_after: tuple[str, ...] = (), n: int = 1) -> "ChatRequest":
+        if int(n) < 1:
+            raise DHPError(f"A chat request needs n >= 1 replies (got {n}).", "pass n=1 or more.")
+        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), int(max_tokens),
+                           float(temperature), int(seed), logprobs, tuple(stop_after), int(n))
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass
+class Completion:
+    """A chat result.
+
+    ``top_logprobs``: one {token_text: logprob} dict per generated token (the top alternatives at that
+    position), or None when logprobs were not requested or the server gave none.
+    ``prompt_tokens_computed``: prompt tokens the backend actually evaluated (smaller than
+    ``prompt_tokens`` when a cached prefix was reused); None when the backend cannot tell.
+    ``texts``: all replies of a request with ``n > 1`` (``text`` is the first); ``calls``: model calls
+    made to get them (1 when the server honoured ``n`` or a deterministic backend repeated its reply).
+    """
+
+    text: str
+    top_logprobs: list[dict[str, float]] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_computed: int | None = None
+    texts: list[str] | None = None
+    calls: int = 1
+
+
+@dataclass
+class LogLikelihood:
+    """Sum of log-probabilities of the continuation tokens given the prefix, and their count."""
+
+    logprob_sum: float
+    n_tokens: int
+    prompt_tokens: int = 0
+    prompt_tokens_computed: int | None = None
+
+    @property
+    def mean(self) -> float:
+        return self.logprob_sum / self.n_tokens if self.n_tokens else math.nan
+
+
+class TransientError(RuntimeError):
+    """A call failed in a way worth retrying (429, 5xx, timeout, malformed response)."""
+
+
+def _is_wide(ch: str) -> bool:
+    """CJK ideographs, kana, hangul and full-width forms: one token per character or more."""
+    o = ord(ch)
+    return (0x2E80 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF
+            or 0xFF00 <= o <= 0xFFEF or 0x20000 <= o <= 0x2FA1F)
+
+
+def _char_cost(ch: str) -> float:
+    return 2.0 if _is_wide(ch) else 1.0 / 3.0
+
+
+def estimate_tokens(text: str) -> int:
+    """Conservative token estimate for a backend without a tokenizer: two tokens per CJK/kana/hangul
+    character (large multilingual vocabularies need about one, English-centric byte-level BPEs such as
+    SmolLM2's nearly two), one per 3 other characters (BPE vocabularies average ~4 for English). It errs
+    towards more tokens, the safe side for fitting a context."""
+    return max(1, math.ceil(sum(_char_cost(c) for c in text)))
+
+
+def truncate_estimated(text: str, n_tokens: int) -> str:
+    """The longest prefix of ``text`` whose :func:`estimate_tokens` is at most ``n_tokens``."""
+    budget, used = max(0, n_tokens), 0.0
+    for i, ch in enumerate(text):
+        used += _char_cost(ch)
+        if used > budget:
+            return text[:i]
+    return text
+
+
+def gguf_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a model file (memoised by path, size and mtime: see dhp.io.file_sha256)."""
+    from dhp.io import file_sha256
+
+    return file_sha256(path)
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class Backend:
+    """Interface every judge backend implements (see module docstring)."""
+
+    identity: str = ""
+    model: str = ""
+    n_ctx: int | None = None  # context window in tokens, None if unknown
+    is_paid: bool = False  # print a cost estimate before running
+    supports_logprobs: bool = True
+    supports_loglikelihood: bool = True
+    #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
+    deterministic: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's content identity (what changes when the model's weights change)."""
+        return self.model
+
+    def cache_identity(self) -> dict:
+        """Everything besides the prompt and sampling parameters that determines a call's output:
+        backend, the model's content identity and output-affecting settings. Part of every cache key;
+        never holds a secret."""
+        return {"backend": self.identity, "model": self.fingerprint}
+
+    def count_tokens(self, text: str) -> int:
+        """Token count of ``text``: the backend's tokenizer where it has one, else
+        :func:`estimate_tokens` (conservative: errs towards more tokens, so truncation cuts enough)."""
+        return estimate_tokens(text)
+
+    def truncate_to_tokens(self, text: str, n_tokens: int) -> str:
+        """Keep the first ``n_tokens`` tokens of ``text`` (by :func:`estimate_tokens` unless overridden)."""
+        return truncate_estimated(text, n_tokens)
+
+    def chat(self, messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
+             logprobs: int | None = None) -> Completion:
+        """One chat call; raises DHPError if it cannot be completed."""
+        out = self.chat_many([ChatRequest.make(messages, max_tokens, temperature, seed, logprobs)])[0]
+        if isinstance(out, Exception):
+            raise DHPError(f"The judge call to {self.identity} failed: {out}",
+                           "check the server, or raise max_retries/timeout.") from out
+        return out
+
+    def chat_many(self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
+                  ) -> list[Completion | Exception]:
+        """Run many chat calls. Per-call failures (after retries) come back as exceptions in the list;
+        configuration errors (bad key, unknown model, unreachable server) raise DHPError at once.
+        ``on_result(i, result)`` is called as each result arrives (the judge stores it in the cache)."""
+        raise NotImplementedError
+
+    def loglikelihood(self, prefix: str, continuation: str) -> LogLikelihood:
+        out = self.loglikelihood_many([(prefix, continuation)])[0]
+        if isinstance(out, Exception):
+            raise DHPError(f"The likelihood call to {self.identity} failed: {out}",
+                           "check the server, or raise max_retries/timeout.") from out
+        return out
+
+    def loglikelihood_many(self, pairs: Sequence[tuple[str, str]], on_result: OnResult | None = None
+                           ) -> list[LogLikelihood | Exception]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.identity}>"

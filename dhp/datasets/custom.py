@@ -1,0 +1,166 @@
+"""Bring your own dataset: CSV, JSONL or JSON with item_id, source, reference."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from dhp.errors import DHPError
+from dhp.schema import TASK_METRICS
+from dhp.datasets.selection import _frame
+
+
+
+_REQUIRED = ("item_id", "source", "reference")
+_OPTIONAL = ("question", "wrong_ending", "src_lang", "tgt_lang")
+
+
+def _custom_records(p: Path) -> list[tuple[str, dict]]:
+    """(where, record) pairs; `where` names the row as the user sees it in an editor."""
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise DHPError(f"Cannot read {p}: {e.strerror or e}.",
+                       "check the path and that the file is readable.") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        offset = e.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
+        line = raw[:offset].count(b"\n") + 1
+        raise DHPError(
+            f"{p} line {line} contains bytes that are not UTF-8 (byte {raw[offset:offset + 1]!r} "
+            f"at offset {offset}).",
+            "save the file as UTF-8 (e.g. in your editor choose 'UTF-8', or "
+            "`iconv -f latin1 -t utf-8 in.csv > out.csv`).") from None
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return _jsonl_records(p, text)
+    if suffix == ".csv":
+        return _csv_records(p, text)
+    raise DHPError(f"{p} has extension {p.suffix!r}; only .csv and .jsonl are supported.",
+                   "save the file as CSV (with a header) or JSONL (one object per line).")
+
+
+def _jsonl_records(p: Path, text: str) -> list[tuple[str, dict]]:
+    out = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DHPError(f"{p} line {lineno} is not valid JSON ({e.msg}).",
+                           "write one JSON object per line.") from None
+        if not isinstance(rec, dict):
+            raise DHPError(f"{p} line {lineno} is a JSON {type(rec).__name__}, not an object.",
+                           'write one object per line, e.g. {"item_id": "1", "source": ..., '
+                           '"reference": ...}.')
+        out.append((f"line {lineno}", rec))
+    return out
+
+
+def _csv_records(p: Path, text: str) -> list[tuple[str, dict]]:
+    out = []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        header = []
+    except csv.Error as e:
+        raise DHPError(f"{p} line 1 is not valid CSV ({e}).", "fix the header line.") from None
+    header = [h.strip() for h in header]
+    start = reader.line_num + 1
+    row = 0
+    try:
+        for values in reader:
+            row += 1
+            where = f"row {row} (line {start} of the file)"
+            if values and len(values) != len(header):
+                raise DHPError(f"{p} {where} has {len(values)} fields but the header has "
+                               f"{len(header)}.", "quote fields that contain commas or newlines.")
+            if values:
+                out.append((where, dict(zip(header, values))))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise DHPError(f"{p} line {start} is not valid CSV ({e}).",
+                       "check the quoting on that line.") from None
+    if not header or header == [""]:
+        raise DHPError(f"{p} is empty.", f"add a header line with {list(_REQUIRED)} and rows.")
+    missing = [c for c in _REQUIRED if c not in header]
+    if missing:
+        raise DHPError(f"{p} lacks required columns {missing} (it has {header}).",
+                       f"add columns {list(_REQUIRED)} (plus 'task' or pass task=).")
+    return out
+
+
+def load_custom(
+    path: str | os.PathLike,
+    task: str | None = None,
+    dataset: str | None = None,
+) -> pd.DataFrame:
+    """Load your own CSV or JSONL file into the dataset table (same columns as `load_dataset`).
+
+    Each row needs `item_id`, `source`, `reference` and a task (a `task` column, or the `task`
+    argument for all rows; one of dhp.schema.TASK_METRICS). Optional columns: `question`,
+    `wrong_ending`, `src_lang`, `tgt_lang`, `dataset` (else the `dataset` argument, else the
+    file name without extension). Other columns are ignored. Rows keep file order.
+
+    Raises DHPError naming the file, the row (1-based: CSV "row N (line L of the file)" where the
+    header is line 1; JSONL "line L") and the fix for: unreadable/missing file, unsupported
+    extension, non-UTF-8 bytes, invalid CSV/JSON, missing columns, empty item_id/source/reference,
+    duplicate item_id, missing or unknown task.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DHPError(f"Cannot read {p}: no such file.", "check the path (relative paths are "
+                       "relative to the current directory).")
+    if task is not None and task not in TASK_METRICS:
+        raise DHPError(f"Unknown task {task!r} (argument task=).", f"use one of {sorted(TASK_METRICS)}.")
+    records = _custom_records(p)
+    if not records:
+        raise DHPError(f"{p} has no data rows.", "add at least one row with item_id, source, reference.")
+    rows, seen = [], {}
+    for where, rec in records:
+        missing = [c for c in _REQUIRED if c not in rec]
+        if missing:
+            raise DHPError(f"{p} {where} lacks {missing}.",
+                           f"give every row the fields {list(_REQUIRED)}.")
+        for col in (*_REQUIRED, *_OPTIONAL, "task", "dataset"):
+            v = rec.get(col)
+            if (v is not None and not isinstance(v, (str, int))) or isinstance(v, bool):
+                raise DHPError(f"{p} {where}: {col} is a {type(v).__name__}, not text.",
+                               f"make {col} a string.")
+        rec = {k: ("" if v is None else v) for k, v in rec.items()}  # JSON null = empty
+        item_id = str(rec["item_id"]).strip()
+        for col, value in (("item_id", item_id), ("source", rec["source"]),
+                           ("reference", rec["reference"])):
+            if not str(value).strip():
+                raise DHPError(f"{p} {where}: {col} is empty.", f"fill in {col} or delete the row.")
+        if item_id in seen:
+            raise DHPError(f"{p} {where}: item_id {item_id!r} duplicates {seen[item_id]}.",
+                           "give every row a unique item_id.")
+        seen[item_id] = where
+        row_task = str(rec.get("task") or "").strip()
+        if task is not None:
+            if row_task and row_task != task:
+                raise DHPError(f"{p} {where}: task {row_task!r} contradicts task={task!r}.",
+                               "drop the argument or fix the column.")
+            row_task = task
+        if not row_task:
+            raise DHPError(f"{p} {where}: no task.",
+                           f"add a 'task' column or pass task= (one of {sorted(TASK_METRICS)}).")
+        if row_task not in TASK_METRICS:
+            raise DHPError(f"{p} {where}: unknown task {row_task!r}.",
+                           f"use one of {sorted(TASK_METRICS)}.")
+        rows.append({
+            "dataset": dataset or str(rec.get("dataset") or "").strip() or p.stem,
+            "task": row_task, "item_id": item_id,
+            "source": str(rec["source"]).strip(), "reference": str(rec["reference"]).strip(),
+            **{c: str(rec.get(c) or "").strip() for c in _OPTIONAL},
+        })
+    return _frame("", rows)

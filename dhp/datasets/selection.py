@@ -1,0 +1,166 @@
+"""The seeded, prefix-stable selection of items and `load_dataset`, the one loader of the paper's datasets."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from dhp.errors import DHPError
+from dhp.schema import DATASET_TASK
+from dhp.datasets.files import (
+    COLUMNS, DATASETS, SELECTION_SIZE, _check_files, _check_name, _committed, _how_to_get, _sumpubmed_files, _user_files, data_root, dataset_files,
+)
+from dhp.datasets import summeval, sumpubmed, storycloze, answer_equivalence, pubmedqa, wmt22
+
+
+# dataset -> its pool reader: the eligible items in file order (item_id, source, reference, ...).
+POOLS = {
+    "summeval": summeval.pool,
+    "sumpubmed": sumpubmed.pool,
+    "storycloze": storycloze.pool,
+    "answer_equivalence": answer_equivalence.pool,
+    "pubmedqa": pubmedqa.pool,
+    "wmt22_de_en": wmt22.pool_de_en,
+    "wmt22_zh_en": wmt22.pool_zh_en,
+}
+_LANGS = {"wmt22_de_en": ("de", "en"), "wmt22_zh_en": ("zh", "en")}
+
+SELECTION_RULES = {
+    "summeval": "all 100 articles; per article the reference (of 11) with the most sentences "
+                "(pysbd, after PTB detokenisation); ties -> lowest index in ref_summs",
+    "sumpubmed": "articles 1..500 whose text and abstract both have a BACKGROUND section; "
+                 "source = text BACKGROUND, reference = abstract BACKGROUND",
+    "storycloze": "all 1,871 spring-2016 validation stories; source = 4 sentences, "
+                  "reference = right ending, wrong_ending = the other ending",
+    "answer_equivalence": "distinct (qid, gold_index) with reference > 150 characters",
+    "pubmedqa": "PubMedQA-L questions with LONG_ANSWER > 150 characters; source = contexts",
+    "wmt22_de_en": "documents (segments joined) whose reference A > 300 characters",
+    "wmt22_zh_en": "segments whose reference A > 300 characters",
+}
+
+
+
+
+def select_ids(pool_ids: list[str], n_items: int, seed: int) -> list[str]:
+    """The seeded selection: `pool_ids` shuffled by default_rng(seed).permutation, first n_items.
+
+    Because the permutation does not depend on n_items, smaller selections are prefixes of
+    larger ones with the same seed.
+    """
+    if not isinstance(n_items, (int, np.integer)) or isinstance(n_items, bool) or n_items < 1:
+        raise DHPError(f"n_items must be a positive integer, got {n_items!r}.", "pass e.g. n_items=100.")
+    if n_items > len(pool_ids):
+        raise DHPError(f"n_items={n_items} but only {len(pool_ids)} items are eligible.",
+                       f"pass n_items <= {len(pool_ids)}.")
+    order = np.random.default_rng(seed).permutation(len(pool_ids))
+    return [pool_ids[i] for i in order[:n_items]]
+
+
+def _frame(name: str, rows: list[dict]) -> pd.DataFrame:
+    src_lang, tgt_lang = _LANGS.get(name, ("", ""))
+    records = [{
+        "dataset": name, "task": DATASET_TASK.get(name, ""), "item_id": str(r["item_id"]),
+        "source": r.get("source", ""), "reference": r.get("reference", ""),
+        "question": r.get("question", ""), "wrong_ending": r.get("wrong_ending", ""),
+        "src_lang": src_lang, "tgt_lang": tgt_lang,
+    } | {k: r[k] for k in ("dataset", "task", "src_lang", "tgt_lang") if k in r} for r in rows]
+    return pd.DataFrame.from_records(records, columns=list(COLUMNS)).astype(object)
+
+
+def load_dataset(
+    name: str,
+    n_items: int = SELECTION_SIZE,
+    seed: int = 0,
+    data_dir: str | os.PathLike | None = None,
+    path: str | os.PathLike | None = None,
+    *,
+    verify: bool = True,
+) -> pd.DataFrame:
+    """Load one of the paper's datasets with its selection rule, as the dataset table.
+
+    Parameters: `name` in DATASETS; `n_items` items (the paper uses 100; any n up to the pool
+    size; n <= 100 is a prefix of the 100-item selection for the same seed); `seed` for the
+    selection; `data_dir` overrides the data root; `path` is the user's copy of Story Cloze (CSV
+    or its folder) or Answer Equivalence (a JSONL or a folder with ae_dev/ae_test.jsonl);
+    `verify=False` turns a checksum mismatch from an error into a warning (for your own copies
+    or test fixtures).
+
+    Returns a DataFrame with exactly these str columns ("" where not applicable), one row per
+    item, in selection order:
+      dataset       dataset name (e.g. "summeval")
+      task          summarization | story_completion | question_answering | translation
+      item_id       id unique within the dataset (CNN/DM id, article number, story id, qid_goldindex,
+                    PMID, WMT document id, or 1-based WMT line number)
+      source        what a candidate is judged against: article / 4-sentence story /
+                    QA contexts / source-language text
+      reference     the high-quality text that gets perturbed: summary / right ending /
+                    long answer / reference translation (A)
+      question      the question (QA datasets)
+      wrong_ending  the incorrect fifth sentence (Story Cloze)
+      src_lang, tgt_lang  ISO codes for translation ("de"/"zh" -> "en")
+    """
+    _check_name(name)
+    if name in ("storycloze", "answer_equivalence"):
+        files = _user_files(name, path, data_dir)
+    else:
+        root = data_root(data_dir)
+        if not root.is_dir():
+            raise DHPError(f"Data folder {root} does not exist.", _how_to_get(name))
+        rels = dataset_files(name, sumpubmed="all")
+        files = {rel: root / rel for rel in rels}
+
+    committed = _committed(name)
+    use_committed = bool(committed.get("item_ids")) and committed.get("seed") == seed and (
+        isinstance(n_items, (int, np.integer)) and not isinstance(n_items, bool)
+        and 0 < n_items <= len(committed["item_ids"]))
+    if name == "sumpubmed" and use_committed:
+        # only the 200 files of the recorded selection are needed (download's default subset)
+        ids = committed["item_ids"][:n_items]
+        needed = {rel: files[rel] for rel in _sumpubmed_files(int(i) for i in ids)}
+        if _check_files(needed, name, verify):
+            rows = {r["item_id"]: r for r in sumpubmed.pool(needed)}
+            return _frame(name, [rows[i] for i in ids if i in rows])
+        use_committed = False  # user's files differ: select from what they have
+    if name == "sumpubmed":
+        missing = [p for p in files.values() if not p.is_file()]
+        if missing:
+            raise DHPError(
+                f"SumPubMed with seed={seed}, n_items={n_items} needs the full pool "
+                f"(articles 1..500); {len(missing)} files are missing, e.g. {missing[0]}.",
+                "run dhp.data.download(dest, ['sumpubmed'], sumpubmed='all') and pass data_dir=dest.")
+    ok = _check_files(files, name, verify)
+    pool = POOLS[name](files)
+    by_id = {r["item_id"]: r for r in pool}
+    if use_committed and ok:
+        ids = committed["item_ids"][:n_items]
+        if any(i not in by_id for i in ids):
+            raise DHPError(f"data/selections/{name}.json lists ids that the files do not contain.",
+                           "regenerate it with scripts/make_selections.py.")
+    else:
+        ids = select_ids(list(by_id), n_items, seed)
+    return _frame(name, [by_id[i] for i in ids])
+
+
+def load_many(
+    names: Iterable[str] | None = None,
+    n_items: int = SELECTION_SIZE,
+    seed: int = 0,
+    data_dir: str | os.PathLike | None = None,
+    paths: dict[str, str | os.PathLike] | None = None,
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Load several datasets (default: all seven) into one dataset table, skipping unavailable ones.
+
+    `paths` maps a dataset name to its `path=` (Story Cloze, Answer Equivalence). Returns
+    (table with the `load_dataset` columns, {skipped dataset: the DHPError message}).
+    """
+    frames, skipped = [], {}
+    for name in names or DATASETS:
+        try:
+            frames.append(load_dataset(name, n_items, seed, data_dir, (paths or {}).get(name)))
+        except DHPError as e:
+            skipped[name] = str(e)
+    table = pd.concat(frames, ignore_index=True) if frames else _frame("", [])
+    return table, skipped

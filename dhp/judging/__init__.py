@@ -1,0 +1,26 @@
+"""Judging: how a judge model is asked and how its replies become numbers.
+
+- ``prompts``: the G-Eval templates of dhp/prompts/judge/, filled per item and candidate;
+- ``parsing``: the one acceptance rule for replies (a single 1–5 score, or NaN with its reason);
+- ``pointwise``: the pointwise protocol — every perturbed variant scored per metric in the sample,
+  logprobs or likelihood mode (``score_perturbed``; ``score_prompts`` for prompts you built);
+- ``pairwise``: the pairwise protocols — two candidates compared, in both orders (``@strategy``
+  registry: direct, cot, dna, chain_of_aspects; ``compare_pairs`` for plain A/B questions);
+- ``failures``: the failures table written as failures.csv.
+
+Every call goes through dhp.calls (one cache key per reply, shared by all protocols).
+"""
+
+from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_table
+from dhp.judging.parsing import SCALE, VALID_SCORES, parse_reply, parse_score, score_from_logprobs
+from dhp.judging.pointwise import (
+    DEFAULT_MAX_TOKENS, MODES, PROMPT_SCORE_COLUMNS, load_judge_inputs, score_perturbed, score_prompts,
+)
+from dhp.judging.prompts import build_prompt, likelihood_prefix, load_prompt
+from dhp.schema import SCORE_COLUMNS
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS", "FAILURE_COLUMNS", "MODES", "PROMPT_SCORE_COLUMNS", "SCALE", "SCORE_COLUMNS",
+    "VALID_SCORES", "build_prompt", "failure_summary", "failures_table", "likelihood_prefix", "load_judge_inputs",
+    "load_prompt", "parse_reply", "parse_score", "score_from_logprobs", "score_perturbed", "score_prompts",
+]

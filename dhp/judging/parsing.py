@@ -1,0 +1,91 @@
+"""One acceptance rule for judge replies in every mode: a single score on the 1-5 scale, or NaN with why."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+
+VALID_SCORES = (1, 2, 3, 4, 5)
+_SCORE_TOKENS = tuple(str(v) for v in VALID_SCORES)
+
+def _labels(metric: str | None) -> list[str]:
+    labels = ["overall score", "overall", "score", "rating", "grade"]
+    if metric:
+        labels += [metric.replace("_", " "), metric]
+    return sorted(set(labels), key=len, reverse=True)
+
+
+_NUMBER = r"(\d+(?:\.\d+)?)(?![\d])"
+_SCALE = r"(?:\s*(?:/|out\s+of)\s*5(?![\d.,]))?"
+# After a number, these mean it is not one score on the 1-5 scale: a numbered-list echo ("1. Read"),
+# a range ("3-4", "3 to 4"), another scale ("4/10", "3 out of 10"), a decimal comma or a list ("4,5").
+_BAD_AFTER = re.compile(r"^(?:\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
+                        r"|\s*(?:and|or)\s+\d)", re.IGNORECASE)
+# An unlabelled number at the start followed by "." or ")" and a word is a numbered list ("1. Read the
+# summary"); after a score label ("Coherence: 1. The summary...") it is a score and its explanation.
+_LIST_ECHO = re.compile(r"^[.)]\s*[^\W\d_]")
+SCALE = (1.0, 5.0)
+
+
+def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str]:
+    """The 1–5 score in a judge reply and, when there is none, why: ``(score, "")`` or ``(NaN, reason)``.
+
+    Accepted: the score at the start of the reply, optionally after a label ("4", "4.", "Score: 4",
+    "- Coherence: 3", "**4**", "4/5", "4 out of 5", "3.5", "4 - mostly coherent\\n..."), or a labelled
+    score anywhere ("... Score: 4"). NaN: numbers outside the scale ("0", "6", "5.5", "Score: 5.9"),
+    other scales ("4/10", "3 out of 10"), decimal commas and lists ("4,5"), ranges ("1-5", "3 to 4"),
+    numbered-list echoes of the evaluation steps ("1. Read the summary"), and numbers anchored to neither
+    the start nor a label ("I read 3 articles"). Every mode applies this same rule to the same reply.
+    """
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return math.nan, "no reply"
+    t = str(text).replace("*", "").replace("`", "").strip()
+    if not t:
+        return math.nan, "empty reply"
+    lab = "|".join(re.escape(x) for x in _labels(metric))
+    head = rf"(?:(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=\-]|is)?\s*)"
+    why = ""
+    for pattern in (rf"^[\s\-•>#]*({head})?{_NUMBER}{_SCALE}",
+                    rf"\b((?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*){_NUMBER}{_SCALE}"):
+        for m in re.finditer(pattern, t, flags=re.IGNORECASE | re.MULTILINE):
+            value = float(m.group(2))
+            rest = t[m.end():]
+            if _BAD_AFTER.match(rest) or (not m.group(1) and _LIST_ECHO.match(rest)):
+                why = why or f"not a single score on the 1-5 scale: {t[:80]!r}"
+            elif not SCALE[0] <= value <= SCALE[1]:
+                why = why or f"out of scale: {m.group(2)}"
+            else:
+                return value, ""
+    return math.nan, why or f"unparsable reply: {t[:80]!r}"
+
+
+def parse_score(text: str | None, metric: str | None = None) -> float:
+    """The 1–5 score in a judge reply, or NaN (the rule of :func:`parse_reply`)."""
+    return parse_reply(text, metric)[0]
+
+
+def score_from_logprobs(top_logprobs: list[dict[str, float]] | None, metric: str | None = None
+                        ) -> tuple[float, float]:
+    """Expected score and probability mass at the score position, from per-position top logprobs.
+
+    The score position is the first generated position whose chosen (most likely) token is a valid
+    score "1".."5". Token texts are compared after stripping spaces, and probabilities of the same digit
+    are added. Returns (NaN, 0.0) when no position chose a score token. The judge calls this only for
+    replies whose text :func:`parse_reply` accepts, so both modes share one acceptance rule.
+    """
+    if not top_logprobs:
+        return math.nan, 0.0
+    for pos in top_logprobs:
+        p = np.zeros(len(VALID_SCORES))
+        for tok, lp in pos.items():
+            s = tok.strip()
+            if s in _SCORE_TOKENS:
+                p[int(s) - 1] += math.exp(lp)
+        chosen = max(pos, key=pos.get)
+        if chosen.strip() in _SCORE_TOKENS and p.sum() > 0:
+            mass = float(p.sum())
+            return float(np.dot(np.array(VALID_SCORES), p) / mass), min(mass, 1.0)
+    return math.nan, 0.0

@@ -1,1 +1,0 @@
-"""Judge protocols beyond pointwise scoring: pairwise strategies (dhp.protocols.pairwise)."""

@@ -1,0 +1,49 @@
+"""A non-editable install (`pip install .`) carries everything the package reads at run time — prompts,
+expert weights, checksums, selections, prices — and runs the CLI on a dataset from outside the repo."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "datasets"
+
+pytestmark = pytest.mark.slow
+
+
+def test_pip_install_non_editable_runs_the_cli(tmp_path):
+    src = tmp_path / "src"  # build from a copy: the build leaves build/ and *.egg-info behind
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "runs", "__pycache__", "figures",
+                                                             "results", "notebooks", "tests", "*.egg-info", "build"))
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(src)],
+                   check=True, capture_output=True, text=True)
+    pkg = site / "dhp"
+    for rel in ("resources/expert_weights.csv", "resources/checksums.json", "resources/judge_prices.yaml",
+                "resources/selections/summeval.json", "prompts/judge/summarization_coherence.txt",
+                "prompts/perturb/rewrite_insert_minor.txt", "prompts/dna/aspects.txt"):
+        assert (pkg / rel).is_file(), f"{rel} is not in the installed package"
+    shutil.rmtree(src)  # nothing may read the source tree any more
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site), "DHP_N_THREADS": "2"}
+    where = subprocess.run([sys.executable, "-c", "import dhp; print(dhp.__file__)"], cwd=work, env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert where.startswith(str(site)), where  # the installed copy, not the editable checkout
+    run = work / "run"
+    out = subprocess.run([sys.executable, "-m", "dhp", "run", "--dataset", "summeval", "--n-items", "2",
+                          "--perturbations", "char_typo,control", "--mode", "likelihood", "--n-boot", "0",
+                          "--data-dir", str(SHARED), "--run-dir", str(run)],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    scores = pd.read_parquet(run / "scores.parquet")
+    assert set(scores["perturbation"]) == {"original", "char_typo", "control"}
+    assert (run / "manifest.json").is_file() and (run / "summary.csv").is_file()
