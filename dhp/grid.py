@@ -322,9 +322,9 @@ def run_grid(p: dict) -> Report:
             for mode in p["modes"]:
                 pt = ds_dir / f"{slug(judge)}-{mode}"
                 _clear_outputs(pt)
-                perturbed = ds_dir / "perturbed.parquet"
-                if perturbed.exists():
-                    _link_or_copy(perturbed, pt / "perturbed.parquet")
+                for stage_table in ("dataset.parquet", "perturbed.parquet"):  # notebook 01's outputs, read by 02
+                    if (ds_dir / stage_table).exists():
+                        _link_or_copy(ds_dir / stage_table, pt / stage_table)
                 params = {**common, "dataset": ds, "judge": judge, "mode": mode, "run_dir": str(pt),
                           "figures_dir": str(pt / "figures"), "results_dir": None}  # fmt: skip
                 names = POINT_NBS + (FIGURE_NBS if p["per_point_figures"] else ())

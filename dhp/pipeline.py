@@ -89,7 +89,7 @@ def _load(dataset, n_items, seed, data_dir, path) -> pd.DataFrame:
 def run_pipeline(
     dataset: str | os.PathLike,
     n_items: int,
-    seed: int,
+    seed: int = 0,
     judge: str = "embedded",
     mode: str = "logprobs",
     n_samples: int = 5,
@@ -100,7 +100,7 @@ def run_pipeline(
     perturber: str = "rule",
     expert_weights=None,
     combine: str = "paper",
-    n_boot: int = 0,
+    n_boot: int = 200,
     n_null: int = 1000,
     perturbations: list[str] | None = None,
     progress: bool = False,
@@ -255,7 +255,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--perturbations", default=None, help="comma-separated subset, e.g. char_typo,control")
     ap.add_argument("--expert-weights", default=None)
     ap.add_argument("--combine", default="paper")
-    ap.add_argument("--n-boot", type=int, default=0)
+    ap.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples over items (0: no intervals)")
     ap.add_argument("--n-null", type=int, default=1000, help="sign-flip null resamples (null_fpr_* columns)")
     ap.add_argument("--n-ctx", type=int, default=None, help="judge context in tokens (default: the backend's)")
     ap.add_argument("--allow-insecure-key", action="store_true",

@@ -338,6 +338,14 @@ def test_load_judge_inputs_takes_first_items_and_their_sources(tmp_path):
     assert len(load_judge_inputs(tmp_path, "summeval")[0]) == len(pt)
     with pytest.raises(DHPError, match="no rows"):
         load_judge_inputs(tmp_path, "wmt22_de_en")
+    # stage 02 reads stage 01's dataset.parquet: without it, or with other items, it says to rerun 01
+    other = tmp_path / "other"
+    write_parquet(pt, other / "perturbed.parquet")
+    with pytest.raises(DHPError, match="dataset table not found.*notebooks/01_perturb"):
+        load_judge_inputs(other, "summeval")
+    write_parquet(ds.iloc[:1], other / "dataset.parquet")
+    with pytest.raises(DHPError, match="lacks 1 of the perturbed items"):
+        load_judge_inputs(other, "summeval", n_items=2)
 
 
 def test_score_prompts_rating_is_the_modal_reply_in_sample_mode_and_rounded_in_logprobs():

@@ -14,7 +14,7 @@ Three scoring modes (``mode``):
 - ``likelihood``: GPTScore-style, no number is asked for: the score is the mean token log-probability of
   the candidate text after a task instruction and the source (``metric`` = "likelihood").
 
-Engineering (see :func:`judge`): a persistent SQLite cache (:mod:`dhp.cache`) so a warm rerun makes no
+Engineering (see :func:`score_perturbed`): a persistent SQLite cache (:mod:`dhp.cache`) so a warm rerun makes no
 calls and a killed run resumes without repeating calls; requests sorted so all variants of one
 (item, metric) are adjacent (their prompts share the instruction+source prefix, which the embedded
 backend and vLLM/llama.cpp servers reuse); prompt tokens submitted vs computed are counted; a cost
@@ -141,7 +141,7 @@ def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expecte
 
 def _score_rows(backend: Backend, rows: list[_Row], mode: str, n_expected: int, cache, dry_run: bool,
                 price_table, progress: bool, desc: str, max_consecutive_failures: int):
-    """Plan → (estimate | run) → assemble: the core shared by :func:`judge` and :func:`score_prompts`."""
+    """Plan → (estimate | run) → assemble: the core shared by :func:`score_perturbed` and :func:`score_prompts`."""
     planned = [r.call for r in rows if r.call is not None]
     store = open_cache(cache)
     try:
@@ -166,7 +166,7 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
                   n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
                   max_tokens: int | None = None, temperature: float = 0.0, progress: bool = True,
                   max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES) -> pd.DataFrame:
-    """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`judge`).
+    """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`score_perturbed`).
 
     ``prompts``: one row per question, column ``prompt`` (the full user message), optional ``metric``
     (the aspect name, used by the parser to recognise "Coherence: 4"), any other columns are ids and are
@@ -413,28 +413,24 @@ def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric:
 
 
 
-def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int | None = None, seed: int = 0,
-                      data_dir: "str | os.PathLike | None" = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """What notebook 02 judges: ``<run_dir>/perturbed.parquet`` restricted to ``dataset`` and to its first
-    ``n_items`` items (None: all), and the dataset table with their sources — ``<run_dir>/dataset.parquet``
-    if an earlier notebook wrote it, else ``dhp.datasets.load_dataset`` with as many items as notebook 01
-    perturbed (the same selection, so every perturbed item is found)."""
+def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int | None = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What notebook 02 judges: notebook 01's ``<run_dir>/perturbed.parquet`` restricted to ``dataset`` and
+    to its first ``n_items`` items (None: all), and the items with their sources from notebook 01's
+    ``<run_dir>/dataset.parquet`` (the run-folder contract: stage 02 reads what stage 01 wrote)."""
     from dhp.io import read_table, resolve
 
     run = resolve(run_dir)
     perturbed = read_table(run / "perturbed.parquet", "perturbed table", "notebooks/01_perturb.ipynb")
+    items = read_table(run / "dataset.parquet", "dataset table", "notebooks/01_perturb.ipynb")
     perturbed = perturbed[perturbed["dataset"] == dataset]
     if perturbed.empty:
         raise DHPError(f"{run / 'perturbed.parquet'} has no rows for dataset {dataset!r}.",
                        "run notebook 01 with the same dataset and run_dir.")
-    all_ids = list(dict.fromkeys(perturbed["item_id"].astype(str)))
-    ids = all_ids if n_items is None else all_ids[: int(n_items)]
+    ids = list(dict.fromkeys(perturbed["item_id"].astype(str)))[: None if n_items is None else int(n_items)]
     perturbed = perturbed[perturbed["item_id"].astype(str).isin(ids)].reset_index(drop=True)
-    ds_path = run / "dataset.parquet"
-    items = pd.read_parquet(ds_path) if ds_path.exists() else None
-    if items is None or not set(ids) <= set(items["item_id"].astype(str)):
-        from dhp.datasets import load_dataset
-
-        items = load_dataset(dataset, n_items=len(all_ids), seed=seed, data_dir=data_dir)
     items = items[(items["dataset"] == dataset) & items["item_id"].astype(str).isin(ids)].reset_index(drop=True)
+    if len(items) != len(ids):
+        raise DHPError(f"{run / 'dataset.parquet'} lacks {len(ids) - len(items)} of the perturbed items.",
+                       "rerun notebook 01 so that both tables come from the same run.")
     return perturbed, items
