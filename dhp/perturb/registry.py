@@ -76,9 +76,10 @@ class Perturbation:
     what, in words); tasks: task -> severities it runs at; k: dataset -> severity -> count;
     llm: True when LLM prompts exist in dhp/prompts/perturb/<name>_<severity>.txt, or a mapping
     severity -> prompt template (placeholders {{UNIT}}, {{UNIT_TITLE}}, {{CONTEXT}}, {{TEXT}});
-    llm_length: accepted output/input length ratio of an LLM rewrite; weights: task -> metric -> votes,
-    the expert-weight default used when the weights file has no row for it; quality_issue: the plain
-    wording shown in the expert survey.
+    llm_length: accepted output/input length ratio of an LLM rewrite; llm_check(original, output) -> reason
+    or None: a method-specific validator of LLM outputs; weights: task -> metric -> votes, the default
+    expert votes; quality_issue: the plain wording shown in the expert survey; family: which method's set
+    it belongs to — "dhp" perturbations run by default, others (e.g. "criteria_confusion") only when named.
     """
 
     name: str
@@ -93,6 +94,8 @@ class Perturbation:
     llm_length: tuple[float, float] = (0.6, 1.6)
     weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     quality_issue: str = ""
+    llm_check: Callable | None = None
+    family: str = "dhp"
 
 
 PERTURBATIONS: dict[str, Perturbation] = {}
@@ -141,9 +144,9 @@ def get(name: str) -> Perturbation:
                        "or register your own with dhp.perturb.perturbation.") from None
 
 
-def task_perturbations(task: str) -> list[str]:
-    """The registered perturbations defined for `task`, in registration order."""
-    return [n for n, p in PERTURBATIONS.items() if task in p.tasks]
+def task_perturbations(task: str, family: str | None = "dhp") -> list[str]:
+    """The registered perturbations defined for `task` (of one `family`; None: all), in registration order."""
+    return [n for n, p in PERTURBATIONS.items() if task in p.tasks and family in (None, p.family)]
 
 
 def llm_methods() -> frozenset[str]:
@@ -189,16 +192,17 @@ def methods_for(dataset: str, perturbations: list[str] | None = None, task: str 
         task = task_of(dataset)
     elif task not in TASK_DEFAULT_K_SOURCE:
         raise DHPError(f"Unknown task {task!r} for dataset {dataset!r}.", f"use one of {sorted(TASK_DEFAULT_K_SOURCE)}.")
-    available = task_perturbations(task)
-    if perturbations is not None:
+    available = task_perturbations(task, family=None)
+    if perturbations is None:  # the default set: the DHP family (other families run when named)
+        perturbations = task_perturbations(task)
+    else:
         for name in dict.fromkeys(perturbations):
             get(name)
             if name not in available:
                 raise DHPError(f"Perturbation {name!r} is not defined for dataset {dataset!r} (task {task}).",
                                f"use one of {available} for this dataset.")
     return [Method(n, PERTURBATIONS[n].level, sev, k_for(dataset, task, n, sev))
-            for n in available if perturbations is None or n in perturbations
-            for sev in PERTURBATIONS[n].tasks[task]]
+            for n in available if n in perturbations for sev in PERTURBATIONS[n].tasks[task]]
 
 
 def methods_table(dataset: str | None = None):

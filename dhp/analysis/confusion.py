@@ -1,0 +1,266 @@
+"""Criteria-confusion statistics (the perturbation-attack method of Hu et al., 2024).
+
+Input is a tidy long table of judge scores with columns
+``item_id, attack, aspect, description_type, variant, score``: ``variant`` is "original" or
+"perturbed" and ``score`` is a float (NaN allowed, e.g. an unparsable answer). Original rows may carry
+the attack they belong to, or leave ``attack`` empty/NaN when one original score serves every attack.
+
+A judge that understands the criteria should lower its score on the cells in S_T (attack hurts the
+aspect) and keep it level on the cells in S_F (attack leaves the aspect alone). We test the first with a
+one-sided Wilcoxon signed-rank test and the second with a TOST equivalence test on the mean drop.
+Everything here is plain pandas/numpy/scipy; nothing calls a model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dhp.errors import DHPError
+
+__all__ = ["adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "directional_test",
+           "equivalence_test", "mean_drop_table", "paired_drops"]
+
+SCORE_COLUMNS = ["item_id", "attack", "aspect", "description_type", "variant", "score"]
+CELL_KEYS = ["attack", "aspect", "description_type"]
+ATTACK_ORDER = (
+    "repetition", "passive_voice", "inversion", "improper_connective", "sentence_exchange",
+    "incorrect_verb_form", "word_exchange", "spelling_mistake", "uncommon_phrase", "complex_sentence",
+    "abbreviation", "hypernym", "sentence_deletion", "complement", "continuation", "different_entity",
+    "conflicting_fact", "negation",
+)
+ASPECT_ORDER = (
+    "fluency", "coherence", "grammaticality", "simplicity", "readability", "faithfulness",
+    "non_contradiction", "non_hallucination", "informativeness", "adequacy", "overall_quality",
+)
+
+
+def _require(table: pd.DataFrame, columns, what: str) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise DHPError(f"The {what} table lacks column(s) {', '.join(missing)}.",
+                       f"provide a table with columns {', '.join(columns)}.")
+
+
+def _ordered(values, preferred) -> list:
+    present = list(dict.fromkeys(values))
+    return [v for v in preferred if v in present] + sorted(v for v in present if v not in preferred)
+
+
+def paired_drops(scores: pd.DataFrame) -> pd.DataFrame:
+    """Pair each perturbed score with its original score.
+
+    Output columns: item_id, attack, aspect, description_type, original, perturbed, drop
+    (drop = original - perturbed, so a positive drop means the attack lowered the score).
+    Repeated rows for the same key (e.g. several samples) are averaged first, ignoring NaN.
+    Pairs where either side is NaN are dropped. Originals with an empty/NaN attack are shared by
+    all attacks of the same item, aspect and description type.
+    """
+    _require(scores, SCORE_COLUMNS, "scores")
+    bad = set(scores["variant"].dropna().unique()) - {"original", "perturbed"}
+    if bad:
+        raise DHPError(f"Unknown variant value(s): {sorted(bad)}.", 'use only "original" and "perturbed".')
+    df = scores[SCORE_COLUMNS].copy()
+    df["score"] = pd.to_numeric(df["score"], errors="coerce")
+    base = ["item_id", "aspect", "description_type"]
+    pert = (df[df["variant"] == "perturbed"].groupby(base + ["attack"], dropna=False, sort=False)["score"]
+            .mean().rename("perturbed").reset_index())
+    orig = df[df["variant"] == "original"]
+    shared = orig["attack"].isna() | (orig["attack"].astype(str).str.strip() == "")
+    per_attack = (orig[~shared].groupby(base + ["attack"], sort=False)["score"].mean()
+                  .rename("original").reset_index())
+    out = pert.merge(per_attack, on=base + ["attack"], how="left")
+    if shared.any():
+        common = orig[shared].groupby(base, sort=False)["score"].mean().rename("original_shared").reset_index()
+        out = out.merge(common, on=base, how="left")
+        out["original"] = out["original"].fillna(out.pop("original_shared"))
+    out = out.dropna(subset=["original", "perturbed"])
+    out["drop"] = out["original"] - out["perturbed"]
+    cols = ["item_id", "attack", "aspect", "description_type", "original", "perturbed", "drop"]
+    return out[cols].reset_index(drop=True)
+
+
+def _wilcoxon_greater(d: np.ndarray) -> float:
+    d = d[~np.isnan(d)]
+    if d.size < 1 or np.all(d == 0):
+        return 1.0
+    return float(stats.wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue)
+
+
+def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
+    """One-sided Wilcoxon signed-rank test that the attack lowers the score, per cell.
+
+    Input: output of `paired_drops`. Output, one row per (attack, aspect, description_type):
+    attack, aspect, description_type, n_pairs, mean_drop, p_directional, D.
+    The test is on original - perturbed with alternative="greater" and zero_method="wilcox"
+    (zero differences are discarded). p_directional is 1.0 when there are no pairs or every
+    difference is zero. D = log(p) / log(0.05), so D > 1 exactly when p < 0.05 and D = 0 when p = 1.
+    """
+    _require(drops, CELL_KEYS + ["drop"], "drops")
+    rows = []
+    for key, grp in drops.groupby(CELL_KEYS, sort=False):
+        d = grp["drop"].to_numpy(dtype=float)
+        d = d[~np.isnan(d)]
+        p = _wilcoxon_greater(d)
+        rows.append((*key, int(d.size), float(d.mean()) if d.size else np.nan, p))
+    out = pd.DataFrame(rows, columns=CELL_KEYS + ["n_pairs", "mean_drop", "p_directional"])
+    out["D"] = np.log(out["p_directional"].astype(float)) / np.log(0.05)
+    return out
+
+
+def _tost(d: np.ndarray, delta: float) -> float:
+    if d.size < 2:
+        return np.nan
+    if np.ptp(d) == 0:  # constant drops: the t statistic is undefined, the answer is not
+        return 0.0 if abs(d[0]) < delta else 1.0
+    p_low = stats.ttest_1samp(d, -delta, alternative="greater").pvalue
+    p_high = stats.ttest_1samp(d, delta, alternative="less").pvalue
+    return float(max(p_low, p_high))
+
+
+def equivalence_test(drops: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05) -> pd.DataFrame:
+    """TOST equivalence test that the mean drop lies inside (-delta, +delta), per cell.
+
+    Two one-sided one-sample t-tests: mean > -delta and mean < +delta; p_equivalence is the larger
+    of their p values. Output, one row per (attack, aspect, description_type):
+    attack, aspect, description_type, n_pairs, mean_drop, p_equivalence, invariant
+    (invariant = p_equivalence < alpha; False when p_equivalence is NaN).
+    Edge cases: fewer than 2 pairs -> p_equivalence NaN; all drops identical (zero variance) ->
+    p_equivalence 0.0 if |drop| < delta else 1.0, since the sample leaves no doubt either way.
+    """
+    _require(drops, CELL_KEYS + ["drop"], "drops")
+    if not delta > 0:
+        raise DHPError(f"delta must be positive, got {delta}.", "pass a positive equivalence margin, e.g. delta=0.2.")
+    rows = []
+    for key, grp in drops.groupby(CELL_KEYS, sort=False):
+        d = grp["drop"].to_numpy(dtype=float)
+        d = d[~np.isnan(d)]
+        rows.append((*key, int(d.size), float(d.mean()) if d.size else np.nan, _tost(d, delta)))
+    out = pd.DataFrame(rows, columns=CELL_KEYS + ["n_pairs", "mean_drop", "p_equivalence"])
+    out["invariant"] = (out["p_equivalence"] < alpha).fillna(False).astype(bool)
+    return out
+
+
+def adjust(p, method: str = "holm") -> np.ndarray:
+    """Adjust p values for multiple testing; NaN entries stay NaN and do not count as tests.
+
+    method="holm": Holm step-down (family-wise error rate); method="bh": Benjamini-Hochberg
+    (false discovery rate, via scipy.stats.false_discovery_control). Returns a float array
+    of the input's shape.
+    """
+    arr = np.asarray(p, dtype=float)
+    flat = arr.ravel()
+    out = np.full(flat.shape, np.nan)
+    ok = ~np.isnan(flat)
+    vals = flat[ok]
+    if vals.size == 0:
+        return out.reshape(arr.shape)
+    if np.any((vals < 0) | (vals > 1)):
+        raise DHPError("p values must lie in [0, 1].", "pass probabilities, not test statistics.")
+    if method == "holm":
+        m = vals.size
+        order = np.argsort(vals, kind="mergesort")
+        stepped = np.maximum.accumulate((m - np.arange(m)) * vals[order])
+        res = np.empty(m)
+        res[order] = np.minimum(stepped, 1.0)
+    elif method == "bh":
+        res = stats.false_discovery_control(vals, method="bh")
+    else:
+        raise DHPError(f"Unknown adjustment method {method!r}.", 'use method="holm" or method="bh".')
+    out[ok] = res
+    return out.reshape(arr.shape)
+
+
+def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: float = 0.2,
+                    alpha: float = 0.05, adjust_method: str = "holm") -> pd.DataFrame:
+    """All per-cell statistics of the method in one table.
+
+    `expectations` needs attack, aspect and set (as from `load_expectations`); cells absent from it
+    get set "excluded". Output, one row per (attack, aspect, description_type):
+    attack, aspect, description_type, set, mean_drop, n_pairs, p_directional, p_directional_adj, D,
+    significant_drop, p_equivalence, invariant.
+    p_directional_adj is adjusted (holm or bh) across all cells of the same description_type, S_T,
+    S_F and excluded alike; significant_drop = p_directional_adj < alpha. D uses the raw p value.
+    """
+    _require(expectations, ["attack", "aspect", "set"], "expectations")
+    drops = paired_drops(scores)
+    if drops.empty:
+        raise DHPError("No complete original/perturbed score pairs were found.",
+                       "check that item_id, aspect and description_type match between the two variants.")
+    direc = directional_test(drops)
+    equiv = equivalence_test(drops, delta=delta, alpha=alpha)[CELL_KEYS + ["p_equivalence", "invariant"]]
+    cells = direc.merge(equiv, on=CELL_KEYS, how="left")
+    exp = expectations[["attack", "aspect", "set"]].drop_duplicates(["attack", "aspect"])
+    cells = cells.merge(exp, on=["attack", "aspect"], how="left")
+    cells["set"] = cells["set"].fillna("excluded")
+    cells["p_directional_adj"] = np.nan
+    for _, idx in cells.groupby("description_type", sort=False).groups.items():
+        cells.loc[idx, "p_directional_adj"] = adjust(cells.loc[idx, "p_directional"].to_numpy(), adjust_method)
+    cells["significant_drop"] = (cells["p_directional_adj"] < alpha).astype(bool)
+    cells["invariant"] = cells["invariant"].fillna(False).astype(bool)
+    cols = ["attack", "aspect", "description_type", "set", "mean_drop", "n_pairs", "p_directional",
+            "p_directional_adj", "D", "significant_drop", "p_equivalence", "invariant"]
+    return cells[cols].reset_index(drop=True)
+
+
+def confusion_summary(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per description_type summary of `confusion_cells`.
+
+    Output columns: description_type, n_S_T, n_S_F, share_ST_D_gt_1 (share of S_T cells with D > 1),
+    share_SF_invariant (share of S_F cells passing the equivalence test), share_SF_dropped (share of
+    S_F cells with a significant drop), confusion_index (significant drops on S_F divided by
+    significant drops on S_T or S_F; NaN when there is none). Shares are NaN for an empty set.
+    """
+    _require(cells, ["description_type", "set", "D", "significant_drop", "invariant"], "cells")
+    rows = []
+    for dtype, grp in cells.groupby("description_type", sort=False):
+        st, sf = grp[grp["set"] == "S_T"], grp[grp["set"] == "S_F"]
+        sig_st, sig_sf = int(st["significant_drop"].sum()), int(sf["significant_drop"].sum())
+        rows.append({
+            "description_type": dtype,
+            "n_S_T": len(st),
+            "n_S_F": len(sf),
+            "share_ST_D_gt_1": float((st["D"] > 1).mean()) if len(st) else np.nan,
+            "share_SF_invariant": float(sf["invariant"].mean()) if len(sf) else np.nan,
+            "share_SF_dropped": float(sf["significant_drop"].mean()) if len(sf) else np.nan,
+            "confusion_index": sig_sf / (sig_st + sig_sf) if sig_st + sig_sf else np.nan,
+        })
+    return pd.DataFrame(rows, columns=["description_type", "n_S_T", "n_S_F", "share_ST_D_gt_1",
+                                       "share_SF_invariant", "share_SF_dropped", "confusion_index"])
+
+
+def mean_drop_table(cells: pd.DataFrame, description_type: str = "detailed") -> pd.DataFrame:
+    """Attack x aspect table of mean_drop for one description type (the layout of the paper's Table 4).
+
+    Index: attack (paper order, unknown attacks last); columns: aspect (paper order); values: mean_drop.
+    """
+    _require(cells, CELL_KEYS + ["mean_drop"], "cells")
+    sub = cells[cells["description_type"] == description_type]
+    if sub.empty:
+        raise DHPError(f"No cells for description_type {description_type!r}.",
+                       f"choose one of: {', '.join(map(str, cells['description_type'].unique()))}.")
+    table = sub.pivot_table(index="attack", columns="aspect", values="mean_drop", aggfunc="mean", dropna=False)
+    table = table.reindex(index=_ordered(sub["attack"], ATTACK_ORDER), columns=_ordered(sub["aspect"], ASPECT_ORDER))
+    table.columns.name, table.index.name = "aspect", "attack"
+    return table
+
+
+def aspect_correlations(scores: pd.DataFrame, description_type: str = "detailed") -> pd.DataFrame:
+    """Aspect x aspect Pearson correlation of the judge's scores for one description type.
+
+    Rows of the pivot are (item_id, variant, attack) and columns are aspects (paper order); repeated
+    scores are averaged; correlations use pairwise-complete rows (pandas DataFrame.corr).
+    """
+    _require(scores, SCORE_COLUMNS, "scores")
+    sub = scores[scores["description_type"] == description_type].copy()
+    if sub.empty:
+        raise DHPError(f"No scores for description_type {description_type!r}.",
+                       f"choose one of: {', '.join(map(str, scores['description_type'].unique()))}.")
+    sub["score"] = pd.to_numeric(sub["score"], errors="coerce")
+    sub["attack"] = sub["attack"].fillna("")
+    wide = sub.pivot_table(index=["item_id", "variant", "attack"], columns="aspect", values="score", aggfunc="mean")
+    wide = wide.reindex(columns=_ordered(sub["aspect"], ASPECT_ORDER))
+    corr = wide.corr(method="pearson")
+    corr.index.name, corr.columns.name = "aspect", "aspect"
+    return corr

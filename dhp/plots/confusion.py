@@ -1,0 +1,63 @@
+"""Figures of the criteria-confusion method (Hu et al. 2024): the attack × aspect drop heat-map with the
+S_T / S_F cells outlined, the inter-aspect correlation matrix, and the directional D per attack."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+
+def plot_drop_heatmap(cells: pd.DataFrame, description_type: str):
+    """Mean score drop per attack (rows) × aspect (columns); S_T cells (should drop) get a solid outline,
+    S_F cells (should not move) a dashed one, excluded cells none (the paper's Table 4 with its marks)."""
+    from dhp.analysis.confusion import mean_drop_table
+
+    table = mean_drop_table(cells, description_type)
+    sets = cells[cells["description_type"] == description_type].set_index(["attack", "aspect"])["set"]
+    fig, ax = plt.subplots(figsize=(1 + 0.6 * table.shape[1], 1 + 0.4 * table.shape[0]))
+    lim = max(0.5, float(np.nanmax(np.abs(table.to_numpy()))) if table.notna().any().any() else 0.5)
+    sns.heatmap(table, ax=ax, cmap="RdBu_r", center=0, vmin=-lim, vmax=lim, annot=True, fmt=".1f",
+                annot_kws={"size": 7}, cbar_kws={"label": "mean drop (original − attacked)"})
+    for i, attack in enumerate(table.index):
+        for j, aspect in enumerate(table.columns):
+            kind = sets.get((attack, aspect))
+            if kind in ("S_T", "S_F"):
+                ax.add_patch(Rectangle((j + 0.05, i + 0.05), 0.9, 0.9, fill=False, lw=1.2, color="black",
+                                       ls="-" if kind == "S_T" else "--"))
+    ax.set_title(f"Score drop per attack and aspect ({description_type}); solid: S_T, dashed: S_F", fontsize=9)
+    return fig
+
+
+def plot_aspect_correlations(corr: pd.DataFrame, description_type: str):
+    """Pearson correlation between aspects' scores (the paper's Figure 4 and 8–13)."""
+    fig, ax = plt.subplots(figsize=(1 + 0.55 * corr.shape[1], 0.8 + 0.5 * corr.shape[0]))
+    sns.heatmap(corr, ax=ax, cmap="vlag", vmin=-1, vmax=1, annot=True, fmt=".2f", annot_kws={"size": 7})
+    ax.set_title(f"Inter-aspect correlation of scores ({description_type})", fontsize=9)
+    return fig
+
+
+def plot_directional_d(cells: pd.DataFrame, description_type: str):
+    """Per attack: the directional D (log_0.05 p of the one-sided Wilcoxon) of its S_T cells, one dot per
+    cell, bar = median; the dashed line is D = 1 (p = 0.05)."""
+    from dhp.analysis.confusion import ATTACK_ORDER
+
+    st = cells[(cells["description_type"] == description_type) & (cells["set"] == "S_T")]
+    order = [a for a in ATTACK_ORDER if a in set(st["attack"])]
+    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(order) + 1), 3.2))
+    if order:
+        med = st.groupby("attack")["D"].median().reindex(order)
+        ax.bar(range(len(order)), med.fillna(0).to_numpy(), color="#8DA0CB")
+        sns.stripplot(data=st, x="attack", y="D", order=order, ax=ax, color="black", size=3)
+        ax.set_xticks(range(len(order)), order, rotation=60, ha="right", fontsize=7)
+    ax.axhline(1.0, ls="--", color="grey", lw=1)
+    ax.set_xlabel("")
+    ax.set_ylabel("directional D on S_T cells")
+    ax.set_title(f"Does the targeted aspect drop? ({description_type})", fontsize=9)
+    return fig

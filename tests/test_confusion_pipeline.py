@@ -1,0 +1,152 @@
+"""Criteria confusion end to end: the 18 attacks as registered perturbations (a family that never runs by
+default), LLM-output validators per attack, aspect-targeted judging through the shared cache, the
+statistics on a scripted judge, the LLM path against a real llama_cpp.server, and spaCy entity detection."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from dhp.backends import Backend, Completion
+from dhp.perturb import audit, perturb
+from dhp.perturb.hu2024 import CHECKS, CONFUSION_ATTACKS, RULE_BASED
+from dhp.perturb.registry import methods_for
+
+TEXTS = [
+    "The council approved the budget on Monday. However, the mayor said the plan was too expensive. "
+    "Officials in Boston will meet again next week.",
+    "Maria Lopez won the race in Chicago. She trained for two years with her coach. The team celebrated "
+    "because the victory was close.",
+    "The company opened a new factory in Ohio. Workers started production in March. Sales rose quickly, "
+    "so the firm hired more staff.",
+    "Scientists at Oxford found a new species of frog. The animal lives in wet forests. The discovery "
+    "surprised many experts because the area was well studied.",
+    "The river flooded the town after heavy rain. Residents moved to a school on the hill. Rescue teams "
+    "from Denver arrived on Tuesday.",
+    "The museum bought a painting by Claude Monet. It will be shown in Paris next spring. Visitors have "
+    "waited for years to see it.",
+    "The school board hired a new principal in May. Parents welcomed the choice. Classes will start earlier "
+    "because the district changed its schedule.",
+    "A storm closed the airport in Dallas. Hundreds of flights were cancelled. Airlines offered hotel rooms "
+    "to stranded passengers.",
+    "The farmers planted wheat in April. The harvest was larger than expected. Prices fell, but exports grew "
+    "during the summer.",
+    "The orchestra played a concert in Vienna. The hall was full. Critics praised the young conductor, who "
+    "had replaced a sick colleague.",
+]
+
+
+def _items(n=len(TEXTS)):
+    return pd.DataFrame({"dataset": "mine", "task": "summarization", "item_id": [f"i{i}" for i in range(n)],
+                         "source": [f"Article: {t} More background follows." for t in TEXTS[:n]],
+                         "reference": TEXTS[:n]})
+
+
+def test_attacks_are_a_family_that_runs_only_when_named():
+    default = {m.perturbation for m in methods_for("summeval")}
+    assert not default & set(CONFUSION_ATTACKS) and "char_typo" in default
+    named = {m.perturbation for m in methods_for("summeval", ["negation", "hypernym"])}
+    assert named == {"negation", "hypernym"}
+    table = perturb(_items(2), perturbations=list(CONFUSION_ATTACKS))
+    rows = table[table["perturbation"] != "original"]
+    assert set(rows["perturbation"]) == set(CONFUSION_ATTACKS) and (rows["method"] == "rule").all()
+    ok = set(rows.loc[rows["status"] == "ok", "perturbation"])
+    assert ok == set(RULE_BASED)  # the nine with honest rules; the other nine say why they skipped
+    skipped = rows[~rows["perturbation"].isin(RULE_BASED)]
+    assert skipped["reason"].str.contains("no rule-based version").all()
+    a = audit(table, _items(2))
+    assert (a.loc[a["n_ok"] > 0, "pct_verified"] == 100).all()
+
+
+@pytest.mark.parametrize("attack,original,good,bad", [
+    ("negation", TEXTS[0], TEXTS[0].replace("approved", "did not approve"), TEXTS[0].replace("Monday", "Friday")),
+    ("sentence_deletion", TEXTS[0], TEXTS[0].split(". ", 1)[1], TEXTS[0] + " Extra."),
+    ("continuation", TEXTS[0], TEXTS[0] + " The mayor later resigned.", TEXTS[0].replace("budget", "plan")),
+    ("sentence_exchange", "A cat sat. A dog ran. A bird sang.", "A dog ran. A cat sat. A bird sang.",
+     "A cat sat. A dog ran."),
+    ("word_exchange", TEXTS[0], TEXTS[0].replace("the budget", "budget the"), TEXTS[0].replace("budget", "plan")),
+    ("abbreviation", TEXTS[0], TEXTS[0].replace("Monday", "Mon."), TEXTS[0] + " More text."),
+    ("repetition", TEXTS[0], TEXTS[0].replace("on Monday.", "on Monday, on Monday."), TEXTS[0].replace("budget", "plan")),
+])
+def test_each_llm_check_accepts_its_edit_and_rejects_another(attack, original, good, bad):
+    assert CHECKS[attack](original, good) is None
+    assert isinstance(CHECKS[attack](original, bad), str)
+
+
+class AspectJudge(Backend):
+    """Drops the score only on the aspect an attack targets (negation -> non-contradiction, sentence
+    deletion -> informativeness): a judge without confusion."""
+
+    identity = "scripted:aspects"
+    model = "scripted"
+    deterministic = True
+
+    def chat_many(self, requests, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            prompt = r.messages[0][1]
+            criterion = re.search(r"Criterion:\n(\w[\w -]*):", prompt).group(1).lower()
+            candidate = prompt.split("Summary:\n\n", 1)[1].split("\n\nReply with", 1)[0]
+            article = prompt.split("Source:\n\n", 1)[1].split("\n\nCriterion:", 1)[0]
+            reference = article.removeprefix("Article: ").removesuffix(" More background follows.")
+            damaged = candidate.strip() != reference.strip()
+            low = damaged and (("not" in candidate.split() or "n't" in candidate) and "contradiction" in criterion
+                               or len(candidate) < len(reference) - 20 and "informativeness" in criterion)
+            c = Completion(text="2" if low else "5", top_logprobs=None, prompt_tokens=5, completion_tokens=1)
+            out.append(c)
+            if on_result:
+                on_result(i, c)
+        return out
+
+
+def test_scripted_judge_without_confusion_gets_index_zero(tmp_path):
+    from dhp.analysis import confusion as cf
+    from dhp.datasets import criteria_hu2024 as crit
+    from dhp.judging.aspects import aspect_prompts, score_aspects
+
+    items = _items()
+    variants = perturb(items, perturbations=["negation", "sentence_deletion"])
+    criteria = crit.load_criteria()
+    prompts = aspect_prompts(variants, items, criteria, description_types=["gold"])
+    assert set(prompts["aspect"]) == set(crit.ASPECTS) and len(prompts) == len(items) * 3 * 11
+    scores = score_aspects(prompts, AspectJudge(), mode="sample", cache=tmp_path / "c.sqlite")
+    assert scores["score"].notna().all()
+    cells = cf.confusion_cells(scores, crit.load_expectations())
+    neg = cells.set_index(["attack", "aspect"])
+    assert neg.loc[("negation", "non_contradiction"), "D"] > 1  # 10 pairs, all dropped: p = 1/1024
+    assert neg.loc[("negation", "fluency"), "mean_drop"] == 0
+    summary = cf.confusion_summary(cells).iloc[0]
+    assert summary["confusion_index"] == 0 and summary["share_ST_D_gt_1"] > 0
+
+
+@pytest.mark.slow
+def test_llm_attacks_against_llama_cpp_server(llama_server):
+    """The LLM path: every attack asks the server with its own prompt; each row is ok (and passes its
+    validators) or failed with the reasons of its attempts — never an unchecked text."""
+    from dhp.backends import OpenAIBackend
+    from dhp.perturb.llm import validate
+
+    backend = OpenAIBackend("smollm2-135m", llama_server.base_url, concurrency=1)
+    table = perturb(_items(1), perturber=backend, perturbations=list(CONFUSION_ATTACKS), max_attempts=2)
+    rows = table[table["perturbation"] != "original"]
+    assert len(rows) == 18 and rows["method"].str.startswith("llm:openai:smollm2-135m").all()
+    assert set(rows["status"]) <= {"ok", "failed"}
+    for r in rows.itertuples():
+        if r.status == "ok":
+            assert validate(r.perturbation, TEXTS[0], r.text) is None
+        else:
+            assert r.reason.startswith("no valid output in 2 attempts")
+
+
+def test_spacy_entities_with_rule_fallback():
+    from dhp.perturb.entities import find_entities
+
+    text = "Maria Lopez met officials from Acme Corporation in Boston on Monday to discuss 1,200 jobs."
+    kinds = {e.text: e.kind for e in find_entities(text)}
+    assert kinds.get("Maria Lopez") == "person" and kinds.get("Boston") == "place"
+    assert kinds.get("Acme Corporation") == "organisation"
+    assert kinds.get("1,200") == "number" and kinds.get("Monday") == "day"  # rules keep numbers and dates
+    lower = text.lower()  # no capitals: NER finds nothing, the rules stand in
+    assert find_entities(lower) == find_entities(lower, use_ner=False)
