@@ -134,7 +134,7 @@ def run_pipeline(
     table is written unless every stage succeeded.
     """
     from dhp import judging
-    from dhp.analysis import discernment as stats
+    from dhp.analysis import ANALYSES
     from dhp.perturb import perturb
 
     expert_weights, backend, perturber_backend = _prepare(
@@ -154,11 +154,11 @@ def run_pipeline(
     run_stats = dict(scores.attrs.get("judge_stats") or {})
     # attrs would be stored in the parquet metadata: keep run statistics (timings) out of the table.
     scores.attrs.clear()
-    disc = stats.discernment(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot, seed=seed)
-    summary = stats.summarize(disc, null=stats.null_calibration(scores, n_null=n_null, seed=seed))
-    disc.attrs.clear()
-    paths = _write_tables(out_dir, {"dataset": table, "perturbed": perturbed, "scores": scores, "discernment": disc,
-                                    "summary": summary, "failures": judging.failures_table(scores)}, run_stats)
+    results = ANALYSES["discernment"].run(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot,
+                                          n_null=n_null, seed=seed)
+    paths = _write_tables(out_dir, {"dataset": table, "perturbed": perturbed, "scores": scores,
+                                    "discernment": results["discernment.csv"], "summary": results["summary.csv"],
+                                    "failures": judging.failures_table(scores)}, run_stats)
     params = dict(dataset=str(dataset), n_items=n_items, seed=seed, judge=backend.identity, mode=mode,
                   n_samples=n_samples, perturber=str(perturber if isinstance(perturber, str) else "object"),
                   combine=combine, n_boot=n_boot, n_null=n_null, perturbations=perturbations, n_ctx=n_ctx,

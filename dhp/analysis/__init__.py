@@ -1,1 +1,112 @@
-"""Analyses: one module per meta-evaluation method (tables in, tables out)."""
+"""Analyses: one module per meta-evaluation method (tables in, tables out), and a registry that ties each
+to the run folder: an :class:`Analysis` names the tables it reads and writes there, so
+``run_analysis(name, run_dir)`` can run any of them — the built-ins below or one you register::
+
+    from dhp.analysis import analysis
+
+    @analysis("mean_score", reads=("scores.parquet",), writes=("mean_score.csv",))
+    def mean_score(scores):
+        return {"mean_score.csv": scores.groupby(["perturbation", "metric"], as_index=False)["score"].mean()}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from dhp.errors import DHPError
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """run(*tables, **params) -> {file name: table}, called with the tables of ``reads`` (in order, read from
+    the run folder); ``writes`` lists the file names it returns; figures(outputs) -> {name: figure}, optional."""
+
+    name: str
+    run: Callable
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    figures: Callable | None = None
+    description: str = ""
+
+
+ANALYSES: dict[str, Analysis] = {}
+
+
+def analysis(name: str, *, reads: tuple[str, ...], writes: tuple[str, ...], figures: Callable | None = None,
+             replace: bool = True) -> Callable:
+    """Register the decorated function as an analysis (``replace=False`` refuses to redefine a name)."""
+
+    def wrap(fn: Callable) -> Callable:
+        if name in ANALYSES and not replace:
+            raise DHPError(f"An analysis named {name!r} is already registered.", "choose another name.")
+        ANALYSES[name] = Analysis(name, fn, tuple(reads), tuple(writes), figures, (fn.__doc__ or "").strip())
+        return fn
+
+    return wrap
+
+
+def run_analysis(name: str, run_dir: str | os.PathLike, figures_dir: str | os.PathLike | None = None,
+                 **params) -> dict[str, Path]:
+    """Read the analysis's input tables from ``run_dir``, run it, write its tables there (atomically; nothing
+    is written unless it succeeded) and its figures to ``figures_dir`` (default ``<run_dir>/figures``).
+    Returns file name -> path."""
+    from dhp.io import read_table, resolve, write_csv, write_parquet
+
+    if name not in ANALYSES:
+        raise DHPError(f"Unknown analysis {name!r}.", f"use one of {sorted(ANALYSES)} or register yours.")
+    a = ANALYSES[name]
+    run = resolve(run_dir)
+    tables = [read_table(run / f, f, f"the stage that writes {f}") for f in a.reads]
+    out = a.run(*tables, **params)
+    missing = [f for f in a.writes if f not in out]
+    if missing:
+        raise DHPError(f"Analysis {name!r} did not return {missing}.", "return every table listed in writes=.")
+    paths = {f: (write_parquet if f.endswith(".parquet") else write_csv)(out[f], run / f) for f in a.writes}
+    if a.figures is not None:
+        from dhp.plots import save_figure
+
+        for fig_name, fig in a.figures(out).items():
+            for p in save_figure(fig, figures_dir or run / "figures", fig_name):
+                paths[p.name] = p
+    return paths
+
+
+@analysis("discernment", reads=("scores.parquet",), writes=("discernment.csv", "summary.csv"))
+def _discernment(scores: pd.DataFrame, expert_weights=None, combine: str = "paper", n_boot: int = 200,
+                 n_null: int = 1000, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """DHP (Wang, Yuan et al.): per perturbation D = log_0.05 p, and D_avg / D_min per judge with the
+    negative control and the sign-flip null."""
+    from dhp.analysis import discernment as d
+
+    disc = d.discernment(scores, expert_weights=expert_weights, combine=combine, n_boot=n_boot, seed=seed)
+    summary = d.summarize(disc, null=d.null_calibration(scores, n_null=n_null, seed=seed))
+    disc.attrs.clear()
+    return {"discernment.csv": disc, "summary.csv": summary}
+
+
+@analysis("criteria_confusion", reads=("confusion_scores.parquet",),
+          writes=("confusion_cells.csv", "confusion_summary.csv"))
+def _confusion(scores: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05,
+               adjust_method: str = "holm") -> dict[str, pd.DataFrame]:
+    """Criteria confusion (Hu et al. 2024): directional and invariance tests per attack × aspect cell."""
+    from dhp.analysis import confusion as cf
+    from dhp.datasets.criteria_hu2024 import load_expectations
+
+    cells = cf.confusion_cells(scores, load_expectations(), delta=delta, alpha=alpha, adjust_method=adjust_method)
+    summary = cf.confusion_summary(cells)
+    summary.insert(0, "mode", scores["mode"].iloc[0] if "mode" in scores and len(scores) else "")
+    summary.insert(0, "judge", scores["judge"].iloc[0] if "judge" in scores and len(scores) else "")
+    return {"confusion_cells.csv": cells, "confusion_summary.csv": summary}
+
+
+@analysis("decomposition", reads=("pairwise_verdicts.parquet",), writes=("pairwise_agreement.csv",))
+def _decomposition(verdicts: pd.DataFrame, judge: str = "", mode: str = "") -> dict[str, pd.DataFrame]:
+    """DnA-Eval on LLMBar: agreement with the gold preference and position consistency per strategy."""
+    from dhp.analysis.decomposition import agreement_table
+
+    return {"pairwise_agreement.csv": agreement_table(verdicts, judge=judge, mode=mode)}

@@ -8,10 +8,15 @@
   registry: direct, cot, dna, chain_of_aspects; ``compare_pairs`` for plain A/B questions);
 - ``failures``: the failures table written as failures.csv.
 
-Every call goes through dhp.calls (one cache key per reply, shared by all protocols).
+Every call goes through dhp.calls (one cache key per reply, shared by all protocols). ``PROTOCOLS`` names
+each way of asking a judge; ``@protocol("name")`` registers your own (a function that takes its table and a
+``judge=`` and returns a table).
 """
 
+from typing import Callable
+
 from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_table
+from dhp.judging.pairwise import combine_pair_orders, compare_pairs
 from dhp.judging.parsing import SCALE, VALID_SCORES, parse_reply, parse_score, score_from_logprobs
 from dhp.judging.pointwise import (
     DEFAULT_MAX_TOKENS, MODES, PROMPT_SCORE_COLUMNS, load_judge_inputs, score_perturbed, score_prompts,
@@ -19,8 +24,35 @@ from dhp.judging.pointwise import (
 from dhp.judging.prompts import build_prompt, likelihood_prefix, load_prompt
 from dhp.schema import SCORE_COLUMNS
 
+PROTOCOLS: dict[str, Callable] = {}
+
+
+def protocol(name: str, replace: bool = True) -> Callable:
+    """Register a judge protocol under ``name``."""
+    from dhp.errors import DHPError
+
+    def wrap(fn: Callable) -> Callable:
+        if name in PROTOCOLS and not replace:
+            raise DHPError(f"A judge protocol named {name!r} is already registered.", "choose another name.")
+        PROTOCOLS[name] = fn
+        return fn
+
+    return wrap
+
+
+def _register_builtins() -> None:
+    from dhp.judging.aspects import score_aspects
+    from dhp.judging.strategies import run_strategies
+
+    for name, fn in (("pointwise", score_perturbed), ("pairwise", compare_pairs), ("aspects", score_aspects),
+                     ("strategies", run_strategies)):
+        protocol(name)(fn)
+
+
+_register_builtins()
+
 __all__ = [
-    "DEFAULT_MAX_TOKENS", "FAILURE_COLUMNS", "MODES", "PROMPT_SCORE_COLUMNS", "SCALE", "SCORE_COLUMNS",
+    "PROTOCOLS", "protocol", "compare_pairs", "combine_pair_orders", "DEFAULT_MAX_TOKENS", "FAILURE_COLUMNS", "MODES", "PROMPT_SCORE_COLUMNS", "SCALE", "SCORE_COLUMNS",
     "VALID_SCORES", "build_prompt", "failure_summary", "failures_table", "likelihood_prefix", "load_judge_inputs",
     "load_prompt", "parse_reply", "parse_score", "score_from_logprobs", "score_perturbed", "score_prompts",
 ]
