@@ -25,11 +25,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 	$(BIN)/python scripts/nbval.py
 
-# JupyterLab on localhost only, token on; containers and cluster images often run as root, which Jupyter
-# refuses without --allow-root.
+# JupyterLab on localhost only, token on (scripts/lab.sh; root gets --allow-root). jupyterlab is a test
+# dependency, so the environment `make test` checks is the one `make lab` opens.
 lab: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
-	$(BIN)/jupyter lab notebooks --ip=127.0.0.1 $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	BIN=$(BIN) bash scripts/lab.sh
 
 clean-venv:
 	rm -rf $(VENV)

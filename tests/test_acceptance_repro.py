@@ -173,6 +173,7 @@ def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path, storycloze_pat
     digests = []
     for name in ("a", "b"):
         run = tmp_path / name
+        write_parquet(table, run / "dataset.parquet")  # notebook 01's two outputs
         write_parquet(perturbed, run / "perturbed.parquet")
         # each run with its own empty cache, as in the pipeline determinism check
         pm.execute_notebook(str(ROOT / "notebooks" / "02_judge.ipynb"), str(tmp_path / f"02_{name}.ipynb"),

@@ -130,12 +130,13 @@ def test_secret_key_not_in_executed_notebook(llama_server, storycloze_path, tmp_
     monkeypatch.setenv("DHP_STORYCLOZE_PATH", str(STORYCLOZE))
     monkeypatch.setenv("DHP_N_THREADS", "1")
     run_dir = tmp_path / "runs" / "nb"
-    # notebook 02 reads the perturbed table of notebook 01: make it with the pipeline's own stages
+    # notebook 02 reads the dataset and perturbed tables of notebook 01: make them with the pipeline's own stages
     from dhp.datasets import load_dataset
     from dhp.io import write_parquet
     from dhp.perturb import perturb
 
     table = load_dataset(TINY["dataset"], TINY["n_items"], TINY["seed"], path=STORYCLOZE)
+    write_parquet(table, run_dir / "dataset.parquet")
     write_parquet(perturb(table, seed=TINY["seed"], perturbations=TINY["perturbations"]),
                   run_dir / "perturbed.parquet")
     params = {"dataset": TINY["dataset"], "n_items": TINY["n_items"], "seed": TINY["seed"],

@@ -1,0 +1,136 @@
+"""The judge report card: the five measurements of one judge side by side, from the result tables the
+methods wrote (DHP discernment, criteria confusion, decompose-and-aggregate on LLMBar, dual perspective,
+human alignment). A method whose table is absent is listed as "not run" — never as a number.
+
+The card is a tidy long table (CARD_COLUMNS), one row per judge × mode × method × measure × scope:
+
+- judge, mode: the judge and its scoring mode;
+- method: dhp | criteria_confusion | decompose_aggregate | dual_perspective | human_alignment;
+- measure: e.g. D_avg, D_min, control_D, null_fpr_avg_paper (dhp); share_ST_D_gt_1, share_SF_invariant,
+  confusion_index (criteria_confusion); agreement, position_consistency (decompose_aggregate); kappa,
+  local_accuracy (dual_perspective); spearman/kendall/pearson at summary or system level (human_alignment);
+- scope: what the number is about (dataset, description type, subset/strategy, aspect, view/aspect);
+- value, lo, hi: the number and its interval where the method gives one (NaN otherwise);
+- n: items, cells, pairs or targets behind the number (NaN when the table does not say);
+- status: "ok", "no usable scores" (the method ran but the number is NaN) or "not run".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pandas as pd
+
+CARD_COLUMNS = ["judge", "mode", "method", "measure", "scope", "value", "lo", "hi", "n", "status"]
+METHODS = ("dhp", "criteria_confusion", "decompose_aggregate", "dual_perspective", "human_alignment")
+# method -> the run-folder files it is read from
+SOURCES = {"dhp": ("summary.csv",), "criteria_confusion": ("confusion_summary.csv",),
+           "decompose_aggregate": ("pairwise_agreement.csv",),
+           "dual_perspective": ("global_kappa.csv", "local_accuracy.csv"), "human_alignment": ("alignment.csv",)}
+
+
+def _row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n=math.nan) -> dict:
+    value = float(value) if value is not None and pd.notna(value) else math.nan
+    return {"judge": judge, "mode": mode, "method": method, "measure": measure, "scope": str(scope),
+            "value": value, "lo": float(lo) if pd.notna(lo) else math.nan,
+            "hi": float(hi) if pd.notna(hi) else math.nan, "n": float(n) if pd.notna(n) else math.nan,
+            "status": "ok" if math.isfinite(value) else "no usable scores"}
+
+
+def _dhp(summary: pd.DataFrame, judge: str, mode: str) -> list[dict]:
+    rows = []
+    for r in summary[(summary["judge"] == judge) & (summary["mode"] == mode)].to_dict("records"):
+        for m in ("D_avg", "D_min", "D_avg_EW", "D_min_EW"):
+            rows.append(_row(judge, mode, "dhp", m, r["dataset"], r[m], r.get(f"{m}_lo"), r.get(f"{m}_hi"),
+                             r.get("n_perturbations")))
+        rows.append(_row(judge, mode, "dhp", "control_D", r["dataset"], r.get("control_D")))
+        rows.append(_row(judge, mode, "dhp", "null_fpr_avg_paper", r["dataset"], r.get("null_fpr_avg_paper"),
+                         n=r.get("n_null")))
+    return rows
+
+
+def _confusion(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
+    sub = table[(table["judge"] == judge) & (table["mode"] == mode)] if "judge" in table else table
+    return [_row(judge, mode, "criteria_confusion", m, r["description_type"], r[m],
+                 n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF") else math.nan)
+            for r in sub.to_dict("records") for m in ("share_ST_D_gt_1", "share_SF_invariant", "confusion_index")]
+
+
+def _agreement(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
+    sub = table[(table["judge"] == judge) & (table["mode"] == mode)]
+    return [_row(judge, mode, "decompose_aggregate", m, f"{r['subset']}/{r['strategy']}", r[m], n=r["n"])
+            for r in sub.to_dict("records") for m in ("agreement", "position_consistency")]
+
+
+def _dual(kappa: pd.DataFrame | None, local: pd.DataFrame | None, judge: str, mode: str) -> list[dict]:
+    rows = []
+    for r in ([] if kappa is None else kappa.to_dict("records")):
+        rows.append(_row(judge, mode, "dual_perspective", "kappa", r["aspect"], r["kappa"], n=r.get("n")))
+    for r in ([] if local is None else local.to_dict("records")):
+        rows.append(_row(judge, mode, "dual_perspective", "local_accuracy", r["aspect"], r["accuracy"],
+                         n=r.get("n_pairs")))
+    return rows
+
+
+def _alignment(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
+    return [_row(judge, mode, "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"], r["value"],
+                 r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in table.to_dict("records")]
+
+
+def report_card(judge: str, mode: str, summary: pd.DataFrame | None = None, confusion: pd.DataFrame | None = None,
+                agreement: pd.DataFrame | None = None, kappa: pd.DataFrame | None = None,
+                local: pd.DataFrame | None = None, alignment: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The card of one judge × mode from the methods' tables (None: that method was not run). Returns
+    CARD_COLUMNS (see the module docstring); a method without a table is one "not run" row."""
+    parts = {"dhp": _dhp(summary, judge, mode) if summary is not None else None,
+             "criteria_confusion": _confusion(confusion, judge, mode) if confusion is not None else None,
+             "decompose_aggregate": _agreement(agreement, judge, mode) if agreement is not None else None,
+             "dual_perspective": _dual(kappa, local, judge, mode) if kappa is not None or local is not None else None,
+             "human_alignment": _alignment(alignment, judge, mode) if alignment is not None else None}
+    rows = []
+    for method in METHODS:
+        got = parts[method]
+        if got:
+            rows += got
+        else:  # absent, or present without a row for this judge: not run for it
+            rows.append({**_row(judge, mode, method, "", "", math.nan), "status": "not run"})
+    return pd.DataFrame(rows, columns=CARD_COLUMNS)
+
+
+def report_card_from_runs(judge: str, mode: str, runs: dict[str, str | os.PathLike | None]) -> pd.DataFrame:
+    """The card from run folders: ``runs`` maps a method (METHODS) to the folder holding its tables
+    (SOURCES); a missing folder or file means "not run"."""
+    from dhp.io import resolve
+
+    def read(method: str, name: str) -> pd.DataFrame | None:
+        folder = runs.get(method)
+        path = resolve(folder) / name if folder else None
+        return pd.read_csv(path) if path is not None and path.is_file() else None
+
+    return report_card(judge, mode, summary=read("dhp", "summary.csv"),
+                       confusion=read("criteria_confusion", "confusion_summary.csv"),
+                       agreement=read("decompose_aggregate", "pairwise_agreement.csv"),
+                       kappa=read("dual_perspective", "global_kappa.csv"),
+                       local=read("dual_perspective", "local_accuracy.csv"),
+                       alignment=read("human_alignment", "alignment.csv"))
+
+
+def headline(card: pd.DataFrame) -> pd.DataFrame:
+    """One row per judge × mode, one column per method's headline number (the mean over its scopes of:
+    D_avg, confusion_index, agreement, kappa, summary_spearman), with "not run" where the method did not run."""
+    picks = {"dhp": "D_avg", "criteria_confusion": "confusion_index", "decompose_aggregate": "agreement",
+             "dual_perspective": "kappa", "human_alignment": "summary_spearman"}
+    out = []
+    for (judge, mode), g in card.groupby(["judge", "mode"], sort=True):
+        row: dict[str, object] = {"judge": judge, "mode": mode}
+        for method, measure in picks.items():
+            m = g[g["method"] == method]
+            if (m["status"] == "not run").all():
+                row[method] = "not run"
+            else:
+                vals = m.loc[m["measure"] == measure, "value"].dropna()
+                row[method] = round(float(vals.mean()), 3) if len(vals) else "no usable scores"
+        out.append(row)
+    return pd.DataFrame(out, columns=["judge", "mode", *picks])
+

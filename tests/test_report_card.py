@@ -1,0 +1,61 @@
+"""The judge report card: numbers copied from each method's table, "not run" where a method did not run
+(never 0), and the figures."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from dhp.analysis.report_card import CARD_COLUMNS, METHODS, headline, report_card, report_card_from_runs
+
+
+def _summary():
+    return pd.DataFrame([{"dataset": "summeval", "judge": "j", "mode": "logprobs", "D_avg": 1.4, "D_avg_lo": 0.9,
+                          "D_avg_hi": 1.8, "D_min": 0.2, "D_min_lo": 0.0, "D_min_hi": 0.5, "D_avg_EW": 1.2,
+                          "D_avg_EW_lo": 0.8, "D_avg_EW_hi": 1.6, "D_min_EW": 0.1, "D_min_EW_lo": 0.0,
+                          "D_min_EW_hi": 0.4, "control_D": 0.3, "null_fpr_avg_paper": 0.02, "n_null": 1000,
+                          "n_perturbations": 13}])
+
+
+def _confusion():
+    return pd.DataFrame([{"judge": "j", "mode": "logprobs", "description_type": "gold", "n_S_T": 19, "n_S_F": 37,
+                          "share_ST_D_gt_1": 0.25, "share_SF_invariant": 0.5, "share_SF_dropped": 0.1,
+                          "confusion_index": math.nan}])
+
+
+def test_card_copies_the_numbers_and_marks_what_did_not_run(tmp_path):
+    card = report_card("j", "logprobs", summary=_summary(), confusion=_confusion())
+    assert list(card.columns) == CARD_COLUMNS
+    d = card[(card["method"] == "dhp") & (card["measure"] == "D_avg")].iloc[0]
+    assert (d["value"], d["lo"], d["hi"], d["scope"]) == (1.4, 0.9, 1.8, "summeval")
+    ci = card[card["measure"] == "confusion_index"].iloc[0]
+    assert math.isnan(ci["value"]) and ci["status"] == "no usable scores"  # NaN stays NaN, with why
+    not_run = card[card["status"] == "not run"]
+    assert set(not_run["method"]) == {"decompose_aggregate", "dual_perspective", "human_alignment"}
+    assert not_run["value"].isna().all()  # never a 0
+    h = headline(card).iloc[0]
+    assert h["dhp"] == 1.4 and h["decompose_aggregate"] == "not run" and h["criteria_confusion"] == "no usable scores"
+
+
+def test_card_from_run_folders_and_another_judge_is_not_run(tmp_path):
+    (tmp_path / "dhp").mkdir()
+    _summary().to_csv(tmp_path / "dhp" / "summary.csv", index=False)
+    card = report_card_from_runs("j", "logprobs", {"dhp": tmp_path / "dhp", "criteria_confusion": tmp_path / "none"})
+    assert set(card.loc[card["status"] != "not run", "method"]) == {"dhp"}
+    other = report_card_from_runs("someone_else", "logprobs", {"dhp": tmp_path / "dhp"})
+    assert (other["status"] == "not run").all() and len(other) == len(METHODS)
+
+
+def test_figures_have_a_panel_per_method():
+    from dhp.plots.report_card import plot_card_comparison, plot_report_card
+
+    card = pd.concat([report_card("j", "logprobs", summary=_summary()),
+                      report_card("k", "sample", confusion=_confusion().assign(judge="k", mode="sample"))])
+    fig = plot_report_card(card, "j", "logprobs")
+    assert len(fig.axes) >= len(METHODS)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert texts.count("not run") == 4  # every method but DHP
+    comp = plot_card_comparison(card)
+    cells = [t.get_text() for t in comp.axes[0].texts]
+    assert cells.count("not run") == 4 + 4 and "1.40" in cells
