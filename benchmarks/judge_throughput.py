@@ -5,8 +5,10 @@
     P2naive <ratio>                 same for a shuffled order (simulated with the backend's own reuse rule)
     P3 calls=<a>/<b> D=<x>/<y>      logprobs vs sample(5): calls, and D for one perturbation
     P4 calls=<n> seconds=<s>        warm rerun of notebooks/02_judge.ipynb (papermill): calls made, wall time
+    P6 <seconds>                    point statistics (Wilcoxon -> combination -> D -> D_avg/D_min, no bootstrap)
+                                    of 19 judges x 6 datasets x 3 modes x 100 items, synthetic scores (goal < 1 s)
 
-Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1]
+Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1] [--only P6]
 Not a test: numbers depend on the machine and its load.
 """
 
@@ -21,10 +23,13 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import wilcoxon
 
-from dhp.backends import EmbeddedBackend, _lcp
-from dhp.data import load_dataset
+from dhp.backends import EmbeddedBackend
+from dhp.backends.base import _lcp
+from dhp.datasets import load_dataset
 from dhp.io import write_parquet
-from dhp.judge import TOP_LOGPROBS, build_prompt, judge
+from dhp.judging import build_prompt
+from dhp.judging import score_perturbed as judge
+from dhp.judging.pointwise import TOP_LOGPROBS
 from dhp.perturb import perturb
 
 
@@ -61,13 +66,56 @@ def d_score(orig: np.ndarray, pert: np.ndarray) -> float:
     return math.log(p) / math.log(0.05) + 0.0  # + 0.0 turns -0.0 (p = 1) into 0.0
 
 
+DATASETS_P6 = ("summeval", "sumpubmed", "storycloze", "pubmedqa", "wmt22_de_en", "wmt22_zh_en")
+
+
+def synthetic_scores(n_judges: int = 19, n_items: int = 100, seed: int = 0):
+    """A scores table of the pipeline's schema: every judge x dataset x mode x item x variant x metric of
+    Table 2, scores drawn so that perturbed copies are a little lower."""
+    import pandas as pd
+
+    from dhp.perturb.registry import methods_for
+    from dhp.schema import DATASET_TASK, TASK_METRICS
+
+    rng = np.random.default_rng(seed)
+    frames = []
+    for ds in DATASETS_P6:
+        task = DATASET_TASK[ds]
+        variants = [("original", "none", "none")] + [(m.perturbation, m.severity, m.level) for m in methods_for(ds)]
+        for mode in ("sample", "logprobs", "likelihood"):
+            metrics = ("likelihood",) if mode == "likelihood" else TASK_METRICS[task]
+            n = n_judges * n_items * len(variants) * len(metrics)
+            idx = np.indices((n_judges, n_items, len(variants), len(metrics))).reshape(4, -1)
+            shift = np.where(idx[2] == 0, 0.0, 0.3)
+            frames.append(pd.DataFrame({
+                "dataset": ds, "task": task, "judge": [f"judge{j}" for j in idx[0]], "mode": mode,
+                "item_id": idx[1].astype(str), "perturbation": [variants[v][0] for v in idx[2]],
+                "severity": [variants[v][1] for v in idx[2]], "level": [variants[v][2] for v in idx[2]],
+                "metric": [metrics[m] for m in idx[3]], "score": rng.normal(3.5, 1.0, n) - shift,
+                "n_valid": 1, "n_failed": 0}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def p6() -> float:
+    from dhp.analysis.discernment import discernment, summarize
+
+    scores = synthetic_scores()
+    t = time.perf_counter()
+    summarize(discernment(scores, n_boot=0))
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=2)
     ap.add_argument("--p3-items", type=int, default=8)
     ap.add_argument("--p4-items", type=int, default=1)
     ap.add_argument("--metric", default="coherence")
+    ap.add_argument("--only", default=None, help="P6: run only the statistics benchmark")
     args = ap.parse_args()
+    if args.only == "P6":
+        print(f"P6 {p6():.2f}")
+        return
 
     ds = load_dataset("summeval", n_items=max(args.items, args.p3_items), seed=0)
     pt = perturb(ds, seed=0)
@@ -140,6 +188,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         d4 = load_dataset("summeval", n_items=args.p4_items, seed=0)
+        write_parquet(d4, run_dir / "dataset.parquet")  # notebook 01's two outputs
         write_parquet(perturb(d4, seed=0), run_dir / "perturbed.parquet")
         params = {"n_items": args.p4_items, "run_dir": str(run_dir), "cache_path": str(Path(tmp) / "c.sqlite")}
         t = time.perf_counter()
@@ -159,6 +208,7 @@ def main() -> None:
     print(f"P2naive {p2naive:.3f}")
     print(f"P3 calls={res['logprobs'][0]}/{res['sample'][0]} D={res['logprobs'][2]:.3f}/{res['sample'][2]:.3f}")
     print(f"P4 calls={warm_calls} seconds={t_warm:.1f}")
+    print(f"P6 {p6():.2f}")
 
 
 if __name__ == "__main__":

@@ -59,3 +59,14 @@ def test_figures_have_a_panel_per_method():
     comp = plot_card_comparison(card)
     cells = [t.get_text() for t in comp.axes[0].texts]
     assert cells.count("not run") == 4 + 4 and "1.40" in cells
+
+
+def test_description_type_comparison_figure_has_a_bar_group_per_type():
+    from dhp.plots.confusion import plot_description_types
+
+    summary = pd.concat([_confusion(), _confusion().assign(description_type="detailed", share_ST_D_gt_1=0.75)])
+    fig = plot_description_types(summary)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["gold", "detailed"]
+    heights = sorted(round(p.get_height(), 2) for p in fig.axes[0].patches if p.get_height() == p.get_height())
+    assert 0.75 in heights and 0.25 in heights

@@ -61,3 +61,17 @@ def plot_directional_d(cells: pd.DataFrame, description_type: str):
     ax.set_ylabel("directional D on S_T cells")
     ax.set_title(f"Does the targeted aspect drop? ({description_type})", fontsize=9)
     return fig
+
+
+def plot_description_types(summary: pd.DataFrame):
+    """The description-type comparison (the paper's Figures 14–18, as our statistics): per description type,
+    the share of S_T cells with D > 1, the share of S_F cells shown invariant, and the confusion index."""
+    measures = ["share_ST_D_gt_1", "share_SF_invariant", "confusion_index"]
+    long = summary.melt(id_vars=["description_type"], value_vars=measures, var_name="measure", value_name="value")
+    fig, ax = plt.subplots(figsize=(1.2 * summary["description_type"].nunique() + 3, 3))
+    sns.barplot(data=long, x="description_type", y="value", hue="measure", ax=ax)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("description type")
+    ax.set_ylabel("share")
+    ax.set_title("Criteria confusion by description type", fontsize=9)
+    return fig
