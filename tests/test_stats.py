@@ -356,3 +356,18 @@ def test_a_judge_without_any_usable_score_gives_nan_rows_not_an_error():
     sm = summarize(d, null=null_calibration(s, n_null=20)).iloc[0]
     for col in ("D_avg", "D_min", "D_avg_lo", "null_fpr_paper", "null_fpr_avg_paper", "control_D"):
         assert math.isnan(sm[col]), col
+
+
+@pytest.mark.parametrize("zero_method", ["wilcox", "pratt", "zsplit"])
+@pytest.mark.parametrize("correction", [False, True])
+def test_normal_approximation_matches_scipy_with_ties_zeros_and_correction(zero_method, correction):
+    from dhp.analysis.discernment import _ASYMPTOTIC, wilcoxon_greater
+
+    rng = np.random.default_rng(7)
+    for n in (30, 60, 120):
+        o = rng.integers(1, 6, n).astype(float)
+        q = np.clip(o - rng.integers(-1, 3, n), 1, 5)  # ties and zeros on purpose
+        r = wilcoxon_greater(o, q, zero_method, "asymptotic", correction)
+        ref = sps.wilcoxon(o - q, zero_method=zero_method, correction=correction, alternative="greater",
+                           method=_ASYMPTOTIC).pvalue
+        assert r.method_used == "asymptotic" and r.p == pytest.approx(ref, rel=1e-9, abs=1e-15)
