@@ -196,6 +196,8 @@ def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, 
         pm.execute_notebook(
             str(nb_path), str(out_path), parameters=use, cwd=str(nb_path.parent), progress_bar=False,
             execution_timeout=p["execution_timeout"], kernel_name="python3",
+            # the kernel's start-up warning about its loopback TCP transport is noise in a batch log
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )  # fmt: skip
         ok = True
     except PapermillExecutionError as e:
