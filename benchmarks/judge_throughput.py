@@ -1,6 +1,9 @@
 """Judge engine throughput benchmark (issue 4). Prints, last, exactly:
 
-    P1 <ratio>                      embedded pipeline throughput / raw llama-cpp-python on the same prompts
+    P1 <ratio>                      matched raw time / pipeline judge time: bare llama-cpp-python calls replaying
+                                    exactly the judge's KV-cache operations (the pipeline's own overhead)
+    P1chat <ratio>                  llama-cpp-python's create_chat_completion(logprobs) time / pipeline time
+    P_limit <ratio>                 (unique prompt tokens / raw prefill tokens/s from an empty cache) / judge time
     P2 <ratio>                      prompt tokens computed (prefix-grouped order) / unique-token lower bound
     P2naive <ratio>                 same for a shuffled order (simulated with the backend's own reuse rule)
     P3 calls=<a>/<b> D=<x>/<y>      logprobs vs sample(5): calls, and D for one perturbation
@@ -55,6 +58,45 @@ def simulate_single_slot(seqs: list[list[int]], chunk: int) -> int:
         total += len(s) - keep
         prev = s
     return total
+
+
+def replay(backend, trace: list) -> float:
+    """Seconds for bare llama-cpp-python calls doing exactly the judge's KV-cache operations: keep the first
+    n_past tokens, evaluate the new ones in the same chunks, decode the same tokens, read the last logits."""
+    from llama_cpp import Llama
+
+    raw = Llama(model_path=str(backend.model_path), n_ctx=backend.n_ctx, n_threads=backend.n_threads,
+                n_threads_batch=backend.n_threads, seed=0, logits_all=False, verbose=False)
+    n_vocab = raw.n_vocab()
+    t = time.perf_counter()
+    for op in trace:
+        if op[0] == "prompt":
+            _, keep, toks = op
+            raw.n_tokens = keep
+            for start in range(keep, len(toks), backend.CHUNK):
+                raw.eval(toks[start: start + backend.CHUNK])
+        else:
+            raw.eval([op[1]])
+        int(np.ctypeslib.as_array(raw._ctx.get_logits_ith(-1), shape=(n_vocab,)).argmax())
+    elapsed = time.perf_counter() - t
+    raw.close()
+    return elapsed
+
+
+def prefill_rate(backend, seqs: list[list[int]]) -> float:
+    """Prompt tokens per second evaluated from an empty KV cache (the hardware's prefill speed here)."""
+    from llama_cpp import Llama
+
+    raw = Llama(model_path=str(backend.model_path), n_ctx=backend.n_ctx, n_threads=backend.n_threads,
+                n_threads_batch=backend.n_threads, seed=0, logits_all=False, verbose=False)
+    n, t = 0, time.perf_counter()
+    for s in seqs:
+        raw.n_tokens = 0
+        raw.eval(s)
+        n += len(s)
+    rate = n / (time.perf_counter() - t)
+    raw.close()
+    return rate
 
 
 def d_score(orig: np.ndarray, pert: np.ndarray) -> float:
@@ -125,11 +167,16 @@ def main() -> None:
     # ---- P1 / P2: pipeline (cold, in-memory cache) vs raw llama-cpp-python on the same prompts
     backend = EmbeddedBackend()
     backend.llm  # load outside the timing
+    backend.trace = []
     t = time.perf_counter()
     sc = judge(pt1, ds, judge=backend, mode="logprobs", metrics=[args.metric], cache=None, progress=False)
     t_pipe = time.perf_counter() - t
     st = sc.attrs["judge_stats"]
     n_calls = st["calls"]
+    trace, backend.trace = backend.trace, None
+    t_matched = replay(backend, trace)
+    traced = [op[2] for op in trace if op[0] == "prompt"]
+    floor_s = trie_size(traced) / prefill_rate(backend, traced[: min(len(traced), 8)])
 
     # the same prompts, in the same order, as the judge built them
     ok = pt1[pt1["status"] == "ok"]
@@ -154,7 +201,9 @@ def main() -> None:
                                    logprobs=True, top_logprobs=TOP_LOGPROBS)
     t_raw = time.perf_counter() - t
     raw.close()
-    p1 = t_raw / t_pipe  # throughput ratio = (calls / t_pipe) / (calls / t_raw)
+    p1chat = t_raw / t_pipe  # throughput ratio = (calls / t_pipe) / (calls / t_raw)
+    p1 = t_matched / t_pipe
+    p_limit = floor_s / t_pipe
 
     seqs = [backend.format_chat([{"role": "user", "content": p}])[0] for p in prompts]
     lower = trie_size(seqs)
@@ -162,7 +211,8 @@ def main() -> None:
     sim_grouped = simulate_single_slot(seqs, backend.CHUNK)
     order = np.random.default_rng(0).permutation(len(seqs))
     p2naive = simulate_single_slot([seqs[i] for i in order], backend.CHUNK) / lower
-    print(f"[P1] {n_calls} calls: pipeline {t_pipe:.1f} s, raw llama-cpp-python {t_raw:.1f} s")
+    print(f"[P1] {n_calls} calls: pipeline {t_pipe:.1f} s, matched raw replay {t_matched:.1f} s, "
+          f"create_chat_completion {t_raw:.1f} s; prefill floor {floor_s:.1f} s")
     print(f"[P2] submitted {st['prompt_tokens_submitted']}, computed {st['prompt_tokens_computed']} "
           f"(simulated {sim_grouped}), unique lower bound {lower}")
 
@@ -204,6 +254,8 @@ def main() -> None:
     print(f"[P4] notebook 02 with n_items={args.p4_items}: cold {t_cold:.1f} s, warm {t_warm:.1f} s")
 
     print(f"P1 {p1:.3f}")
+    print(f"P1chat {p1chat:.3f}")
+    print(f"P_limit {p_limit:.3f}")
     print(f"P2 {p2:.3f}")
     print(f"P2naive {p2naive:.3f}")
     print(f"P3 calls={res['logprobs'][0]}/{res['sample'][0]} D={res['logprobs'][2]:.3f}/{res['sample'][2]:.3f}")

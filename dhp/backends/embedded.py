@@ -68,6 +68,7 @@ class EmbeddedBackend(Backend):
         self.seed = int(seed)
         self.n_threads = n_threads or default_threads()
         self.n_batch = n_batch
+        self.trace: list | None = None  # set to [] to record KV-cache operations (benchmarks/judge_throughput.py)
         self._chat_llm = None  # logits for the last position only: cheaper prompt evaluation
         self._ll_llm = None  # logits for every position: needed for log-likelihood
         self._lock = threading.Lock()
@@ -153,6 +154,8 @@ class EmbeddedBackend(Backend):
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
         for start in range(keep, len(tokens), self.CHUNK):
             llm.eval(tokens[start: start + self.CHUNK])
+        if self.trace is not None:  # benchmarks replay these KV-cache operations with bare llama.cpp calls
+            self.trace.append(("prompt", keep, list(tokens)))
         self._kv_prompt_len[id(llm)] = len(tokens)
         return len(tokens) - keep
 
@@ -190,6 +193,8 @@ class EmbeddedBackend(Backend):
             if len(out) == req.max_tokens or (req.stop_after and self.detokenize([tok]).strip() in req.stop_after):
                 break
             llm.eval([tok])
+            if self.trace is not None:
+                self.trace.append(("decode", tok))
         return Completion(text=self.detokenize(out), top_logprobs=tops if req.logprobs else None,
                           prompt_tokens=len(tokens), completion_tokens=len(out),
                           prompt_tokens_computed=computed)
