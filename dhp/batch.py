@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from dhp.calls import Call, PendingCalls, collect_pending
 from dhp.errors import DHPError
+from dhp.io import jsonl_lines
 
 __all__ = ["export_calls", "import_results", "answer_file", "ImportReport", "CHAT_URL"]
 
@@ -60,7 +61,7 @@ def _body(backend, call: Call) -> dict:
 def export_calls(run: Callable[[], Any], out: str | os.PathLike) -> int:
     """Write the pending calls of ``run`` (a no-argument callable running the pipeline) to ``out`` in
     the OpenAI Batch input format; returns how many lines were written (0: everything is cached)."""
-    from dhp.io import resolve
+    from dhp.io import resolve, write_text
 
     found = _pending(run)
     path = resolve(out)
@@ -69,10 +70,7 @@ def export_calls(run: Callable[[], Any], out: str | os.PathLike) -> int:
         for c in found.calls:
             lines.append(json.dumps({"custom_id": c.keys[0], "method": "POST", "url": CHAT_URL,
                                      "body": _body(found.backend, c)}, ensure_ascii=False, sort_keys=True))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, "".join(line + "\n" for line in lines))
     return len(lines)
 
 
@@ -99,9 +97,7 @@ def _read_results(path: Path, backend, by_id: dict) -> tuple[list[str], list, li
     problems: list[str] = []
     answers: list[tuple[Call, Any]] = []
     errors: list[tuple[int, str]] = []
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for no, line in jsonl_lines(path.read_text(encoding="utf-8")):
         try:
             rec = json.loads(line)
             cid = rec["custom_id"]
@@ -170,7 +166,7 @@ def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) ->
 
 def read_lines(path: str | os.PathLike) -> list[dict]:
     """The records of a JSONL batch file."""
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for _, line in jsonl_lines(Path(path).read_text(encoding="utf-8"))]
 
 
 def answer_file(calls_path: str | os.PathLike, out: str | os.PathLike, base_url: str, timeout: float = 600) -> int:
@@ -182,10 +178,11 @@ def answer_file(calls_path: str | os.PathLike, out: str | os.PathLike, base_url:
 
     import httpx
 
+    from dhp.backends import is_loopback
+
     host = urlparse(base_url).hostname or ""
     key = os.environ.get("OPENAI_API_KEY", "")
-    local = host in ("localhost", "::1") or host.startswith("127.")
-    if key and not (base_url.startswith("https://") or local):
+    if key and not (base_url.startswith("https://") or is_loopback(host)):
         raise DHPError(f"Refusing to send OPENAI_API_KEY over plain http to {host}.",
                        "use an https:// URL or a loopback server.")
     headers = {"Authorization": f"Bearer {key or 'sk-no-key'}"}

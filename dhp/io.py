@@ -38,6 +38,7 @@ def _atomic(path: Path, write) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; an output should be readable like any other file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -57,6 +58,25 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a table as CSV atomically, without the pandas index, with a stable float format."""
     return _atomic(resolve(path), lambda t: df.to_csv(t, index=False, float_format="%.10g"))
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a UTF-8 text file atomically."""
+    return _atomic(resolve(path), lambda t: Path(t).write_text(text, encoding="utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write a binary file atomically."""
+    return _atomic(resolve(path), lambda t: Path(t).write_bytes(data))
+
+
+def jsonl_lines(text: str):
+    """(1-based line number, line) for each non-blank line of a JSONL text."""
+    # split on "\n" only: str.splitlines would also cut at U+2028 and the like, which a JSON string
+    # may hold raw (json.dumps(..., ensure_ascii=False) writes them so)
+    for no, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield no, line
 
 
 def read_table(path: str | os.PathLike, what: str, producer: str) -> pd.DataFrame:
@@ -118,5 +138,4 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, bac
         "inputs": {str(p): file_sha256(p) for p in inputs if Path(p).is_file()},
         "packages": versions,
     }
-    text = json.dumps(manifest, indent=1, sort_keys=True)
-    return _atomic(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
+    return write_text(path, json.dumps(manifest, indent=1, sort_keys=True))

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import resolve, write_csv, write_manifest, write_parquet
+from dhp.io import resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.schema import DATASET_TASK
 
 __all__ = ["run_pipeline", "main", "OUTPUTS"]
@@ -132,6 +132,9 @@ def run_pipeline(
     after it was paid for. Returns {"dataset", "perturbed", "scores", "discernment", "summary",
     "failures", "judge_stats", "manifest"} -> path of the file written (see the module docstring); no
     table is written unless every stage succeeded.
+
+    Long only in its signature and this documentation (the CLI's parameters); the body is a short chain
+    of stage calls.
     """
     from dhp import judging
     from dhp.analysis import ANALYSES
@@ -230,11 +233,8 @@ def _write_tables(out_dir: Path, tables: dict[str, pd.DataFrame], run_stats: dic
             paths[name] = write_parquet(df, out_dir / f"{name}.parquet")
         else:
             paths[name] = write_csv(df, out_dir / f"{name}.csv")
-    stats_path = out_dir / "judge_stats.json"
-    tmp = stats_path.with_name(f".{stats_path.name}.tmp")
-    tmp.write_text(json.dumps(run_stats, indent=1, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, stats_path)
-    paths["judge_stats"] = stats_path
+    paths["judge_stats"] = write_text(out_dir / "judge_stats.json",
+                                      json.dumps(run_stats, indent=1, sort_keys=True, default=str))
     return paths
 
 

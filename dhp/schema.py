@@ -1,4 +1,4 @@
-"""Names shared by every stage: tasks, their quality metrics, levels and severities."""
+"""Names shared by every stage: tasks, their quality metrics, levels and the scores table's columns."""
 
 TASK_METRICS: dict[str, tuple[str, ...]] = {
     "summarization": ("coherence", "consistency", "fluency", "relevance"),
@@ -18,7 +18,6 @@ DATASET_TASK: dict[str, str] = {
 }
 
 LEVELS = ("character", "word", "sentence")
-SEVERITIES = ("minor", "major", "single")
 ORIGINAL = "original"
 
 

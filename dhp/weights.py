@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import resolve, resource
+from dhp.io import resolve, resource, write_text
 from dhp.schema import TASK_METRICS
 
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
@@ -201,7 +201,7 @@ HEADER = (
 def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = False) -> Path:
     """Validate and write an expert-weights CSV atomically, with a '#' header line saying what it is.
 
-    Refuses to replace an existing file unless overwrite=True (the shipped default lives in data/).
+    Refuses to replace an existing file unless overwrite=True (the shipped default lives in dhp/resources/).
     """
     w = validate_expert_weights(df)
     p = resolve(path)
@@ -210,15 +210,7 @@ def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = F
     votes_are_int = all(float(v).is_integer() for v in w["votes"])
     body = w.assign(votes=w["votes"].astype(int) if votes_are_int else w["votes"])
     text = HEADER.format(label=label.replace("\n", " ")) + body.to_csv(index=False, float_format="%.10g")
-    import os
-    import tempfile
-
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, p)
-    return p
+    return write_text(p, text)
 
 
 def default_votes() -> dict[str, dict[str, dict[str, int]]]:
@@ -227,12 +219,6 @@ def default_votes() -> dict[str, dict[str, dict[str, int]]]:
     from dhp.perturb import registry
 
     return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in task_perturbations().items()}
-
-
-DEFAULT_LABEL = (
-    "PROJECT DEFAULT MAPPING - not the paper's expert survey (the paper shows its numbers only in a "
-    "figure); votes reasoned by the project from the metric definitions. Replace via notebook 06."
-)
 
 
 def coverage_gaps(ew: pd.DataFrame) -> list[tuple[str, str]]:

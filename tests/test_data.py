@@ -226,7 +226,7 @@ def test_data_root_precedence_and_missing_files(monkeypatch, tmp_path):
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path))
     pd.testing.assert_frame_equal(datasets.load_dataset("pubmedqa", n_items=3), _load("pubmedqa", n_items=3, data_dir=SHARED))
     assert datasets.data_root() == tmp_path and datasets.data_root(SHARED) == SHARED
-    with pytest.raises(DHPError, match=r"summac_summeval\.json.*dhp\.data\.download"):
+    with pytest.raises(DHPError, match=r"summac_summeval\.json.*dhp\.datasets\.download"):
         datasets.load_dataset("summeval")  # not in DHP_DATA_DIR
 
 
@@ -273,7 +273,7 @@ def test_download_from_loopback_mirror(serve, tmp_path):
     for p in got:
         rel = p.relative_to(tmp_path).as_posix()
         assert p.read_bytes() == (SHARED / rel).read_bytes()
-    assert not list(tmp_path.rglob("*.part"))
+    assert not list(tmp_path.rglob("*.tmp"))
     for name in names:
         pd.testing.assert_frame_equal(datasets.load_dataset(name, n_items=10, data_dir=tmp_path),
                                       datasets.load_dataset(name, n_items=10, data_dir=SHARED))
@@ -292,7 +292,7 @@ def test_download_rejects_corrupt_file(serve, tmp_path):
     with pytest.raises(DHPError, match="sha256"):
         datasets.download(dest, ["pubmedqa"], base_url=serve(mirror))
     assert not (dest / "pubmedqa/ori_pqal.json").exists()
-    assert not list(dest.rglob("*.part"))
+    assert not list(dest.rglob("*.tmp"))
 
 
 def test_download_errors(serve, tmp_path):

@@ -6,6 +6,7 @@ import json
 
 
 from dhp.errors import DHPError
+from dhp.io import jsonl_lines
 from dhp.datasets.files import AE_MIN_CHARS, _read_text
 
 
@@ -18,9 +19,7 @@ def pool(files):
     rows, seen = [], set()
     for rel in sorted(files):
         p = files[rel]
-        for lineno, line in enumerate(_read_text(p).split("\n"), start=1):
-            if not line.strip():
-                continue
+        for lineno, line in jsonl_lines(_read_text(p)):
             try:
                 d = json.loads(line)
                 ref = d["reference"]

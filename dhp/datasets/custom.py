@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.io import jsonl_lines
 from dhp.schema import TASK_METRICS
 from dhp.datasets.selection import _frame
 
@@ -48,9 +49,7 @@ def _custom_records(p: Path) -> list[tuple[str, dict]]:
 
 def _jsonl_records(p: Path, text: str) -> list[tuple[str, dict]]:
     out = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for lineno, line in jsonl_lines(text):
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
@@ -126,41 +125,53 @@ def load_custom(
         raise DHPError(f"{p} has no data rows.", "add at least one row with item_id, source, reference.")
     rows, seen = [], {}
     for where, rec in records:
-        missing = [c for c in _REQUIRED if c not in rec]
-        if missing:
-            raise DHPError(f"{p} {where} lacks {missing}.",
-                           f"give every row the fields {list(_REQUIRED)}.")
-        for col in (*_REQUIRED, *_OPTIONAL, "task", "dataset"):
-            v = rec.get(col)
-            if (v is not None and not isinstance(v, (str, int))) or isinstance(v, bool):
-                raise DHPError(f"{p} {where}: {col} is a {type(v).__name__}, not text.",
-                               f"make {col} a string.")
-        rec = {k: ("" if v is None else v) for k, v in rec.items()}  # JSON null = empty
-        item_id = str(rec["item_id"]).strip()
-        for col, value in (("item_id", item_id), ("source", rec["source"]),
-                           ("reference", rec["reference"])):
-            if not str(value).strip():
-                raise DHPError(f"{p} {where}: {col} is empty.", f"fill in {col} or delete the row.")
+        rec, item_id = _checked_record(p, where, rec)
         if item_id in seen:
             raise DHPError(f"{p} {where}: item_id {item_id!r} duplicates {seen[item_id]}.",
                            "give every row a unique item_id.")
         seen[item_id] = where
-        row_task = str(rec.get("task") or "").strip()
-        if task is not None:
-            if row_task and row_task != task:
-                raise DHPError(f"{p} {where}: task {row_task!r} contradicts task={task!r}.",
-                               "drop the argument or fix the column.")
-            row_task = task
-        if not row_task:
-            raise DHPError(f"{p} {where}: no task.",
-                           f"add a 'task' column or pass task= (one of {sorted(TASK_METRICS)}).")
-        if row_task not in TASK_METRICS:
-            raise DHPError(f"{p} {where}: unknown task {row_task!r}.",
-                           f"use one of {sorted(TASK_METRICS)}.")
         rows.append({
             "dataset": dataset or str(rec.get("dataset") or "").strip() or p.stem,
-            "task": row_task, "item_id": item_id,
+            "task": _row_task(p, where, rec, task), "item_id": item_id,
             "source": str(rec["source"]).strip(), "reference": str(rec["reference"]).strip(),
             **{c: str(rec.get(c) or "").strip() for c in _OPTIONAL},
         })
     return _frame("", rows)
+
+
+def _checked_record(p: Path, where: str, rec: dict) -> tuple[dict, str]:
+    """The record with JSON nulls as "" and its stripped item_id, after checking that the required
+    fields are present, non-empty and text."""
+    missing = [c for c in _REQUIRED if c not in rec]
+    if missing:
+        raise DHPError(f"{p} {where} lacks {missing}.",
+                       f"give every row the fields {list(_REQUIRED)}.")
+    for col in (*_REQUIRED, *_OPTIONAL, "task", "dataset"):
+        v = rec.get(col)
+        if (v is not None and not isinstance(v, (str, int))) or isinstance(v, bool):
+            raise DHPError(f"{p} {where}: {col} is a {type(v).__name__}, not text.",
+                           f"make {col} a string.")
+    rec = {k: ("" if v is None else v) for k, v in rec.items()}  # JSON null = empty
+    item_id = str(rec["item_id"]).strip()
+    for col, value in (("item_id", item_id), ("source", rec["source"]),
+                       ("reference", rec["reference"])):
+        if not str(value).strip():
+            raise DHPError(f"{p} {where}: {col} is empty.", f"fill in {col} or delete the row.")
+    return rec, item_id
+
+
+def _row_task(p: Path, where: str, rec: dict, task: str | None) -> str:
+    """The row's task: its `task` column, or the `task` argument (which must not contradict it)."""
+    row_task = str(rec.get("task") or "").strip()
+    if task is not None:
+        if row_task and row_task != task:
+            raise DHPError(f"{p} {where}: task {row_task!r} contradicts task={task!r}.",
+                           "drop the argument or fix the column.")
+        row_task = task
+    if not row_task:
+        raise DHPError(f"{p} {where}: no task.",
+                       f"add a 'task' column or pass task= (one of {sorted(TASK_METRICS)}).")
+    if row_task not in TASK_METRICS:
+        raise DHPError(f"{p} {where}: unknown task {row_task!r}.",
+                       f"use one of {sorted(TASK_METRICS)}.")
+    return row_task

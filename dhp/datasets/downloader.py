@@ -7,7 +7,6 @@ import io
 import json
 import os
 import pickle
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Iterable
 
 
 from dhp.errors import DHPError
+from dhp.io import write_bytes
 from dhp.datasets.files import (
     DATASETS, _check_name, _checksums, _how_to_get, _sha256, dataset_files, upstream_url,
 )
@@ -77,59 +77,55 @@ def download(
     "selection" (default) fetches the 200 files of the committed 100-item seed-0 selection,
     "all" the 1,000 files of the pool (needed for other seeds or n_items > 100).
 
-    Each file is checked against data/checksums.json (sha256 and size) and written atomically
+    Each file is checked against dhp/resources/checksums.json (sha256 and size) and written atomically
     (temporary file + rename); files already present with the right checksum are skipped.
     Returns the paths of the files now present. Raises DHPError on network errors or checksum
     mismatch (nothing is written for that file).
     """
     dest = Path(dest).expanduser()
+    rels = _files_to_fetch(datasets, sumpubmed)
+    registry = _checksums()
+    out = []
+    for rel in rels:
+        target = dest / rel
+        expected = registry[rel]
+        if not (target.is_file() and _sha256(target) == expected["sha256"]):
+            url, blob = _fetch_file(rel, base_url, timeout)
+            actual = hashlib.sha256(blob).hexdigest()
+            if actual != expected["sha256"] or len(blob) != expected["bytes"]:
+                raise DHPError(
+                    f"{url} gave {len(blob)} bytes with sha256 {actual[:12]}…; expected "
+                    f"{expected['bytes']} bytes, {expected['sha256'][:12]}… (dhp/resources/checksums.json).",
+                    "the upstream file changed or the transfer was cut: retry, or fetch the pinned "
+                    "version by hand (see data/README.md).")
+            write_bytes(target.absolute(), blob)  # a relative dest means the cwd, not the repo root
+        out.append(target)
+    return out
+
+
+def _files_to_fetch(datasets: Iterable[str] | None, sumpubmed: str) -> list[str]:
+    """The relative paths of the named datasets' files, each once, in dataset order."""
     names = [n for n in DATASETS if n != "storycloze"] if datasets is None else list(datasets)
     for n in names:
         _check_name(n)
         if n == "storycloze":
             raise DHPError("Story Cloze is not openly licensed and cannot be downloaded.",
                            _how_to_get("storycloze"))
-    rels: list[str] = []
-    for n in names:
-        for rel in dataset_files(n, sumpubmed=sumpubmed):
-            if rel not in rels:
-                rels.append(rel)
-    registry = _checksums()
-    out = []
-    for rel in rels:
-        target = dest / rel
-        expected = registry[rel]
-        if target.is_file() and _sha256(target) == expected["sha256"]:
-            out.append(target)
-            continue
-        if base_url:
-            url = base_url.rstrip("/") + "/" + rel
-            blob = _fetch(url, timeout)
-        else:
-            url = upstream_url(rel)
-            blob = _fetch(url, timeout)
-            if url.endswith(".pkl"):
-                try:
-                    blob = _bartscore_pickle_to_json(blob)
-                except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
-                    raise DHPError(f"{url} is not the expected BARTScore pickle ({e}).",
-                                   "retry later or fetch the file by hand (see data/README.md).") from None
-        actual = hashlib.sha256(blob).hexdigest()
-        if actual != expected["sha256"] or len(blob) != expected["bytes"]:
-            raise DHPError(
-                f"{url} gave {len(blob)} bytes with sha256 {actual[:12]}…; expected "
-                f"{expected['bytes']} bytes, {expected['sha256'][:12]}… (data/checksums.json).",
-                "the upstream file changed or the transfer was cut: retry, or fetch the pinned "
-                "version by hand (see data/README.md).")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    return list(dict.fromkeys(rel for n in names for rel in dataset_files(n, sumpubmed=sumpubmed)))
+
+
+def _fetch_file(rel: str, base_url: str | None, timeout: float) -> tuple[str, bytes]:
+    """(url, content) of one file, from the mirror at `base_url` or upstream (BARTScore's pickle
+    converted to the JSON the data root holds)."""
+    if base_url:
+        url = base_url.rstrip("/") + "/" + rel
+        return url, _fetch(url, timeout)
+    url = upstream_url(rel)
+    blob = _fetch(url, timeout)
+    if url.endswith(".pkl"):
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; data files should be readable like any download
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        out.append(target)
-    return out
+            blob = _bartscore_pickle_to_json(blob)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
+            raise DHPError(f"{url} is not the expected BARTScore pickle ({e}).",
+                           "retry later or fetch the file by hand (see data/README.md).") from None
+    return url, blob

@@ -129,7 +129,7 @@ def upstream_url(relpath: str) -> str:
 def _checksums() -> dict[str, dict]:
     p = _DATA_DIR / "checksums.json"
     if not p.exists():
-        raise DHPError(f"Checksum registry {p} is missing.", "restore data/checksums.json from git.")
+        raise DHPError(f"Checksum registry {p} is missing.", "restore dhp/resources/checksums.json from git.")
     return json.loads(p.read_text(encoding="utf-8"))
 
 
@@ -137,7 +137,7 @@ def _checksums() -> dict[str, dict]:
 def _committed(name: str) -> dict:
     p = _DATA_DIR / "selections" / f"{name}.json"
     if not p.exists():
-        raise DHPError(f"Selection record {p} is missing.", "restore data/selections/ from git.")
+        raise DHPError(f"Selection record {p} is missing.", "restore dhp/resources/selections/ from git.")
     return json.loads(p.read_text(encoding="utf-8"))
 
 
@@ -148,7 +148,7 @@ def _sha256(path: Path) -> str:
 
 
 def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
-    """Check each file exists and matches data/checksums.json; True if all match.
+    """Check each file exists and matches dhp/resources/checksums.json; True if all match.
 
     Missing file -> DHPError. Mismatch -> DHPError when verify, else a DataChecksumWarning.
     A user's Answer Equivalence file may have any name: it must match one official AE file.
@@ -171,7 +171,7 @@ def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
             want = registry.get(rel, {})
             if want.get("sha256") == actual:
                 continue
-            problem = (f"{p} (for {name!r}) has sha256 {actual[:12]}…, but data/checksums.json "
+            problem = (f"{p} (for {name!r}) has sha256 {actual[:12]}…, but dhp/resources/checksums.json "
                        f"expects {str(want.get('sha256'))[:12]}… (the version the committed "
                        "selection was made on).")
         ok = False
@@ -180,7 +180,7 @@ def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
                 problem,
                 f"{_how_to_get(name)} To use your copy anyway, pass verify=False: items are then "
                 "selected from your file and may differ from the paper-rule selection recorded "
-                "in data/selections/.",
+                "in dhp/resources/selections/.",
             )
         warnings.warn(problem + " Using it anyway (verify=False).", DataChecksumWarning, stacklevel=3)
     return ok
@@ -195,11 +195,11 @@ def _how_to_get(name: str) -> str:
     if name == "answer_equivalence":
         return (
             f"download ae_dev.jsonl / ae_test.jsonl from {AE_HOME} (folder v1/) or run "
-            "dhp.data.download(dest, ['answer_equivalence']), then pass path= (file or folder), "
+            "dhp.datasets.download(dest, ['answer_equivalence']), then pass path= (file or folder), "
             "set DHP_AE_PATH, or put them in <data root>/answer_equivalence/."
         )
     return (
-        f"run dhp.data.download('/some/folder', ['{name}']) and pass data_dir='/some/folder' "
+        f"run dhp.datasets.download('/some/folder', ['{name}']) and pass data_dir='/some/folder' "
         "(or set DHP_DATA_DIR); see data/README.md for the upstream URLs."
     )
 

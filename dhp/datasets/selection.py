@@ -103,45 +103,60 @@ def load_dataset(
       src_lang, tgt_lang  ISO codes for translation ("de"/"zh" -> "en")
     """
     _check_name(name)
-    if name in ("storycloze", "answer_equivalence"):
-        files = _user_files(name, path, data_dir)
-    else:
-        root = data_root(data_dir)
-        if not root.is_dir():
-            raise DHPError(f"Data folder {root} does not exist.", _how_to_get(name))
-        rels = dataset_files(name, sumpubmed="all")
-        files = {rel: root / rel for rel in rels}
-
+    files = _dataset_paths(name, path, data_dir)
     committed = _committed(name)
     use_committed = bool(committed.get("item_ids")) and committed.get("seed") == seed and (
         isinstance(n_items, (int, np.integer)) and not isinstance(n_items, bool)
         and 0 < n_items <= len(committed["item_ids"]))
-    if name == "sumpubmed" and use_committed:
-        # only the 200 files of the recorded selection are needed (download's default subset)
-        ids = committed["item_ids"][:n_items]
-        needed = {rel: files[rel] for rel in _sumpubmed_files(int(i) for i in ids)}
-        if _check_files(needed, name, verify):
-            rows = {r["item_id"]: r for r in sumpubmed.pool(needed)}
-            return _frame(name, [rows[i] for i in ids if i in rows])
-        use_committed = False  # user's files differ: select from what they have
     if name == "sumpubmed":
-        missing = [p for p in files.values() if not p.is_file()]
-        if missing:
-            raise DHPError(
-                f"SumPubMed with seed={seed}, n_items={n_items} needs the full pool "
-                f"(articles 1..500); {len(missing)} files are missing, e.g. {missing[0]}.",
-                "run dhp.data.download(dest, ['sumpubmed'], sumpubmed='all') and pass data_dir=dest.")
+        if use_committed:
+            table = _recorded_sumpubmed(files, committed["item_ids"][:n_items], verify)
+            if table is not None:
+                return table
+            use_committed = False  # user's files differ: select from what they have
+        _require_sumpubmed_pool(files, seed, n_items)
     ok = _check_files(files, name, verify)
     pool = POOLS[name](files)
     by_id = {r["item_id"]: r for r in pool}
     if use_committed and ok:
         ids = committed["item_ids"][:n_items]
         if any(i not in by_id for i in ids):
-            raise DHPError(f"data/selections/{name}.json lists ids that the files do not contain.",
+            raise DHPError(f"dhp/resources/selections/{name}.json lists ids that the files do not contain.",
                            "regenerate it with scripts/make_selections.py.")
     else:
         ids = select_ids(list(by_id), n_items, seed)
     return _frame(name, [by_id[i] for i in ids])
+
+
+def _dataset_paths(name: str, path, data_dir) -> dict:
+    """relative path -> file of the dataset: the user's copy (Story Cloze, Answer Equivalence) or the
+    files under the data root."""
+    if name in ("storycloze", "answer_equivalence"):
+        return _user_files(name, path, data_dir)
+    root = data_root(data_dir)
+    if not root.is_dir():
+        raise DHPError(f"Data folder {root} does not exist.", _how_to_get(name))
+    return {rel: root / rel for rel in dataset_files(name, sumpubmed="all")}
+
+
+def _recorded_sumpubmed(files: dict, ids: list[str], verify: bool) -> pd.DataFrame | None:
+    """The recorded SumPubMed selection read from its 200 files only (download's default subset),
+    or None when the user's files differ from the recorded ones."""
+    needed = {rel: files[rel] for rel in _sumpubmed_files(int(i) for i in ids)}
+    if not _check_files(needed, "sumpubmed", verify):
+        return None
+    rows = {r["item_id"]: r for r in sumpubmed.pool(needed)}
+    return _frame("sumpubmed", [rows[i] for i in ids if i in rows])
+
+
+def _require_sumpubmed_pool(files: dict, seed: int, n_items) -> None:
+    """Any selection other than the recorded one draws from the full pool: all its files must exist."""
+    missing = [p for p in files.values() if not p.is_file()]
+    if missing:
+        raise DHPError(
+            f"SumPubMed with seed={seed}, n_items={n_items} needs the full pool "
+            f"(articles 1..500); {len(missing)} files are missing, e.g. {missing[0]}.",
+            "run dhp.datasets.download(dest, ['sumpubmed'], sumpubmed='all') and pass data_dir=dest.")
 
 
 def load_many(

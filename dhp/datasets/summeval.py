@@ -42,7 +42,7 @@ def pool(files):
         art = by_text.get(_norm_article(v["src"]))
         if art is None:
             raise DHPError(f"SummEval article {doc_id} has no untokenised text in summac_summeval.json.",
-                           "re-download both SummEval files (dhp.data.download).")
+                           "re-download both SummEval files (dhp.datasets.download).")
         refs = [detokenize_ptb(r) for r in v["ref_summs"]]
         rows.append({"item_id": doc_id, "source": art["document"].strip(),
                      "reference": refs[_pick_summeval_reference(refs)]})

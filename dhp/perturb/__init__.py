@@ -126,6 +126,9 @@ def perturb(
     the same seed gives a byte-identical table, and a row does not change when n_items changes
     (random_ending/random_answer pick the donor by rendezvous hashing for the same reason).
     Python's global `random` state is left untouched.
+
+    Long only in this documentation of the parameters and the columns; the work is in `_item_rows` and
+    `_run_llm_rows`.
     """
     _check_dataset_table(dataset_df)
     datasets = list(dict.fromkeys(dataset_df["dataset"].astype(str)))

@@ -513,13 +513,19 @@ def _conn_toks(text: str) -> list[str]:
     return [t.replace("_", " ") for t in toks]
 
 
+def _one_change(a: list[str], b: list[str]) -> tuple | None:
+    """The single non-equal opcode (tag, i1, i2, j1, j2) between two token lists, or None when there
+    are none or several."""
+    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    return ops[0] if len(ops) == 1 else None
+
+
 def _verify_improper_connective(reference: str, text: str) -> bool:
     a, b = _conn_toks(reference), _conn_toks(text)
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
-    if len(ops) != 1:
+    op = _one_change(a, b)
+    if op is None:
         return False
-    tag, i1, i2, j1, j2 = ops[0]
+    tag, i1, i2, j1, j2 = op
     old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
     if tag == "replace":
         if old in CONNECTIVES and new in CONNECTIVES:
@@ -593,11 +599,10 @@ def _verify_negation(reference: str, text: str) -> bool:
     a, b = _norm_neg(reference), _norm_neg(text)
     if b.count("not") != a.count("not") + 1:
         return False
-    ops = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
-    if len(ops) != 1:
+    op = _one_change(a, b)
+    if op is None:
         return False
-    tag, i1, i2, j1, j2 = ops[0]
+    tag, i1, i2, j1, j2 = op
     old, new = a[i1:i2], b[j1:j2]
     if tag == "insert":
         if new == ["not"]:

@@ -26,7 +26,7 @@ _META = re.compile(
     r"i changed|i introduced|as an ai|the revised|note:|explanation)",
     re.IGNORECASE,
 )
-_ECHO = re.compile(r"adjustment( steps)?\s*:|\{\{|revised (summary|story ending|answer|translation)\s*:"
+_ECHO = re.compile(r"adjustment( steps)?\s*:|revised (summary|story ending|answer|translation)\s*:"
                    r"|^\s*\d\.\s+(find|pick|read|choose)", re.IGNORECASE | re.MULTILINE)
 
 

@@ -22,9 +22,10 @@ from functools import lru_cache
 from typing import Callable, Mapping
 
 from dhp.errors import DHPError
+from dhp import schema
 from dhp.schema import DATASET_TASK
 
-LEVELS = ("character", "word", "sentence", "none")
+LEVELS = (*schema.LEVELS, "none")  # "none": the control
 MINOR_MAJOR = ("minor", "major")
 SINGLE = ("single",)
 
@@ -75,7 +76,7 @@ class Perturbation:
     verify(reference, text, ctx) -> bool: did an ok row do what the method promises (``check`` says
     what, in words); tasks: task -> severities it runs at; k: dataset -> severity -> count;
     llm: True when LLM prompts exist in dhp/prompts/perturb/<name>_<severity>.txt, or a mapping
-    severity -> prompt template (placeholders {{UNIT}}, {{UNIT_TITLE}}, {{CONTEXT}}, {{TEXT}});
+    severity -> prompt template (slots {unit}, {unit_title}, {context}, {text}; dhp.prompts.fill);
     llm_length: accepted output/input length ratio of an LLM rewrite; llm_check(original, output) -> reason
     or None: a method-specific validator of LLM outputs; weights: task -> metric -> votes, the default
     expert votes; quality_issue: the plain wording shown in the expert survey; family: which method's set
