@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dhp.backends.base import _lcp
+
 from dhp.backends import ChatRequest, EmbeddedBackend, OpenAIBackend, get_backend
 from dhp.errors import DHPError
 from dhp.judging import failure_summary, score_perturbed
@@ -96,11 +98,13 @@ def test_embedded_chat_is_deterministic_and_reuses_prefix():
     again = b.chat(msgs, max_tokens=4, logprobs=20)
     assert a.text == again.text and a.top_logprobs == again.top_logprobs
     assert len(a.top_logprobs[0]) <= 20 and all(v <= 0 for v in a.top_logprobs[0].values())
-    # the shared prefix came from the KV cache (reuse restarts at a chunk boundary, see _decode_with_reuse)
-    assert 1 <= again.prompt_tokens_computed <= b.CHUNK
+    # the whole shared prefix came from the KV cache: only the last two tokens are computed (one-token
+    # batches take another path in llama.cpp, see _decode_with_reuse)
+    assert again.prompt_tokens_computed == 2
     other = [{"role": "user", "content": msgs[0]["content"].replace("Score:", "Your score:")}]
     c = b.chat(other, max_tokens=2)
-    assert 1 <= c.prompt_tokens_computed <= b.CHUNK + 8 < c.prompt_tokens
+    shared = _lcp(b.format_chat(msgs)[0], b.format_chat(other)[0])
+    assert c.prompt_tokens_computed == c.prompt_tokens - shared < 12
     fresh = EmbeddedBackend()  # a cold model gives the same answer as one reusing its KV cache
     cold = fresh.chat(other, max_tokens=2, logprobs=20)
     assert cold.prompt_tokens_computed == cold.prompt_tokens
@@ -200,3 +204,59 @@ def test_calls_failing_after_retries_are_nan_and_counted(server):
     assert sc.attrs["judge_stats"]["call_errors"] == 1
     fs = failure_summary(sc).iloc[0]
     assert fs["n_failed"] >= 2 and fs["nan_rows"] >= 1
+
+
+@pytest.mark.slow
+def test_embedded_logits_do_not_depend_on_batch_split():
+    """The KV-cache reuse of EmbeddedBackend relies on this (see _decode_with_reuse): a prompt gives
+    bit-identical logits whether it is evaluated in one batch, in 32-token pieces, or after a prefix computed
+    for another prompt, as long as no batch has a single token — and so do the decode steps after it. A
+    llama.cpp build that breaks this fails here, not silently in a resumed run. (A one-token batch can
+    differ — seen on SummEval prompts — which is why the backend never sends one.)"""
+    import numpy as np
+
+    from dhp.backends.embedded import prompt_batches
+
+    b = EmbeddedBackend()
+    llm = b.llm
+    n_vocab = llm.n_vocab()
+    prompt = b.format_chat([{"role": "user", "content": f"Article: {SOURCE * 6}\nSummary: {SUMMARY}\nScore:"}])[0]
+    other = b.format_chat([{"role": "user", "content": f"Article: {SOURCE * 6}\nSummary: other text\nScore:"}])[0]
+    assert len(prompt) > 300
+
+    def logits_after(batches: list[tuple[int, int]], start: int = 0, steps: int = 3) -> list[np.ndarray]:
+        llm.n_tokens = start
+        for a, z in batches:
+            llm.eval(prompt[a:z])
+        out = []
+        for _ in range(steps):  # the logits read, then greedy decode steps
+            last = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,)).copy()
+            out.append(last)
+            llm.eval([int(last.argmax())])
+        return out
+
+    n = len(prompt)
+    whole = logits_after([(0, n)])
+    assert all(len(r) == 2 or z - a > 1 for r in [prompt_batches(0, n, 32)] for a, z in r)
+    splits = {"32-token pieces": prompt_batches(0, n, 32), "pieces of 7 ending in 2": prompt_batches(0, n - 2, 7) + [(n - 2, n)]}
+    for name, batches in splits.items():
+        assert all(np.array_equal(x, y) for x, y in zip(whole, logits_after(batches))), name
+    logits_after([(0, n)])
+    llm.n_tokens = 0
+    llm.eval(other)  # another prompt's KV in the cache, then reuse the shared prefix
+    keep = _lcp(prompt, other)
+    assert 0 < keep < n - 2
+    assert all(np.array_equal(x, y) for x, y in zip(whole, logits_after([(keep, n)], start=keep)))
+    for tail in (2, 3, 17):
+        assert np.array_equal(whole[0], logits_after([(n - tail, n)], start=n - tail, steps=1)[0]), tail
+    b.close()
+
+
+def test_prompt_batches_never_cut_a_one_token_batch():
+    from dhp.backends.embedded import prompt_batches
+
+    for start, end, size in [(0, 1025, 512), (10, 523, 512), (0, 33, 32), (0, 5, 512), (7, 8, 512), (0, 1024, 512)]:
+        batches = prompt_batches(start, end, size)
+        assert batches[0][0] == start and batches[-1][1] == end
+        assert all(a < z <= a + size for a, z in batches) and all(z == a2 for (_, z), (a2, _) in zip(batches, batches[1:]))
+        assert len(batches) == 1 or all(z - a >= 2 for a, z in batches)

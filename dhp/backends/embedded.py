@@ -42,13 +42,21 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def prompt_batches(start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """[start, end) cut into batches of at most ``size`` tokens, none of exactly one token unless the whole
+    range is one token (see EmbeddedBackend._decode_with_reuse)."""
+    cuts = list(range(start, end, size)) + [end]
+    if len(cuts) > 2 and cuts[-1] - cuts[-2] == 1:
+        cuts[-2] -= 1  # the batch before gives one token to the last
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
 class EmbeddedBackend(Backend):
     """llama-cpp-python in process. Deterministic: greedy at temperature 0, otherwise sampling from
     ``softmax(logits / temperature)`` with a numpy generator seeded by the request's seed."""
 
     is_paid = False
     deterministic = True
-    CHUNK = 32  # prompt evaluation chunk (see _decode_with_reuse)
 
     def __init__(self, name: str = "smollm2-135m", n_ctx: int = 2048, seed: int = 0,
                  n_threads: int | None = None, n_batch: int = 512):
@@ -82,8 +90,8 @@ class EmbeddedBackend(Backend):
     def cache_identity(self) -> dict:
         from importlib import metadata
 
-        # The chunk size and llama.cpp's version change logits in the last bits: part of the identity.
-        return {"backend": self.identity, "model": self.fingerprint, "chunk": self.CHUNK,
+        # llama.cpp's version can change logits in the last bits: part of the identity.
+        return {"backend": self.identity, "model": self.fingerprint, "prompt_eval": "exact-prefix",
                 "llama_cpp": metadata.version("llama_cpp_python")}
 
     def _load(self, logits_all: bool):
@@ -141,19 +149,20 @@ class EmbeddedBackend(Backend):
 
     def _decode_with_reuse(self, llm, tokens: list[int]) -> int:
         """Evaluate ``tokens``, reusing the KV cache for the prefix shared with what is already in the
-        context (as llama.cpp's server does). Returns the number of prompt tokens actually computed.
+        context (as llama.cpp's server does); the rest goes to llama.cpp in batches of up to ``n_batch``.
+        Returns the number of prompt tokens actually computed.
 
-        Determinism: llama.cpp's results depend slightly on how tokens are split into batches, so the
-        prompt is always evaluated in chunks that start at multiples of ``CHUNK`` positions, and reuse
-        starts at such a boundary. A call then gives bit-identical logits whether or not a prefix came
-        from the cache (a resumed run reproduces an uninterrupted one), at the cost of recomputing
-        fewer than ``CHUNK`` shared tokens per call."""
+        Determinism: llama.cpp computes a batch of ONE token on another path (matrix-vector) whose logits
+        differ in the last bits; batches of two or more tokens give bit-identical logits however the prompt
+        is split and whichever prefix came from the KV cache (tests/test_backends.py,
+        test_embedded_logits_do_not_depend_on_batch_split). So no prompt batch has one token: at least the
+        last two tokens are evaluated, and a remainder of one joins the batch before it. A resumed run then
+        reproduces an uninterrupted one, and no shared token is computed twice."""
         valid = self._kv_prompt_len.get(id(llm), 0)  # positions computed as prompt (not generated)
-        keep = min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 1)
-        keep -= keep % self.CHUNK
+        keep = max(0, min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 2))
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
-        for start in range(keep, len(tokens), self.CHUNK):
-            llm.eval(tokens[start: start + self.CHUNK])
+        for start, end in prompt_batches(keep, len(tokens), self.n_batch):
+            llm.eval(tokens[start:end])
         if self.trace is not None:  # benchmarks replay these KV-cache operations with bare llama.cpp calls
             self.trace.append(("prompt", keep, list(tokens)))
         self._kv_prompt_len[id(llm)] = len(tokens)
