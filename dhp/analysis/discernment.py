@@ -94,8 +94,12 @@ def resolve_method(d: np.ndarray, method: str, zero_method: str) -> tuple[str, l
     never run (scipy's exact null is wrong then): it falls back like "auto" and is flagged.
     Returns (method_used, flags) with method_used in {"exact", "permutation", "asymptotic"}.
     """
-    n = len(d)
-    ties_or_zeros = bool(np.any(d == 0)) or _has_ties(d, zero_method)
+    return _resolve(len(d), bool(np.any(d == 0)) or _has_ties(d, zero_method), method)
+
+
+def _resolve(n: int, ties_or_zeros: bool, method: str) -> tuple[str, list[str]]:
+    """The rule of :func:`resolve_method` from the number of pairs and whether ties or zeros occur (the
+    vectorised path applies it to each distinct (n, ties_or_zeros) once)."""
     if method in ("asymptotic", "approx"):
         return "asymptotic", []
     if method == "permutation":
@@ -131,8 +135,12 @@ def wilcoxon_greater(
     if o.shape != q.shape:
         raise ValueError("original and perturbed must be paired (same length)")
     ok = np.isfinite(o) & np.isfinite(q)
-    d = (o - q)[ok]
-    n_pairs, n_dropped = int(ok.sum()), int((~ok).sum())
+    return _test_on_diffs((o - q)[ok], int((~ok).sum()), zero_method, method, correction)
+
+
+def _test_on_diffs(d: np.ndarray, n_dropped: int, zero_method: str, method: str, correction: bool) -> TestResult:
+    """:func:`wilcoxon_greater` once the NaN pairs are dropped (`d`: the usable differences)."""
+    n_pairs = len(d)
     n_nonzero = int(np.count_nonzero(d))
     if n_pairs == 0:
         return TestResult(math.nan, 0, 0, n_dropped, "none", ["no_pairs"])
@@ -303,6 +311,13 @@ def level_balanced_mean(values, levels) -> float:
 # The discernment table
 # --------------------------------------------------------------------------------------------------
 def _check_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    return _checked_with_codes(scores)[0]
+
+
+def _checked_with_codes(scores: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The checked copy of the scores table and {key column: (codes, sorted values)} of its key columns.
+
+    The duplicate check uses those codes (DataFrame.duplicated factorized the same columns again)."""
     if not isinstance(scores, pd.DataFrame):
         raise DHPError("scores must be a pandas DataFrame (the scores table).", "pass the table notebook 02 wrote.")
     missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in scores.columns]
@@ -314,15 +329,82 @@ def _check_scores(scores: pd.DataFrame) -> pd.DataFrame:
     if "task" not in s.columns:  # tables from before the task column: the paper's datasets know theirs
         s["task"] = s["dataset"].map(DATASET_TASK)
     s["score"] = pd.to_numeric(s["score"], errors="coerce")
-    key = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "metric"]
-    dup = s.duplicated(key)
+    codes = _row_codes(s)
+    variant = _compact(*_pack([codes[c][0] for c in ("perturbation", "severity", "metric")],
+                              [len(codes[c][1]) for c in ("perturbation", "severity", "metric")]))
+    full, size = _pack([codes["pair"][0], variant[0]], [codes["pair"][1], variant[1]])  # all KEY_COLUMNS
+    # Whether any key repeats: a bitmap of the key space when it is small (hashing 10^6 keys was a tenth
+    # of the statistics' time); which rows repeat is asked only then.
+    if _small_key_space(size, len(full), per_row=16):  # one byte per key here, not eight
+        seen = np.zeros(size, bool)
+        seen[full] = True
+        if np.count_nonzero(seen) == len(full):
+            return s, codes
+    dup = pd.Series(full).duplicated().to_numpy()
     if dup.any():
-        row = s.loc[dup, key].iloc[0].to_dict()
+        row = s.loc[dup, KEY_COLUMNS].iloc[0].to_dict()
         raise DHPError(
             f"The scores table has {int(dup.sum())} duplicate rows (e.g. {row}).",
             "keep one score per item, variant and metric (average repeated samples before).",
         )
-    return s
+    return s, codes
+
+
+#: The columns that identify a score row.
+KEY_COLUMNS = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "metric"]
+
+
+def _factor(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of a column in the sorted order of its values, and those values (Python objects)."""
+    codes, values = pd.factorize(col)  # sorted below, in place: pandas' sort=True re-maps into a new array
+    values = np.asarray(values, dtype=object)
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(len(values), np.int64)
+    rank[order] = np.arange(len(values))
+    codes = codes.astype(np.int64, copy=False)
+    np.take(rank, codes, out=codes, mode="clip")
+    return codes, values[order]
+
+
+def _row_codes(s: pd.DataFrame) -> dict:
+    """{key column: (codes, sorted values)}, plus "group" (dataset, judge, mode) and "pair" (group, item):
+    (codes, how many). All codes follow the sorted order of their keys."""
+    codes = {c: _factor(s[c]) for c in KEY_COLUMNS}
+    n = {c: len(v[1]) for c, v in codes.items()}
+    grp = _compact(*_pack([codes[c][0] for c in GROUP], [n[c] for c in GROUP]))
+    codes["group"] = grp
+    codes["pair"] = _compact(*_pack([grp[0], codes["item_id"][0]], [grp[1], n["item_id"]]))
+    return codes
+
+
+def _small_key_space(size: int, n_rows: int, per_row: int = 4) -> bool:
+    """Whether a dense table over a key space of `size` is affordable for `n_rows` rows: it replaces
+    hashing or sorting the keys, the costliest steps on large tables."""
+    return size <= per_row * n_rows + (1 << 16)
+
+
+def _compact(x: np.ndarray, size: int) -> tuple[np.ndarray, int]:
+    """Codes 0..k-1 of integer keys in [0, size), in the sorted order of the keys, and k."""
+    if _small_key_space(size, len(x)):
+        seen = np.bincount(x, minlength=size) > 0
+        np.take(np.cumsum(seen) - 1, x, out=x, mode="clip")  # x is always a temporary of _pack
+        return x, int(seen.sum())
+    codes, values = pd.factorize(x, sort=True)
+    return codes.astype(np.int64, copy=False), len(values)
+
+
+def _pack(codes: list, sizes: list) -> tuple[np.ndarray, int]:
+    """One int64 key per row for a tuple of codes, ordered like the tuples, and the size of the key
+    space (re-coded with order kept before the product of sizes could overflow)."""
+    out, size = np.array(codes[0], dtype=np.int64), max(int(sizes[0]), 1)
+    for c, k in zip(codes[1:], sizes[1:]):
+        k = max(int(k), 1)
+        if size * k >= 2**62:
+            out, size = _compact(out, size)
+        out *= k  # in place: fresh 10^6-row temporaries cost more than the arithmetic
+        out += c
+        size *= k
+    return out, size
 
 
 def _weights_lookup(expert_weights):
@@ -411,6 +493,351 @@ def _boot_d(unit: _Unit, idx: np.ndarray, zero_method, method, correction, combi
     return discernment_score(p), discernment_score(p_ew)
 
 
+# --------------------------------------------------------------------------------------------------
+# Point statistics of the whole table at once (the bootstrap still goes unit by unit, through _units)
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class _Layout:
+    """Integer layout of a checked scores table. Groups (dataset, judge, mode), units (a group's
+    perturbation × severity) and tests (unit × metric) are numbered in the sorted order of their keys —
+    the order of the former per-group loops (groupby(sort=True), sorted items and metrics)."""
+
+    group_keys: list  # (dataset, judge, mode) of each group
+    group_has_orig: np.ndarray
+    group_width: np.ndarray  # items of each group (originals included)
+    group_first: np.ndarray  # first row of each group (its task)
+    unit_group: np.ndarray
+    unit_pert: np.ndarray  # perturbation code (codes["perturbation"])
+    unit_sev: np.ndarray
+    unit_first: np.ndarray  # first row of each unit (its level)
+    unit_start: np.ndarray  # first test of each unit, then the number of tests
+    test_unit: np.ndarray
+    test_metric: np.ndarray  # metric code (codes["metric"])
+    row_test: np.ndarray  # for every row: its test (-1 for an original),
+    row_item: np.ndarray  # its item's position among the group's sorted items,
+    row_o: np.ndarray  # the original's score (NaN when there is no original row)
+    row_q: np.ndarray  # and its own score
+
+
+def _first_rows(code: np.ndarray, k: int) -> np.ndarray:
+    """Row of the first occurrence of each code 0..k-1 (all present)."""
+    out = np.full(k, len(code), np.int64)
+    np.minimum.at(out, code, np.arange(len(code)))
+    return out
+
+
+def _layout(s: pd.DataFrame, codes: dict) -> _Layout:
+    """The groups, units and tests of a checked table (codes from :func:`_row_codes`), and every row's
+    place among them, without a per-group loop."""
+    c = {k: codes[k][0] for k in KEY_COLUMNS}
+    n = {k: len(codes[k][1]) for k in KEY_COLUMNS}
+    (grp, n_grp), (pair, n_pair) = codes["group"], codes["pair"]
+    pair_grp = np.zeros(n_pair, np.int64)
+    pair_grp[pair] = grp
+    perts = list(codes["perturbation"][1])
+    is_orig = c["perturbation"] == (perts.index(ORIGINAL) if ORIGINAL in perts else -1)
+    score = s["score"].to_numpy(dtype=float)
+    # Every (group, perturbation, severity, metric) cell in one pass over the rows; the tests are the
+    # cells of perturbed rows, and their attributes come from their first rows (small arrays).
+    cell, n_cell = _compact(*_pack([grp, c["perturbation"], c["severity"], c["metric"]],
+                                   [n_grp, n["perturbation"], n["severity"], n["metric"]]))
+    first = _first_rows(cell, n_cell)
+    is_test = ~is_orig[first]
+    first = first[is_test]
+    test_of_cell = np.cumsum(is_test) - 1
+    unit, n_unit = _compact(*_pack([grp[first], c["perturbation"][first], c["severity"][first]],
+                                   [n_grp, n["perturbation"], n["severity"]]))
+    unit_start = np.searchsorted(unit, np.arange(n_unit + 1))  # a unit's tests are adjacent
+    unit_first = np.full(n_unit, len(s), np.int64)
+    np.minimum.at(unit_first, unit, first)
+    head = first[unit_start[:-1]]
+    group_first = _first_rows(grp, n_grp)
+    keys = zip(*[codes[k][1][c[k][group_first]].tolist() for k in GROUP])
+    item = pair - np.searchsorted(pair_grp, np.arange(n_grp))[grp]  # pairs are sorted by group, then item
+    orig = _originals(pair * n["metric"] + c["metric"], n_pair * n["metric"], is_orig, score)
+    return _Layout(
+        group_keys=list(keys), group_has_orig=np.bincount(grp[is_orig], minlength=n_grp) > 0,
+        group_width=np.bincount(pair_grp, minlength=n_grp), group_first=group_first,
+        unit_group=grp[head], unit_pert=c["perturbation"][head], unit_sev=c["severity"][head],
+        unit_first=unit_first, unit_start=unit_start, test_unit=unit, test_metric=c["metric"][first],
+        row_test=np.where(is_orig, -1, test_of_cell[cell]), row_item=item, row_o=orig, row_q=score,
+    )
+
+
+def _originals(key: np.ndarray, size: int, is_orig: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """For every row, the score of the original row with the same key (group, item, metric; in [0,
+    size)), NaN if there is none. Should two originals share a key (different severities), the later
+    row counts, as the former per-group array assignment had it."""
+    if _small_key_space(size, len(key)):
+        table = np.full(size, np.nan)
+        table[key[is_orig]] = score[is_orig]
+        return table[key]
+    order = np.argsort(key[is_orig], kind="stable")
+    k_orig, s_orig = key[is_orig][order], score[is_orig][order]
+    at = np.searchsorted(k_orig, key, side="right") - 1
+    hit = at >= 0
+    hit[hit] = k_orig[at[hit]] == key[hit]
+    out = np.full(len(key), np.nan)
+    out[hit] = s_orig[at[hit]]
+    return out
+
+
+def _unit_weights(s: pd.DataFrame, lay: _Layout, codes: dict, ew: pd.DataFrame) -> list:
+    """Expert weights of every unit (None for a single metric). Raises the errors of the former per-group
+    loop in its order: a group without original rows, or a unit without weights."""
+    tasks = s["task"].iloc[lay.group_first].tolist()
+    metric_names, perts = codes["metric"][1], codes["perturbation"][1]
+    bounds = np.searchsorted(lay.unit_group, np.arange(len(tasks) + 1))
+    cache, out = {}, []
+    for g, key in enumerate(lay.group_keys):
+        if not lay.group_has_orig[g]:
+            raise DHPError(
+                f"No 'original' rows for dataset/judge/mode {key}.",
+                "score the original texts too (notebook 02 does this by default).",
+            )
+        for u in range(bounds[g], bounds[g + 1]):
+            k = (tasks[g], perts[lay.unit_pert[u]],
+                 tuple(metric_names[lay.test_metric[lay.unit_start[u]: lay.unit_start[u + 1]]]))
+            if k not in cache:  # weights_for filters a DataFrame: once per task, perturbation and metrics
+                cache[k] = _ew_vector(ew, k[0], k[1], list(k[2]))
+            out.append(cache[k])
+    return out
+
+
+def _rank_sums(dm: np.ndarray, ok: np.ndarray, zero_method: str):
+    """T+ (scipy's r_plus), the tie term Σ(t³ − t) of the normal approximation and whether ranked values
+    tie, for each row of a (tests × items) matrix of differences (`ok`: the usable pairs).
+
+    The ranks are scipy.stats.rankdata's average ranks, read off the sorted |d| of each row; they are
+    half-integers, so every sum here is exact whatever its order."""
+    nonzero = ok & (dm != 0)
+    ranked = nonzero if zero_method == "wilcox" else ok
+    a = np.where(ranked, np.abs(dm), np.inf)  # cells not ranked sort last
+    order = np.argsort(a, axis=1)
+    a = np.take_along_axis(a, order, axis=1)
+    col = np.arange(a.shape[1])
+    valid = col < ranked.sum(axis=1)[:, None]
+    first = np.ones(a.shape, bool)
+    first[:, 1:] = a[:, 1:] != a[:, :-1]
+    last = np.ones(a.shape, bool)
+    last[:, :-1] = first[:, 1:]
+    start = np.maximum.accumulate(np.where(first, col, 0), axis=1)  # where each run of ties starts
+    end = np.minimum.accumulate(np.where(last, col, a.shape[1])[:, ::-1], axis=1)[:, ::-1]  # and ends
+    rank = (start + end) * 0.5 + 1.0
+    t = (end - start + 1).astype(float)
+    plus = np.take_along_axis(nonzero & (dm > 0), order, axis=1)
+    r_plus = np.where(plus, rank, 0.0).sum(axis=1)
+    if zero_method == "zsplit":
+        zero = np.take_along_axis(ok & (dm == 0), order, axis=1)
+        r_plus = r_plus + np.where(zero, rank, 0.0).sum(axis=1) / 2
+    counted = valid & (a != 0) if zero_method == "pratt" else valid  # pratt's tie term leaves zeros out
+    tiesum = np.where(counted, t * t - 1.0, 0.0).sum(axis=1)  # each of t tied values adds t² − 1
+    return r_plus, tiesum, (valid & (t > 1)).any(axis=1)
+
+
+def _normal_p(r_plus, n_pairs, n_nonzero, tiesum, zero_method: str, correction: bool) -> np.ndarray:
+    """:func:`_asymptotic_p` for many tests: the same float operations elementwise, and math.erfc per
+    test (not scipy.special.erfc), so every p is bit-identical to the scalar one."""
+    count = (n_nonzero if zero_method == "wilcox" else n_pairs).astype(np.int64)
+    mn = (count * (count + 1)) * 0.25
+    var = count * (count + 1) * (2 * count + 1)
+    if zero_method == "pratt":
+        n0 = (n_pairs - n_nonzero).astype(np.int64)
+        mn = mn - (n0 * (n0 + 1)) * 0.25
+        var = var - n0 * (n0 + 1) * (2 * n0 + 1)
+    se = np.sqrt((var.astype(float) - tiesum / 2) / 24)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (r_plus - mn) / se
+        if correction:
+            z = z - 0.5 / se
+        x = z / math.sqrt(2.0)
+    p = 0.5 * np.fromiter(map(math.erfc, x.tolist()), float, len(x))
+    return np.where(se == 0, 1.0, p)
+
+
+@dataclass
+class _TestStats:
+    p: np.ndarray
+    used: list  # method used per test
+    flags: list  # list of flags per test
+    n_pairs: np.ndarray
+    n_nonzero: np.ndarray
+    n_dropped: np.ndarray
+    unit_items: np.ndarray  # items with a perturbed row, per unit
+
+
+def _objects(n: int, value) -> np.ndarray:
+    """An object array of n references to `value` (numpy would unpack a tuple given directly)."""
+    out = np.empty(n, dtype=object)
+    out.fill(value)
+    return out
+
+
+def _test_stats(lay: _Layout, zero_method: str, method: str, correction: bool) -> _TestStats:
+    """Every test's p-value, method and flags, as :func:`_test_on_diffs` gives them, in one pass per batch.
+
+    A batch is a (tests × items) matrix of the tests of groups of similar size (group widths in
+    [2^(k-1), 2^k) share one, so padding at most doubles the memory)."""
+    n_test = len(lay.test_unit)
+    st = _TestStats(p=np.full(n_test, np.nan), used=np.full(n_test, "none", dtype=object),
+                    flags=_objects(n_test, ()), n_pairs=np.zeros(n_test, np.int64),
+                    n_nonzero=np.zeros(n_test, np.int64), n_dropped=np.zeros(n_test, np.int64),
+                    unit_items=np.zeros(len(lay.unit_group), np.int64))
+    width = lay.group_width[lay.unit_group[lay.test_unit]]
+    bucket = np.frexp(width.astype(float))[1]
+    with np.errstate(invalid="ignore"):  # inf − inf: such pairs are not usable anyway
+        diff = lay.row_o - lay.row_q
+    usable = np.isfinite(lay.row_o) & np.isfinite(lay.row_q)
+    exact_cache: dict = {}
+    for b in np.unique(bucket):
+        tests = np.flatnonzero(bucket == b)
+        _batch(lay, st, tests, diff, usable, int(width[tests].max()), zero_method, method, correction, exact_cache)
+    return st
+
+
+def _batch(lay, st, tests, diff, usable, width, zero_method, method, correction, exact_cache) -> None:
+    """Fill `st` for `tests` (sorted test numbers) from every row's difference `diff` and `usable` flag.
+
+    The normal approximation is computed for all of them at once; exact and permutation tests (at most
+    50 pairs), and any |d| that overflowed to inf, go through the scalar path. The exact p depends on n
+    and T+ only when there are no ties or zeros, so scipy is called once per distinct (n, T+)."""
+    # Rows of other tests (and originals, test -1) land in a spare last row, dropped after the scatter:
+    # cheaper than selecting this batch's rows first.
+    local = np.full(len(lay.test_unit) + 1, len(tests))
+    local[tests] = np.arange(len(tests))
+    flat = local[lay.row_test] * width + np.minimum(lay.row_item, width - 1)
+    present, ok = np.zeros((2, len(tests) + 1, width), bool)
+    dm = np.zeros((len(tests) + 1, width))
+    present.reshape(-1)[flat] = True
+    ok.reshape(-1)[flat] = usable
+    dm.reshape(-1)[flat] = diff  # NaN or inf where not usable: everything below looks through `ok`
+    present, ok, dm = present[:-1], ok[:-1], dm[:-1]
+    n_pairs, n_nonzero = ok.sum(axis=1), (ok & (dm != 0)).sum(axis=1)
+    st.n_pairs[tests], st.n_nonzero[tests], st.n_dropped[tests] = n_pairs, n_nonzero, present.sum(axis=1) - n_pairs
+    tu = lay.test_unit[tests]
+    heads = np.flatnonzero(np.r_[True, tu[1:] != tu[:-1]])  # a unit's tests are adjacent
+    st.unit_items[tu[heads]] = np.logical_or.reduceat(present, heads, axis=0).sum(axis=1)
+    # In slices of about 2^18 cells: the temporaries stay small and are reused, instead of fresh memory
+    # for every one (page faults made a single pass over the whole matrix twice as slow).
+    step = max(1, (1 << 18) // width)
+    parts = [_rank_sums(dm[i: i + step], ok[i: i + step], zero_method) for i in range(0, len(tests), step)]
+    r_plus, tiesum, tie = (np.concatenate(x) for x in zip(*parts))
+    used, flags = np.full(len(tests), "none", dtype=object), _objects(len(tests), ())
+    key = n_pairs * 2 + ((n_pairs > n_nonzero) | tie)  # (n, ties or zeros): all resolve_method looks at
+    for k in np.unique(key):
+        u, f = _resolve(int(k // 2), bool(k % 2), method)
+        used[key == k], flags[key == k] = u, _objects(1, tuple(f))
+    flags[n_pairs == 0] = _objects(1, ("no_pairs",))
+    flags[(n_pairs > 0) & (n_nonzero == 0)] = _objects(1, ("all_zero",))
+    used[n_nonzero == 0] = "none"
+    p = np.where(n_pairs == 0, np.nan, 1.0)
+    odd = (ok & ~np.isfinite(dm)).any(axis=1)
+    normal = (used == "asymptotic") & ~odd
+    p[normal] = _normal_p(r_plus[normal], n_pairs[normal], n_nonzero[normal], tiesum[normal], zero_method, correction)
+    for i in np.flatnonzero((n_nonzero > 0) & ~normal):
+        d = dm[i][ok[i]]
+        cached = (len(d), r_plus[i]) if used[i] == "exact" and not odd[i] else None
+        if cached in exact_cache:
+            p[i] = exact_cache[cached]
+            continue
+        t = _test_on_diffs(d, 0, zero_method, method, correction)
+        p[i], used[i], flags[i] = t.p, t.method_used, tuple(t.flags)
+        if cached is not None:
+            exact_cache[cached] = t.p
+    st.p[tests], st.used[tests], st.flags[tests] = p, used, flags
+
+
+def _combine_units(p_test: np.ndarray, starts: np.ndarray, ew_units: list, combine: str):
+    """:func:`combine_p` of every unit's metric p-values, unweighted and with its expert weights (p_EW = p
+    for a single metric), bit-identical: in a (units × metrics) matrix a missing p-value adds a zero, and
+    numpy sums fewer than 8 terms one after the other from 0, so the zeros change no sum."""
+    k = np.diff(starts)
+    if k.max() >= 8:  # numpy's pairwise summation would group the terms differently: unit by unit
+        ps = [p_test[a:b] for a, b in zip(starts[:-1], starts[1:])]
+        p = np.array([combine_p(x, None, combine) for x in ps])
+        return p, np.array([pu if w is None else combine_p(x, w, combine) for x, w, pu in zip(ps, ew_units, p)])
+    rows = np.repeat(np.arange(len(k)), k)
+    cols = np.arange(len(p_test)) - np.repeat(starts[:-1], k)
+    pm, wm = np.full((len(k), k.max()), np.nan), np.zeros((len(k), k.max()))
+    pm[rows, cols] = p_test
+    weighted = np.array([w is not None for w in ew_units])
+    for u in np.flatnonzero(weighted):
+        wm[u, : k[u]] = ew_units[u]
+    keep = np.isfinite(pm)
+    pc = np.clip(np.where(keep, pm, 1.0), P_FLOOR, 1.0)
+    m = keep.sum(axis=1)
+    wk = np.where(keep, wm, 0.0)
+    wsum = wk.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # Σ 1/p = inf: p = 0, floored later
+        inv = np.where(keep, 1.0 / pc, 0.0).sum(axis=1)
+        p = 1.0 / inv if combine == "paper" else np.minimum(1.0, m / inv)
+        p_ew = np.minimum(1.0, 1.0 / np.where(keep, wk / wsum[:, None] / pc, 0.0).sum(axis=1))
+    p = np.where(m > 0, p, np.nan)
+    return p, np.where(weighted, np.where((m > 0) & (wsum > 0), p_ew, np.nan), p)
+
+
+#: The discernment columns filled by the bootstrap (NaN without it).
+BOOT_COLUMNS = ("D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1")
+
+
+def _point_table(s, lay, codes, st, ew_units, zero_method, method, combine, n_boot, seed) -> pd.DataFrame:
+    """The discernment rows from the per-test statistics (the bootstrap columns NaN)."""
+    starts, heads = lay.unit_start, lay.unit_start[:-1]
+    p, p_ew = _combine_units(st.p, starts, ew_units, combine)
+    n_dropped = np.add.reduceat(st.n_dropped, heads)
+    floor = (np.isfinite(p) & (p < P_FLOOR)) | (np.isfinite(p_ew) & (p_ew < P_FLOOR))
+    metric = codes["metric"][1][lay.test_metric].tolist()
+    pt, used, flags = st.p.tolist(), st.used.tolist(), st.flags.tolist()
+    by_metric, methods, notes = [], [], []
+    for u, (a, b) in enumerate(zip(heads.tolist(), starts[1:].tolist())):
+        by_metric.append(";".join(f"{metric[i]}={pt[i]:.6g}" for i in range(a, b)))
+        methods.append(";".join(f"{metric[i]}={used[i]}" for i in range(a, b)))
+        note = [f"{f}:{metric[i]}" for i in range(a, b) for f in flags[i]]
+        notes.append(";".join(note + ["nan_dropped"] * bool(n_dropped[u]) + ["p_floor"] * bool(floor[u])))
+    keys = [lay.group_keys[g] for g in lay.unit_group.tolist()]
+    pert = codes["perturbation"][1][lay.unit_pert].tolist()
+    cols = {
+        **{c: [k[i] for k in keys] for i, c in enumerate(GROUP)},
+        "perturbation": pert, "severity": codes["severity"][1][lay.unit_sev].tolist(),
+        "level": [str(v) for v in s["level"].iloc[lay.unit_first].tolist()],
+        "role": ["negative_control" if x == CONTROL else "perturbation" for x in pert],
+        "p": p, "p_EW": p_ew, "D": discernment_score(p), "D_EW": discernment_score(p_ew),
+        **{c: np.full(len(p), np.nan) for c in BOOT_COLUMNS},
+        "n_metrics": np.diff(starts), "n_items": st.unit_items, "n_pairs_min": np.minimum.reduceat(st.n_pairs, heads),
+        "n_nonzero_min": np.minimum.reduceat(st.n_nonzero, heads), "n_dropped_nan": n_dropped,
+        "p_by_metric": by_metric, "method_used": methods, "zero_method": [zero_method] * len(p),
+        "method": [method] * len(p), "combine": [combine] * len(p), "n_boot": np.full(len(p), int(n_boot)),
+        "seed": np.full(len(p), int(seed)), "flags": notes,
+    }  # fmt: skip
+    return pd.DataFrame(cols, columns=DISCERNMENT_COLUMNS)
+
+
+def _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combine, ci) -> list:
+    """Fill the bootstrap columns of `out` unit by unit and return the draws (one frame per unit).
+    The same resampled items serve every perturbation and metric of a judge: keeps their dependence."""
+    row_of = {k: i for i, k in enumerate(zip(*(out[c].tolist() for c in GROUP + ["perturbation", "severity"])))}
+    cols = {c: out[c].to_numpy(dtype=float, copy=True) for c in BOOT_COLUMNS}
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    boots = []
+    for key, g in s.groupby(GROUP, sort=True):
+        items = sorted(g["item_id"].unique())
+        idx = np.random.default_rng(group_seed(seed, key)).integers(0, len(items), size=(n_boot, len(items)))
+        for u in _units(g, items, ew):
+            i = row_of[(*key, u.perturbation, u.severity)]
+            bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
+            for c, x, q in (("D_lo", bd, lo_q), ("D_hi", bd, hi_q), ("D_EW_lo", bde, lo_q), ("D_EW_hi", bde, hi_q)):
+                cols[c][i] = float(np.nanpercentile(x, q))
+            cols["share_D_gt_1"][i], cols["share_D_EW_gt_1"][i] = float(np.mean(bd > 1)), float(np.mean(bde > 1))
+            role = "negative_control" if u.perturbation == CONTROL else "perturbation"
+            ident = {**dict(zip(GROUP, key)), "perturbation": u.perturbation, "severity": u.severity,
+                     "level": u.level, "role": role}
+            boots.append(pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde}))
+    if len(out):
+        for c, v in cols.items():
+            out[c] = v
+    return boots
+
+
 def discernment(
     scores: pd.DataFrame,
     expert_weights=None,
@@ -467,63 +894,19 @@ def discernment(
         raise DHPError(f"Unknown combine={combine!r}.", f"use one of {list(COMBINES)}.")
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 0):
         raise DHPError(f"n_boot must be a non-negative integer, got {n_boot!r}.", "pass e.g. n_boot=1000.")
-    s = _check_scores(scores)
+    s, codes = _checked_with_codes(scores)
     ew = _weights_lookup(expert_weights)
-    rows, boots = [], []
-    for gi, (key, g) in enumerate(s.groupby(GROUP, sort=True)):
-        if not (g["perturbation"] == ORIGINAL).any():
-            raise DHPError(
-                f"No 'original' rows for dataset/judge/mode {key}.",
-                "score the original texts too (notebook 02 does this by default).",
-            )
-        items = sorted(g["item_id"].unique())
-        units = _units(g, items, ew)
-        # Same resampled items for every perturbation and metric of this judge: keeps their dependence.
-        idx = (np.random.default_rng(group_seed(seed, key)).integers(0, len(items), size=(n_boot, len(items)))
-               if n_boot else None)
-        for u in units:
-            row, boot = _unit_row(key, u, idx, zero_method, method, correction, combine, n_boot, seed, ci)
-            rows.append(row)
-            if boot is not None:
-                boots.append(boot)
-    out = pd.DataFrame(rows, columns=DISCERNMENT_COLUMNS)
+    lay = _layout(s, codes)
+    ew_units = _unit_weights(s, lay, codes, ew)
+    if len(lay.unit_group):
+        st = _test_stats(lay, zero_method, method, correction)
+        out = _point_table(s, lay, codes, st, ew_units, zero_method, method, combine, n_boot, seed)
+    else:
+        out = pd.DataFrame([], columns=DISCERNMENT_COLUMNS)
+    boots = _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combine, ci) if n_boot else []
     out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
     out.attrs["ci"] = ci
     return out
-
-
-def _unit_row(key, u, idx, zero_method, method, correction, combine, n_boot, seed, ci):
-    """One discernment row (and its bootstrap draws, or None) for one perturbation × severity unit."""
-    tests = [wilcoxon_greater(u.orig[j][u.present[j]], u.pert[j][u.present[j]], zero_method, method, correction)
-             for j in range(len(u.metrics))]
-    pj = [t.p for t in tests]
-    p = combine_p(pj, None, combine)
-    p_ew = p if u.ew is None else combine_p(pj, u.ew, combine)
-    flags = [f"{f}:{m}" for m, t in zip(u.metrics, tests) for f in t.flags]
-    if any(t.n_dropped_nan for t in tests):
-        flags.append("nan_dropped")
-    if (np.isfinite(p) and p < P_FLOOR) or (np.isfinite(p_ew) and p_ew < P_FLOOR):
-        flags.append("p_floor")
-    role = "negative_control" if u.perturbation == CONTROL else "perturbation"
-    ident = {**dict(zip(GROUP, key)), "perturbation": u.perturbation, "severity": u.severity, "level": u.level,
-             "role": role}
-    row = {**ident, "p": p, "p_EW": p_ew, "D": discernment_score(p), "D_EW": discernment_score(p_ew),
-           "D_lo": math.nan, "D_hi": math.nan, "D_EW_lo": math.nan, "D_EW_hi": math.nan,
-           "share_D_gt_1": math.nan, "share_D_EW_gt_1": math.nan, "n_metrics": len(u.metrics),
-           "n_items": int(u.present.any(axis=0).sum()), "n_pairs_min": min(t.n_pairs for t in tests),
-           "n_nonzero_min": min(t.n_nonzero for t in tests), "n_dropped_nan": sum(t.n_dropped_nan for t in tests),
-           "p_by_metric": ";".join(f"{m}={t.p:.6g}" for m, t in zip(u.metrics, tests)),
-           "method_used": ";".join(f"{m}={t.method_used}" for m, t in zip(u.metrics, tests)),
-           "zero_method": zero_method, "method": method, "combine": combine, "n_boot": int(n_boot),
-           "seed": int(seed), "flags": ";".join(flags)}
-    if not n_boot:
-        return row, None
-    bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
-    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
-    row.update(D_lo=float(np.nanpercentile(bd, lo_q)), D_hi=float(np.nanpercentile(bd, hi_q)),
-               D_EW_lo=float(np.nanpercentile(bde, lo_q)), D_EW_hi=float(np.nanpercentile(bde, hi_q)),
-               share_D_gt_1=float(np.mean(bd > 1)), share_D_EW_gt_1=float(np.mean(bde > 1)))
-    return row, pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde})
 
 
 DISCERNMENT_COLUMNS = [
@@ -571,55 +954,81 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
         bootstrap = discernment.attrs.get("bootstrap")
     ci = discernment.attrs.get("ci", 0.95)
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    # Columns as arrays once; per group only positions are sliced (pandas per group dominated large tables).
+    col = {c: discernment[c].to_numpy() for c in ("perturbation", "severity", "level")}
+    col.update({c: discernment[c].to_numpy(dtype=float) for c in ("D", "D_EW")})
+    combines = discernment["combine"].astype(str).to_numpy() if "combine" in discernment else None
+    n_boots = discernment["n_boot"].to_numpy(dtype=float) if "n_boot" in discernment else None
+    gb = discernment.groupby(GROUP, sort=True)
     rows = []
-    for key, g in discernment.groupby(GROUP, sort=True):
-        real = g[g["perturbation"] != CONTROL]
-        plc = g[g["perturbation"] == CONTROL]
-        fin = real[np.isfinite(real["D"].astype(float))]
+    for key in gb.size().index.tolist():
+        pos = gb.indices[key]
         row = dict(zip(GROUP, key))
         row.update({c: math.nan for c in SUMMARY_COLUMNS if c not in GROUP})
-        row.update(
-            D_avg=level_balanced_mean(real["D"], real["level"]),
-            D_avg_EW=level_balanced_mean(real["D_EW"], real["level"]),
-            D_min=float(real["D"].min()) if len(fin) else math.nan,
-            D_min_EW=float(real["D_EW"].min()) if len(fin) else math.nan,
-            weakest=(f"{fin.loc[fin['D'].idxmin(), 'perturbation']}/{fin.loc[fin['D'].idxmin(), 'severity']}" if len(fin) else ""),
-            control_D=float(plc["D"].iloc[0]) if len(plc) else math.nan,
-            control_D_EW=float(plc["D_EW"].iloc[0]) if len(plc) else math.nan,
-            n_perturbations=int(len(fin)),
-            n_perturbations_nan=int(len(real) - len(fin)),
-            levels=";".join(lv for lv in LEVELS if lv in set(fin["level"])),
-            combine=";".join(sorted(set(g["combine"].astype(str)))) if "combine" in g else "",
-            n_boot=int(g["n_boot"].max()) if "n_boot" in g else 0,
-        )
+        row.update(_point_summary(pos, col))
+        row.update(combine=";".join(sorted(set(combines[pos]))) if combines is not None else "",
+                   n_boot=int(np.nanmax(n_boots[pos])) if n_boots is not None else 0)
         if key in nulls:
             row.update({c: nulls[key][c] for c in NULL_COLUMNS[3:]})
         if bootstrap is not None and len(bootstrap):
-            b = bootstrap
-            sel = np.ones(len(b), bool)
-            for c, v in zip(GROUP, key):
-                sel &= b[c].to_numpy() == v
-            b = b[sel & (b["perturbation"] != CONTROL).to_numpy()]
-            if len(b):
-                agg = {}
-                for col, name in (("D", "D"), ("D_EW", "D_EW")):
-                    wide = b.pivot_table(index="boot", columns=["perturbation", "severity"], values=col)
-                    if wide.shape[1] == 0:  # every D is NaN (no usable pair): no interval to give
-                        continue
-                    lv = (
-                        b.drop_duplicates(["perturbation", "severity"])
-                        .set_index(["perturbation", "severity"])["level"]
-                        .reindex(wide.columns)
-                    )
-                    avg = np.array([level_balanced_mean(r, lv) for r in wide.to_numpy()])
-                    mn = np.nanmin(wide.to_numpy(), axis=1)
-                    sfx = "" if name == "D" else "_EW"
-                    agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = np.nanpercentile(avg, [lo_q, hi_q])
-                    agg[f"D_min{sfx}_lo"], agg[f"D_min{sfx}_hi"] = np.nanpercentile(mn, [lo_q, hi_q])
-                    agg[f"share_D_avg{sfx}_gt_1"] = float(np.mean(avg > 1))
-                row.update({k: float(v) for k, v in agg.items()})
+            row.update(_summary_intervals(bootstrap, key, lo_q, hi_q))
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _nanmin(x: np.ndarray) -> float:
+    """Series.min(): the smallest value that is not NaN, NaN if there is none."""
+    x = x[~np.isnan(x)]
+    return float(x.min()) if len(x) else math.nan
+
+
+def _point_summary(pos: np.ndarray, col: dict) -> dict:
+    """D_avg, D_min, the weakest perturbation, the control's D and the counts of one group (rows `pos`)."""
+    pert = col["perturbation"][pos]
+    real, ctrl = pos[pert != CONTROL], pos[pert == CONTROL]
+    d, d_ew, lv = col["D"][real], col["D_EW"][real], col["level"][real]
+    fin = real[np.isfinite(d)]
+    weakest = fin[np.argmin(col["D"][fin])] if len(fin) else None
+    return dict(
+        D_avg=level_balanced_mean(d, lv),
+        D_avg_EW=level_balanced_mean(d_ew, lv),
+        D_min=_nanmin(d) if len(fin) else math.nan,
+        D_min_EW=_nanmin(d_ew) if len(fin) else math.nan,
+        weakest=f"{col['perturbation'][weakest]}/{col['severity'][weakest]}" if len(fin) else "",
+        control_D=float(col["D"][ctrl[0]]) if len(ctrl) else math.nan,
+        control_D_EW=float(col["D_EW"][ctrl[0]]) if len(ctrl) else math.nan,
+        n_perturbations=int(len(fin)),
+        n_perturbations_nan=int(len(real) - len(fin)),
+        levels=";".join(lv for lv in LEVELS if lv in set(col["level"][fin])),
+    )
+
+
+def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -> dict:
+    """Percentile intervals of D_avg/D_min and the share of D_avg > 1 over one group's bootstrap draws."""
+    b = bootstrap
+    sel = np.ones(len(b), bool)
+    for c, v in zip(GROUP, key):
+        sel &= b[c].to_numpy() == v
+    b = b[sel & (b["perturbation"] != CONTROL).to_numpy()]
+    agg = {}
+    if not len(b):
+        return agg
+    for col, name in (("D", "D"), ("D_EW", "D_EW")):
+        wide = b.pivot_table(index="boot", columns=["perturbation", "severity"], values=col)
+        if wide.shape[1] == 0:  # every D is NaN (no usable pair): no interval to give
+            continue
+        lv = (
+            b.drop_duplicates(["perturbation", "severity"])
+            .set_index(["perturbation", "severity"])["level"]
+            .reindex(wide.columns)
+        )
+        avg = np.array([level_balanced_mean(r, lv) for r in wide.to_numpy()])
+        mn = np.nanmin(wide.to_numpy(), axis=1)
+        sfx = "" if name == "D" else "_EW"
+        agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = np.nanpercentile(avg, [lo_q, hi_q])
+        agg[f"D_min{sfx}_lo"], agg[f"D_min{sfx}_hi"] = np.nanpercentile(mn, [lo_q, hi_q])
+        agg[f"share_D_avg{sfx}_gt_1"] = float(np.mean(avg > 1))
+    return {k: float(v) for k, v in agg.items()}
 
 
 # --------------------------------------------------------------------------------------------------
