@@ -28,6 +28,7 @@ from scipy.stats import wilcoxon
 
 from dhp.backends import EmbeddedBackend
 from dhp.backends.base import _lcp
+from dhp.backends.embedded import prompt_batches
 from dhp.datasets import load_dataset
 from dhp.io import write_parquet
 from dhp.judging import build_prompt
@@ -47,14 +48,13 @@ def trie_size(seqs: list[list[int]]) -> int:
     return len(seen)
 
 
-def simulate_single_slot(seqs: list[list[int]], chunk: int) -> int:
-    """Tokens computed by the embedded backend's reuse rule (prefix of the previous prompt, rounded down
-    to a chunk boundary, at least the last token) for prompts in the given order."""
+def simulate_single_slot(seqs: list[list[int]]) -> int:
+    """Tokens computed by the embedded backend's reuse rule (the prefix shared with the previous prompt,
+    at least the last two tokens computed) for prompts in the given order."""
     prev: list[int] = []
     total = 0
     for s in seqs:
-        keep = min(_lcp(prev, s), len(s) - 1)
-        keep -= keep % chunk
+        keep = max(0, min(_lcp(prev, s), len(s) - 2))
         total += len(s) - keep
         prev = s
     return total
@@ -62,7 +62,7 @@ def simulate_single_slot(seqs: list[list[int]], chunk: int) -> int:
 
 def replay(backend, trace: list) -> float:
     """Seconds for bare llama-cpp-python calls doing exactly the judge's KV-cache operations: keep the first
-    n_past tokens, evaluate the new ones in the same chunks, decode the same tokens, read the last logits."""
+    n_past tokens, evaluate the new ones (llama.cpp batches them), decode the same tokens, read the last logits."""
     from llama_cpp import Llama
 
     raw = Llama(model_path=str(backend.model_path), n_ctx=backend.n_ctx, n_threads=backend.n_threads,
@@ -73,8 +73,8 @@ def replay(backend, trace: list) -> float:
         if op[0] == "prompt":
             _, keep, toks = op
             raw.n_tokens = keep
-            for start in range(keep, len(toks), backend.CHUNK):
-                raw.eval(toks[start: start + backend.CHUNK])
+            for start, end in prompt_batches(keep, len(toks), backend.n_batch):
+                raw.eval(toks[start:end])
         else:
             raw.eval([op[1]])
         int(np.ctypeslib.as_array(raw._ctx.get_logits_ith(-1), shape=(n_vocab,)).argmax())
@@ -208,9 +208,9 @@ def main() -> None:
     seqs = [backend.format_chat([{"role": "user", "content": p}])[0] for p in prompts]
     lower = trie_size(seqs)
     p2 = st["prompt_tokens_computed"] / lower
-    sim_grouped = simulate_single_slot(seqs, backend.CHUNK)
+    sim_grouped = simulate_single_slot(seqs)
     order = np.random.default_rng(0).permutation(len(seqs))
-    p2naive = simulate_single_slot([seqs[i] for i in order], backend.CHUNK) / lower
+    p2naive = simulate_single_slot([seqs[i] for i in order]) / lower
     print(f"[P1] {n_calls} calls: pipeline {t_pipe:.1f} s, matched raw replay {t_matched:.1f} s, "
           f"create_chat_completion {t_raw:.1f} s; prefill floor {floor_s:.1f} s")
     print(f"[P2] submitted {st['prompt_tokens_submitted']}, computed {st['prompt_tokens_computed']} "
