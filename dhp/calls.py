@@ -36,6 +36,9 @@ __all__ = [
 MAX_CONSECUTIVE_FAILURES = 20
 #: Tokens of chat-template wrapping (system prompt, role tags) beyond the user text, for estimates.
 TEMPLATE_MARGIN = 48
+#: When set, :func:`run` keeps a small JSON file at this path up to date ({"desc", "done", "total"}) so a
+#: process that runs notebooks (dhp.grid) can show the calls' progress that papermill's kernel hides.
+PROGRESS_ENV = "DHP_PROGRESS_FILE"
 
 
 @dataclass(frozen=True)
@@ -232,12 +235,14 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=desc, unit="call", disable=not progress)
+        outside = _ProgressFile(os.environ.get(PROGRESS_ENV), desc, len(todo))
         streak = [0]
 
         def on_result(batch: list[Call]):
             def cb(i: int, res: Any) -> None:
                 call = batch[i]
                 bar.update(1)
+                outside.update()
                 if isinstance(res, Exception):
                     stats["call_errors"] += 1
                     for k in call.keys:
@@ -263,9 +268,36 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
                 backend.loglikelihood_many([c.request for c in logliks], on_result=on_result(logliks))
         finally:
             bar.close()
+            outside.update(final=True)
     if not stats.pop("prompt_tokens_computed_known"):
         stats["prompt_tokens_computed"] = None
     return report
+
+
+class _ProgressFile:
+    """Progress of one :func:`run` written to a JSON file (atomically, at most every 0.5 s) for a watcher in
+    another process; a no-op without a path. Only counts are written, never prompts or keys."""
+
+    def __init__(self, path: str | None, desc: str, total: int):
+        self.path, self.desc, self.total, self.done, self.last = path, desc, total, 0, 0.0
+        self.update(count=False)
+
+    def update(self, final: bool = False, count: bool = True) -> None:
+        import json
+        import time
+
+        self.done += int(count and not final)
+        now = time.monotonic()
+        if not self.path or (not final and self.done < self.total and now - self.last < 0.5):
+            return
+        self.last = now
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"desc": self.desc, "done": self.done, "total": self.total, "pid": os.getpid()}, f)
+            os.replace(tmp, self.path)
+        except OSError:  # progress display is best effort: never fail a run for it
+            pass
 
 
 def _reason(e: BaseException) -> str:

@@ -5,12 +5,16 @@
 Layout (run_id from the YAML):
     runs/<run_id>/<dataset>/01_perturb.ipynb                 perturbation, once per dataset
     runs/<run_id>/<dataset>/<judge>-<mode>/02_judge.ipynb ... 05_response_styles.ipynb, one run_dir per point
-    runs/<run_id>/aggregate/04_figures.ipynb, 05_response_styles.ipynb   figures from the aggregated results
-    results/scores.csv, discernment.csv, summary.csv         all points together (numbers only, never texts)
+    runs/<run_id>/<judge>-<mode>/<method>/NN_*.ipynb         the other methods (`methods:`), per judge × mode
+    runs/<run_id>/aggregate/04_figures.ipynb, 05_..., 10_report_card.ipynb   from the aggregated results
+    results/scores.csv, discernment.csv, summary.csv, <method tables>, report_card.csv
+                                                             all points together (numbers only, never texts)
     figures/                                                 regenerated from results/
 
-A failing cell is recorded (notebook, parameters, cell index, error) and the other grid points go on;
-the run ends with a summary of failures and a non-zero exit status if any.
+Every notebook gets one progress line when it starts and one with its elapsed time when it ends; while it
+runs, a bar shows its model calls (the call engine reports them through DHP_PROGRESS_FILE). A failing cell
+is recorded (notebook, parameters, cell index, error) and the other grid points go on; the run ends with a
+summary of failures and a non-zero exit status if any.
 """
 
 from __future__ import annotations
@@ -33,6 +37,19 @@ from dhp.schema import DATASET_TASK
 from dhp.analysis.discernment import COMBINES
 
 KNOWN_MODES = ("logprobs", "likelihood", "sample")
+#: Methods beside DHP: name -> (notebook, the tables it writes that results/ collects, the modes it can run
+#: in: each asks for a 1-5 score, so likelihood does not apply). DHP itself runs as notebooks 01-05 per
+#: dataset in every mode; the report card (notebook 10) reads what results/ collected.
+METHOD_NOTEBOOKS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "criteria_confusion": ("07_criteria_confusion", ("confusion_summary.csv", "confusion_cells.csv"),
+                           ("logprobs", "sample")),
+    "decompose_aggregate": ("08_decompose_aggregate", ("pairwise_agreement.csv", "dna_bridge.csv"),
+                            ("logprobs", "sample")),
+    "dual_perspective": ("09_dual_perspective", ("global_kappa.csv", "local_accuracy.csv", "local_comparison.csv",
+                                                  "alignment.csv", "table1.csv"), ("logprobs", "sample")),
+}
+METHODS = ("dhp", *METHOD_NOTEBOOKS)
+REPORT_NB = "10_report_card"
 
 # key -> (accepted types, description); None in types means the key may be null.
 SCHEMA: dict[str, tuple[tuple, str]] = {
@@ -56,6 +73,8 @@ SCHEMA: dict[str, tuple[tuple, str]] = {
     "per_point_figures": ((bool,), "also run 04/05 inside each grid point (default true)"),
     "execution_timeout": ((int, type(None)), "seconds allowed per cell (null = no limit)"),
     "notebook_params": ((dict,), "extra parameters per notebook name, e.g. {02_judge: {max_tokens: 4}}"),
+    "methods": ((list,), f"methods to run per judge × mode, from {list(METHODS)} (default [dhp])"),
+    "report_card": ((bool,), "write results/report_card.csv and its figures at the end (default true)"),
 }
 REQUIRED = ("judges", "modes", "datasets")
 DEFAULTS = {
@@ -76,6 +95,8 @@ DEFAULTS = {
     "per_point_figures": True,
     "execution_timeout": None,
     "notebook_params": {},
+    "methods": ["dhp"],
+    "report_card": True,
 }
 PERTURB_NB = "01_perturb"
 POINT_NBS = ("02_judge", "03_discernment")
@@ -105,6 +126,9 @@ def validate_params(raw, source: str = "params") -> dict:
     bad = [d for d in p["datasets"] if d not in DATASET_TASK]
     if bad:
         raise DHPError(f"{source}: unknown dataset(s) {bad}.", f"use datasets from {sorted(DATASET_TASK)}.")
+    bad = [m for m in p["methods"] if m not in METHODS]
+    if bad or not p["methods"]:
+        raise DHPError(f"{source}: unknown or no method(s) {bad or p['methods']}.", f"use methods from {list(METHODS)}.")
     bad = [m for m in p["modes"] if m not in KNOWN_MODES]
     if bad:
         raise DHPError(f"{source}: unknown mode(s) {bad}.", f"use modes from {list(KNOWN_MODES)}.")
@@ -157,6 +181,8 @@ class Report:
     failures: list[Failure] = field(default_factory=list)
     timings: list[tuple[str, float]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    not_applicable: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
 
 
 def _declared_parameters(nb_path: Path) -> set[str] | None:
@@ -180,8 +206,79 @@ def _declared_parameters(nb_path: Path) -> set[str] | None:
     return None
 
 
+class _CallProgress:
+    """A tqdm bar in this process fed by the JSON file that dhp.calls keeps up to date inside the notebook's
+    kernel (papermill shows nothing of a cell until it ends). One bar per call-engine run; polled twice a
+    second by a daemon thread."""
+
+    def __init__(self, label: str):
+        import tempfile
+        import threading
+
+        fd, self.path = tempfile.mkstemp(prefix="dhp-progress-", suffix=".json")
+        os.close(fd)
+        os.unlink(self.path)  # the kernel creates it when its first run starts
+        self.label, self.bar, self.key = label, None, None
+        self.printed, self.shown = 0.0, None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self):
+        from dhp.calls import PROGRESS_ENV
+
+        self.saved = os.environ.get(PROGRESS_ENV)
+        os.environ[PROGRESS_ENV] = self.path  # the kernel inherits this process's environment
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        from dhp.calls import PROGRESS_ENV
+
+        self.stop.set()
+        self.thread.join()
+        self._show()  # the last state, so a bar ends at its true count
+        if self.bar is not None:
+            self.bar.close()
+        if self.saved is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = self.saved
+        Path(self.path).unlink(missing_ok=True)
+
+    def _poll(self):
+        while not self.stop.wait(0.5):
+            self._show()
+
+    def _show(self):
+        import json
+
+        try:
+            state = json.loads(Path(self.path).read_text())
+        except (OSError, ValueError):
+            return
+        key = (state.get("pid"), state.get("desc"), state.get("total"))
+        done, total = int(state.get("done", 0)), int(state.get("total", 0))
+        label = f"  {self.label}: {state.get('desc', 'calls')}"
+        if not sys.stdout.isatty():  # a log file: a plain line per run start, every 15 s and at the end
+            now = time.monotonic()
+            if key != self.key or now - self.printed >= 15 or (done == total and self.shown != (key, done)):
+                self.key, self.printed, self.shown = key, now, (key, done)
+                print(f"{label}: {done}/{total} calls", flush=True)
+            return
+        from tqdm import tqdm
+
+        if key != self.key:  # a new call-engine run inside the notebook: a new bar
+            if self.bar is not None:
+                self.bar.close()
+            self.key = key
+            self.bar = tqdm(total=total, desc=label, unit="call", file=sys.stdout, mininterval=1.0, leave=True)
+        self.bar.n = done
+        self.bar.refresh()
+
+
 def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, report: Report) -> bool:
-    """Run one notebook; pass only the parameters it declares (plus explicit extras). True if it succeeded."""
+    """Run one notebook; pass only the parameters it declares (plus explicit extras). True if it succeeded.
+    Prints a line when it starts, a bar for its model calls while it runs and its elapsed time at the end."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -193,12 +290,13 @@ def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, 
     t0 = time.perf_counter()
     print(f"[grid] {rel}  {use}", flush=True)
     try:
-        pm.execute_notebook(
-            str(nb_path), str(out_path), parameters=use, cwd=str(nb_path.parent), progress_bar=False,
-            execution_timeout=p["execution_timeout"], kernel_name="python3",
-            # the kernel's start-up warning about its loopback TCP transport is noise in a batch log
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        )  # fmt: skip
+        with _CallProgress(out_path.stem):
+            pm.execute_notebook(
+                str(nb_path), str(out_path), parameters=use, cwd=str(nb_path.parent), progress_bar=False,
+                execution_timeout=p["execution_timeout"], kernel_name="python3",
+                # the kernel's start-up warning about its loopback TCP transport is noise in a batch log
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            )  # fmt: skip
         ok = True
     except PapermillExecutionError as e:
         src = (e.source or "").strip().splitlines()
@@ -210,7 +308,10 @@ def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, 
     except Exception as e:  # kernel died, notebook missing, timeout...
         report.failures.append(Failure(rel, use, "(before/outside a cell)", f"{type(e).__name__}: {str(e)[:500]}"))
         ok = False
-    report.timings.append((rel, time.perf_counter() - t0))
+    elapsed = time.perf_counter() - t0
+    report.timings.append((rel, elapsed))
+    print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {elapsed:.1f} s "
+          f"(grid elapsed {time.perf_counter() - report.started:.0f} s)", flush=True)
     return ok
 
 
@@ -292,29 +393,29 @@ STAGE_OUTPUTS = ("dataset.parquet", "perturbed.parquet", "scores.parquet", "disc
                  "failures.csv", "judge_stats.json")
 
 
-def _clear_outputs(folder: Path) -> None:
-    for name in STAGE_OUTPUTS:
+def _clear_outputs(folder: Path, names) -> None:
+    for name in names:
         (folder / name).unlink(missing_ok=True)
 
 
-def run_grid(p: dict) -> Report:
-    """Run the whole grid described by validated parameters `p` (see validate_params).
+def _method_params(p: dict, judge: str, mode: str, run_dir: Path) -> dict:
+    """What every method notebook gets from the grid; each method's own sizes (items, pairs, targets) come
+    from its notebook's defaults or from notebook_params, since they mean different things per method."""
+    c = {"judge": judge, "mode": mode, "seed": p["seed"], "run_dir": str(run_dir),
+         "figures_dir": str(run_dir / "figures")}
+    if p["data_dir"] is not None:
+        c["data_dir"] = str(resolve(p["data_dir"]))
+    c["cache_path"] = str(resolve(p["cache"])) if p["cache"] is not None else str(run_dir / "cache.sqlite")
+    return c
 
-    Each dataset folder and grid point has its previous output tables removed before it runs, and only
-    points whose every notebook succeeded are aggregated, so results/ never mixes in stale tables."""
-    report = Report()
-    if p["storycloze_path"]:
-        # Story Cloze is only read from a user path; the loader also looks at this variable.
-        os.environ["DHP_STORYCLOZE_PATH"] = str(resolve(p["storycloze_path"]))
-    if p["data_dir"]:
-        os.environ["DHP_DATA_DIR"] = str(resolve(p["data_dir"]))
-    root = resolve(p["runs_dir"]) / p["run_id"]
-    common = _common(p)
+
+def _run_dhp(p: dict, root: Path, common: dict, report: Report) -> list[Path]:
+    """Notebooks 01 (per dataset) and 02-03 (+ 04/05) per judge × mode; returns the points that succeeded."""
     extras = p["notebook_params"]
     point_dirs: list[Path] = []
     for ds in p["datasets"]:
         ds_dir = root / ds
-        _clear_outputs(ds_dir)
+        _clear_outputs(ds_dir, STAGE_OUTPUTS)
         ok = _execute(_nb(p, PERTURB_NB), ds_dir / f"{PERTURB_NB}.ipynb",
                       {**common, "dataset": ds, "run_dir": str(ds_dir)}, extras.get(PERTURB_NB, {}), p, report)  # fmt: skip
         if not ok:
@@ -323,7 +424,7 @@ def run_grid(p: dict) -> Report:
         for judge in p["judges"]:
             for mode in p["modes"]:
                 pt = ds_dir / f"{slug(judge)}-{mode}"
-                _clear_outputs(pt)
+                _clear_outputs(pt, STAGE_OUTPUTS)
                 for stage_table in ("dataset.parquet", "perturbed.parquet"):  # notebook 01's outputs, read by 02
                     if (ds_dir / stage_table).exists():
                         _link_or_copy(ds_dir / stage_table, pt / stage_table)
@@ -336,15 +437,85 @@ def run_grid(p: dict) -> Report:
                         break
                 else:  # only a point whose every notebook succeeded reaches results/
                     point_dirs.append(pt)
-    tables = aggregate(point_dirs, p["results_dir"])
-    if "summary" in tables:
-        agg_dir = root / "aggregate"
-        params = {**common, "run_dir": str(agg_dir), "results_dir": str(resolve(p["results_dir"])),
+    return point_dirs
+
+
+def _run_methods(p: dict, root: Path, report: Report) -> dict[str, list[Path]]:
+    """The non-DHP methods per judge × mode, in the grid's order; returns method -> folders that succeeded."""
+    done: dict[str, list[Path]] = {}
+    for judge in p["judges"]:
+        for mode in p["modes"]:
+            for method in p["methods"]:
+                if method == "dhp":
+                    continue
+                nb, tables, modes = METHOD_NOTEBOOKS[method]
+                if mode not in modes:  # the card then says "not run" for this judge × mode
+                    report.not_applicable.append(f"{method} for {judge} in {mode} mode (it runs in {', '.join(modes)})")
+                    continue
+                folder = root / f"{slug(judge)}-{mode}" / method
+                _clear_outputs(folder, tables)
+                if _execute(_nb(p, nb), folder / f"{nb}.ipynb", _method_params(p, judge, mode, folder),
+                            p["notebook_params"].get(nb, {}), p, report):
+                    done.setdefault(method, []).append(folder)
+    return done
+
+
+def aggregate_methods(done: dict[str, list[Path]], results_dir, report: Report) -> dict[str, Path]:
+    """Concatenate each method's tables over judge × mode into results_dir (CSV). Every table written
+    there carries judge and mode columns, so the report card can tell judges apart; a table without them
+    is reported as a failure and left out."""
+    out = {}
+    for method, folders in done.items():
+        for name in METHOD_NOTEBOOKS[method][1]:
+            parts = []
+            for folder in folders:
+                t = _read_any(folder, Path(name).stem)
+                if t is None:
+                    continue
+                if "judge" not in t.columns or "mode" not in t.columns:
+                    report.failures.append(Failure(_rel(folder / name), {}, "(aggregation)",
+                                                   "the table has no judge/mode columns: write them with "
+                                                   "dhp.analysis.label_judge in the method's notebook"))
+                    continue
+                parts.append(t)
+            if parts:
+                out[name] = write_csv(pd.concat(parts, ignore_index=True), resolve(results_dir) / name)
+    return out
+
+
+def run_grid(p: dict) -> Report:
+    """Run the whole grid described by validated parameters `p` (see validate_params).
+
+    Each dataset folder, grid point and method folder has its previous output tables removed before it
+    runs, and only those whose every notebook succeeded are aggregated, so results/ never mixes in stale
+    tables. The report card (notebook 10) then reads results/."""
+    report = Report()
+    if p["storycloze_path"]:
+        # Story Cloze is only read from a user path; the loader also looks at this variable.
+        os.environ["DHP_STORYCLOZE_PATH"] = str(resolve(p["storycloze_path"]))
+    if p["data_dir"]:
+        os.environ["DHP_DATA_DIR"] = str(resolve(p["data_dir"]))
+    root = resolve(p["runs_dir"]) / p["run_id"]
+    common = _common(p)
+    results = resolve(p["results_dir"])
+    for name in [t for _, tables, _ in METHOD_NOTEBOOKS.values() for t in tables] + ["report_card.csv"]:
+        (results / name).unlink(missing_ok=True)  # a method not run this time must read "not run" on the card
+    point_dirs = _run_dhp(p, root, common, report) if "dhp" in p["methods"] else []
+    done = _run_methods(p, root, report)
+    tables = aggregate(point_dirs, p["results_dir"]) if point_dirs else {}
+    tables.update(aggregate_methods(done, p["results_dir"], report))
+    agg_dir = root / "aggregate"
+    agg_params = {**common, "run_dir": str(agg_dir), "results_dir": str(results),
                   "figures_dir": str(resolve(p["figures_dir"]))}  # fmt: skip
+    if "summary" in tables:
         for name in FIGURE_NBS:
-            _execute(_nb(p, name), agg_dir / f"{name}.ipynb", params, extras.get(name, {}), p, report)
-    else:
+            _execute(_nb(p, name), agg_dir / f"{name}.ipynb", agg_params, p["notebook_params"].get(name, {}), p, report)
+    elif "dhp" in p["methods"]:
         report.skipped.append("aggregate figures (no summary table from any grid point)")
+    if p["report_card"] and tables:
+        _execute(_nb(p, REPORT_NB), agg_dir / f"{REPORT_NB}.ipynb",
+                 {"run_dir": str(results), "figures_dir": str(resolve(p["figures_dir"]))},
+                 p["notebook_params"].get(REPORT_NB, {}), p, report)
     return report
 
 
@@ -358,6 +529,8 @@ def print_report(report: Report, total_s: float, out=None) -> None:
         print(f"[grid] skipped after a failure: {len(report.skipped)}", file=out)
         for s in report.skipped:
             print(f"  - {s}", file=out)
+    for s in report.not_applicable:
+        print(f"[grid] not run: {s}", file=out)
     if report.failures:
         print(f"[grid] {len(report.failures)} FAILED notebook(s):", file=out)
         for f in report.failures:

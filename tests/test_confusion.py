@@ -222,3 +222,15 @@ def test_aspect_correlations():
     assert np.allclose(corr.to_numpy(), corr.to_numpy().T)
     with pytest.raises(DHPError):
         aspect_correlations(scores, "term")
+
+
+def test_a_judge_without_usable_pairs_gets_nan_shares_not_zero():
+    # Every perturbed score unparsable (NaN): nothing can be tested, so no share may read as 0.
+    scores = _scores(lambda a, s: 0.0, n_items=4)
+    scores.loc[scores["variant"] == "perturbed", "score"] = np.nan
+    cells = confusion_cells(scores, load_expectations())
+    assert cells.empty and "significant_drop" in cells.columns
+    summary = confusion_summary(cells, description_types=["detailed"])
+    row = summary.set_index("description_type").loc["detailed"]
+    assert row["n_S_T"] == 0 and row["n_S_F"] == 0
+    assert np.isnan(row[["share_ST_D_gt_1", "share_SF_invariant", "share_SF_dropped", "confusion_index"]].astype(float)).all()

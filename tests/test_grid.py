@@ -80,7 +80,8 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
             "from pathlib import Path\nPath(figures_dir).mkdir(parents=True, exist_ok=True)\n"
             f"Path(figures_dir, '{name}.txt').write_text(results_dir or run_dir)")
     cfg = {**BASE, "judges": ["bad", "good"], "run_id": "t", "notebooks_dir": str(nbs), "runs_dir": str(tmp_path / "runs"),
-           "results_dir": str(tmp_path / "results"), "figures_dir": str(tmp_path / "figures"), "per_point_figures": False}
+           "results_dir": str(tmp_path / "results"), "figures_dir": str(tmp_path / "figures"), "per_point_figures": False,
+           "report_card": False}
     f = tmp_path / "grid.yaml"
     f.write_text(yaml.safe_dump(cfg))
 
@@ -105,3 +106,48 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
     assert list(scores["judge"]) == ["good"] and "text" not in scores.columns  # numbers only
     assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["good"]
     assert (tmp_path / "figures" / "04_figures.txt").read_text() == str(resolve(tmp_path / "results"))
+
+
+@pytest.mark.slow
+def test_methods_run_per_judge_and_mode_and_their_tables_reach_results_and_the_card(tmp_path, capsys):
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    write = ("import pandas as pd\nfrom pathlib import Path\nPath(run_dir).mkdir(parents=True, exist_ok=True)\n"
+             "row = {'judge': judge + ':id', 'mode': mode, 'value': 1.0}\n")
+    params = 'run_dir = "x"\njudge = "j"\nmode = "m"\nseed = 0\ncache_path = None\nfigures_dir = None\nn_items = 9'
+    _nb(nbs / "07_criteria_confusion.ipynb", params,
+        write + "assert n_items == 2 and cache_path.endswith('shared.sqlite')\n"
+        "for name in ('confusion_summary.csv', 'confusion_cells.csv'):\n"
+        "    pd.DataFrame([row]).to_csv(Path(run_dir, name), index=False)")
+    _nb(nbs / "09_dual_perspective.ipynb", params,
+        write + "if judge == 'bad':\n    raise RuntimeError('dual exploded')\n"
+        "pd.DataFrame([row]).to_csv(Path(run_dir, 'global_kappa.csv'), index=False)\n"
+        "pd.DataFrame([{'value': 2.0}]).to_csv(Path(run_dir, 'alignment.csv'), index=False)  # no judge column")
+    _nb(nbs / "10_report_card.ipynb", 'run_dir = "x"\nfigures_dir = None',
+        "from pathlib import Path\nPath(run_dir, 'report_card.csv').write_text(','.join(sorted(p.name for p in Path(run_dir).iterdir())))")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "pairwise_agreement.csv").write_text("judge,mode\nstale,stale\n")  # from an earlier run
+    cfg = {**BASE, "judges": ["good", "bad"], "methods": ["criteria_confusion", "dual_perspective"], "run_id": "t",
+           "notebooks_dir": str(nbs), "runs_dir": str(tmp_path / "runs"), "results_dir": str(results),
+           "figures_dir": str(tmp_path / "figures"), "cache": str(tmp_path / "shared.sqlite"),
+           "notebook_params": {"07_criteria_confusion": {"n_items": 2}}}
+    f = tmp_path / "grid.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+
+    assert grid.main([str(f)]) == 1
+    text = capsys.readouterr().out
+    assert "dual exploded" in text and "no judge/mode columns" in text
+    assert "[grid] done" in text and " in " in text  # a line per notebook with its elapsed time
+    conf = pd.read_csv(results / "confusion_summary.csv")
+    assert sorted(conf["judge"]) == ["bad:id", "good:id"] and set(conf["mode"]) == {"logprobs"}
+    assert pd.read_csv(results / "global_kappa.csv")["judge"].tolist() == ["good:id"]
+    assert not (results / "alignment.csv").exists() and not (results / "pairwise_agreement.csv").exists()
+    assert (tmp_path / "runs" / "t" / "good-logprobs" / "criteria_confusion" / "07_criteria_confusion.ipynb").exists()
+    # the card ran last, on results/, after the tables were collected
+    assert (results / "report_card.csv").read_text() == "confusion_cells.csv,confusion_summary.csv,global_kappa.csv"
+
+
+def test_unknown_method_is_rejected():
+    with pytest.raises(DHPError, match="unknown or no method"):
+        grid.validate_params({**BASE, "methods": ["dhp", "vibes"]})

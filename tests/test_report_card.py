@@ -70,3 +70,23 @@ def test_description_type_comparison_figure_has_a_bar_group_per_type():
     assert labels == ["gold", "detailed"]
     heights = sorted(round(p.get_height(), 2) for p in fig.axes[0].patches if p.get_height() == p.get_height())
     assert 0.75 in heights and 0.25 in heights
+
+
+def test_cards_for_every_judge_in_stacked_tables_keep_each_judges_numbers(tmp_path):
+    from dhp.analysis.report_card import report_cards_from_runs
+
+    two = pd.concat([_summary(), _summary().assign(judge="k", D_avg=0.3)])
+    two.to_csv(tmp_path / "summary.csv", index=False)
+    pd.DataFrame([{"judge": "k", "mode": "logprobs", "aspect": "fluency", "kappa": 0.5, "n": 4},
+                  {"judge": "j", "mode": "logprobs", "aspect": "fluency", "kappa": -0.1, "n": 6}]).to_csv(
+        tmp_path / "global_kappa.csv", index=False)
+    cards = report_cards_from_runs({m: tmp_path for m in METHODS})
+    assert sorted(set(zip(cards["judge"], cards["mode"]))) == [("j", "logprobs"), ("k", "logprobs")]
+    d = cards[cards["measure"] == "D_avg"].set_index("judge")["value"]
+    assert d.to_dict() == {"j": 1.4, "k": 0.3}
+    kappa = cards[cards["measure"] == "kappa"].set_index("judge")[["value", "n"]]
+    assert kappa.loc["j"].tolist() == [-0.1, 6] and kappa.loc["k"].tolist() == [0.5, 4]
+    only_k = report_cards_from_runs({m: tmp_path for m in METHODS}, judge="k")
+    assert set(only_k["judge"]) == {"k"}
+    missing = report_cards_from_runs({m: tmp_path for m in METHODS}, judge="z", mode="sample")
+    assert (missing["status"] == "not run").all() and len(missing) == len(METHODS)

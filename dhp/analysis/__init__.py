@@ -76,6 +76,17 @@ def run_analysis(name: str, run_dir: str | os.PathLike, figures_dir: str | os.Pa
     return paths
 
 
+def label_judge(table: pd.DataFrame, judge, mode: str) -> pd.DataFrame:
+    """``table`` with ``judge`` (the backend's identity, as every scores table names it: e.g. "embedded" ->
+    "embedded:smollm2-135m") and ``mode`` as its first columns, so tables of several judges can be stacked
+    (dhp.grid collects them into results/, the report card reads them)."""
+    from dhp.backends import get_backend
+
+    name = get_backend(judge).identity
+    rest = table.drop(columns=[c for c in ("judge", "mode") if c in table.columns])
+    return rest.assign(judge=name, mode=mode)[["judge", "mode", *rest.columns]]
+
+
 @analysis("discernment", reads=("scores.parquet",), writes=("discernment.csv", "summary.csv"))
 def _discernment(scores: pd.DataFrame, expert_weights=None, combine: str = "paper", n_boot: int = 200,
                  n_null: int = 1000, seed: int = 0) -> dict[str, pd.DataFrame]:
@@ -98,7 +109,7 @@ def _confusion(scores: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05,
     from dhp.datasets.criteria_hu2024 import load_expectations
 
     cells = cf.confusion_cells(scores, load_expectations(), delta=delta, alpha=alpha, adjust_method=adjust_method)
-    summary = cf.confusion_summary(cells)
+    summary = cf.confusion_summary(cells, description_types=list(dict.fromkeys(scores["description_type"])))
     summary.insert(0, "mode", scores["mode"].iloc[0] if "mode" in scores and len(scores) else "")
     summary.insert(0, "judge", scores["judge"].iloc[0] if "judge" in scores and len(scores) else "")
     return {"confusion_cells.csv": cells, "confusion_summary.csv": summary}

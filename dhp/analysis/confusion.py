@@ -22,7 +22,8 @@ from dhp.errors import DHPError
 __all__ = ["adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "directional_test",
            "equivalence_test", "mean_drop_table", "paired_drops"]
 
-SCORE_COLUMNS = ["item_id", "attack", "aspect", "description_type", "variant", "score"]
+#: Columns of the aspect scores table (dhp.judging.aspects) the statistics need.
+REQUIRED_ASPECT_COLUMNS = ["item_id", "attack", "aspect", "description_type", "variant", "score"]
 CELL_KEYS = ["attack", "aspect", "description_type"]
 ATTACK_ORDER = (
     "repetition", "passive_voice", "inversion", "improper_connective", "sentence_exchange",
@@ -57,11 +58,11 @@ def paired_drops(scores: pd.DataFrame) -> pd.DataFrame:
     Pairs where either side is NaN are dropped. Originals with an empty/NaN attack are shared by
     all attacks of the same item, aspect and description type.
     """
-    _require(scores, SCORE_COLUMNS, "scores")
+    _require(scores, REQUIRED_ASPECT_COLUMNS, "scores")
     bad = set(scores["variant"].dropna().unique()) - {"original", "perturbed"}
     if bad:
         raise DHPError(f"Unknown variant value(s): {sorted(bad)}.", 'use only "original" and "perturbed".')
-    df = scores[SCORE_COLUMNS].copy()
+    df = scores[REQUIRED_ASPECT_COLUMNS].copy()
     df["score"] = pd.to_numeric(df["score"], errors="coerce")
     base = ["item_id", "aspect", "description_type"]
     pert = (df[df["variant"] == "perturbed"].groupby(base + ["attack"], dropna=False, sort=False)["score"]
@@ -182,12 +183,15 @@ def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: flo
     significant_drop, p_equivalence, invariant.
     p_directional_adj is adjusted (holm or bh) across all cells of the same description_type, S_T,
     S_F and excluded alike; significant_drop = p_directional_adj < alpha. D uses the raw p value.
+    A judge without a single usable original/perturbed pair gets no cells (an empty table), not an error:
+    confusion_summary then reports its description types with NaN shares.
     """
     _require(expectations, ["attack", "aspect", "set"], "expectations")
+    cols = ["attack", "aspect", "description_type", "set", "mean_drop", "n_pairs", "p_directional",
+            "p_directional_adj", "D", "significant_drop", "p_equivalence", "invariant"]
     drops = paired_drops(scores)
     if drops.empty:
-        raise DHPError("No complete original/perturbed score pairs were found.",
-                       "check that item_id, aspect and description_type match between the two variants.")
+        return pd.DataFrame(columns=cols)
     direc = directional_test(drops)
     equiv = equivalence_test(drops, delta=delta, alpha=alpha)[CELL_KEYS + ["p_equivalence", "invariant"]]
     cells = direc.merge(equiv, on=CELL_KEYS, how="left")
@@ -199,13 +203,12 @@ def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: flo
         cells.loc[idx, "p_directional_adj"] = adjust(cells.loc[idx, "p_directional"].to_numpy(), adjust_method)
     cells["significant_drop"] = (cells["p_directional_adj"] < alpha).astype(bool)
     cells["invariant"] = cells["invariant"].fillna(False).astype(bool)
-    cols = ["attack", "aspect", "description_type", "set", "mean_drop", "n_pairs", "p_directional",
-            "p_directional_adj", "D", "significant_drop", "p_equivalence", "invariant"]
     return cells[cols].reset_index(drop=True)
 
 
-def confusion_summary(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per description_type summary of `confusion_cells`.
+def confusion_summary(cells: pd.DataFrame, description_types=()) -> pd.DataFrame:
+    """Per description_type summary of `confusion_cells` (plus a row for each of ``description_types`` that
+    has no cell, i.e. no usable pair: counts 0, shares NaN).
 
     Output columns: description_type, n_S_T, n_S_F, share_ST_D_gt_1 (share of S_T cells with D > 1),
     share_SF_invariant (share of S_F cells passing the equivalence test), share_SF_dropped (share of
@@ -214,7 +217,9 @@ def confusion_summary(cells: pd.DataFrame) -> pd.DataFrame:
     """
     _require(cells, ["description_type", "set", "D", "significant_drop", "invariant"], "cells")
     rows = []
-    for dtype, grp in cells.groupby("description_type", sort=False):
+    groups = dict(list(cells.groupby("description_type", sort=False)))
+    for dtype in [*groups, *[t for t in description_types if t not in groups]]:
+        grp = groups.get(dtype, cells.iloc[:0])
         st, sf = grp[grp["set"] == "S_T"], grp[grp["set"] == "S_F"]
         sig_st, sig_sf = int(st["significant_drop"].sum()), int(sf["significant_drop"].sum())
         rows.append({
@@ -252,7 +257,7 @@ def aspect_correlations(scores: pd.DataFrame, description_type: str = "detailed"
     Rows of the pivot are (item_id, variant, attack) and columns are aspects (paper order); repeated
     scores are averaged; correlations use pairwise-complete rows (pandas DataFrame.corr).
     """
-    _require(scores, SCORE_COLUMNS, "scores")
+    _require(scores, REQUIRED_ASPECT_COLUMNS, "scores")
     sub = scores[scores["description_type"] == description_type].copy()
     if sub.empty:
         raise DHPError(f"No scores for description_type {description_type!r}.",

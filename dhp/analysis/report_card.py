@@ -50,21 +50,29 @@ def _dhp(summary: pd.DataFrame, judge: str, mode: str) -> list[dict]:
     return rows
 
 
+def _of(table: pd.DataFrame | None, judge: str, mode: str) -> pd.DataFrame | None:
+    """The rows of one judge × mode (a table without judge/mode columns is one judge's own run folder)."""
+    if table is None or "judge" not in table or "mode" not in table:
+        return table
+    return table[(table["judge"] == judge) & (table["mode"] == mode)]
+
+
 def _confusion(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
-    sub = table[(table["judge"] == judge) & (table["mode"] == mode)] if "judge" in table else table
+    sub = _of(table, judge, mode)
     return [_row(judge, mode, "criteria_confusion", m, r["description_type"], r[m],
                  n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF") else math.nan)
             for r in sub.to_dict("records") for m in ("share_ST_D_gt_1", "share_SF_invariant", "confusion_index")]
 
 
 def _agreement(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
-    sub = table[(table["judge"] == judge) & (table["mode"] == mode)]
+    sub = _of(table, judge, mode)
     return [_row(judge, mode, "decompose_aggregate", m, f"{r['subset']}/{r['strategy']}", r[m], n=r["n"])
             for r in sub.to_dict("records") for m in ("agreement", "position_consistency")]
 
 
 def _dual(kappa: pd.DataFrame | None, local: pd.DataFrame | None, judge: str, mode: str) -> list[dict]:
     rows = []
+    kappa, local = _of(kappa, judge, mode), _of(local, judge, mode)
     for r in ([] if kappa is None else kappa.to_dict("records")):
         rows.append(_row(judge, mode, "dual_perspective", "kappa", r["aspect"], r["kappa"], n=r.get("n")))
     for r in ([] if local is None else local.to_dict("records")):
@@ -75,7 +83,7 @@ def _dual(kappa: pd.DataFrame | None, local: pd.DataFrame | None, judge: str, mo
 
 def _alignment(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
     return [_row(judge, mode, "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"], r["value"],
-                 r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in table.to_dict("records")]
+                 r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in _of(table, judge, mode).to_dict("records")]
 
 
 def report_card(judge: str, mode: str, summary: pd.DataFrame | None = None, confusion: pd.DataFrame | None = None,
@@ -98,9 +106,8 @@ def report_card(judge: str, mode: str, summary: pd.DataFrame | None = None, conf
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
-def report_card_from_runs(judge: str, mode: str, runs: dict[str, str | os.PathLike | None]) -> pd.DataFrame:
-    """The card from run folders: ``runs`` maps a method (METHODS) to the folder holding its tables
-    (SOURCES); a missing folder or file means "not run"."""
+def _read_sources(runs: dict[str, str | os.PathLike | None]) -> dict[str, pd.DataFrame | None]:
+    """report_card's keyword -> table read from the folder ``runs`` gives for its method (None: absent)."""
     from dhp.io import resolve
 
     def read(method: str, name: str) -> pd.DataFrame | None:
@@ -108,12 +115,30 @@ def report_card_from_runs(judge: str, mode: str, runs: dict[str, str | os.PathLi
         path = resolve(folder) / name if folder else None
         return pd.read_csv(path) if path is not None and path.is_file() else None
 
-    return report_card(judge, mode, summary=read("dhp", "summary.csv"),
-                       confusion=read("criteria_confusion", "confusion_summary.csv"),
-                       agreement=read("decompose_aggregate", "pairwise_agreement.csv"),
-                       kappa=read("dual_perspective", "global_kappa.csv"),
-                       local=read("dual_perspective", "local_accuracy.csv"),
-                       alignment=read("human_alignment", "alignment.csv"))
+    return {"summary": read("dhp", "summary.csv"), "confusion": read("criteria_confusion", "confusion_summary.csv"),
+            "agreement": read("decompose_aggregate", "pairwise_agreement.csv"),
+            "kappa": read("dual_perspective", "global_kappa.csv"), "local": read("dual_perspective", "local_accuracy.csv"),
+            "alignment": read("human_alignment", "alignment.csv")}
+
+
+def report_card_from_runs(judge: str, mode: str, runs: dict[str, str | os.PathLike | None]) -> pd.DataFrame:
+    """The card from run folders: ``runs`` maps a method (METHODS) to the folder holding its tables
+    (SOURCES); a missing folder or file means "not run"."""
+    return report_card(judge, mode, **_read_sources(runs))
+
+
+def report_cards_from_runs(runs: dict[str, str | os.PathLike | None], judge: str | None = None,
+                           mode: str | None = None) -> pd.DataFrame:
+    """The cards of every judge × mode named in the tables (or only ``judge`` / ``mode``), stacked; the pairs
+    come from the tables' judge and mode columns, sorted. Empty (CARD_COLUMNS) when no table names one."""
+    tables = _read_sources(runs)
+    pairs = sorted({(j, m) for t in tables.values() if t is not None and {"judge", "mode"} <= set(t.columns)
+                    for j, m in zip(t["judge"].astype(str), t["mode"].astype(str))
+                    if (judge is None or j == judge) and (mode is None or m == mode)})
+    if judge is not None and mode is not None and not pairs:
+        pairs = [(judge, mode)]  # asked for explicitly: its card says what was not run
+    cards = [report_card(j, m, **tables) for j, m in pairs]
+    return pd.concat(cards, ignore_index=True) if cards else pd.DataFrame(columns=CARD_COLUMNS)
 
 
 def headline(card: pd.DataFrame) -> pd.DataFrame:
