@@ -86,3 +86,17 @@ def test_wmt22_loaders_align_outputs_scores_and_segments():
     assert d["seg_id"].between(1, 1875).all() and not d["system"].str.contains(r"\.\d+$").any()
     with pytest.raises(DHPError, match="pair"):
         w.load_da("fr-en")
+
+
+def test_one_document_or_segment_gives_an_estimate_without_an_interval():
+    one = table()[lambda t: t["doc_id"] == "d1"]
+    out = alignment_table(one, n_boot=50, seed=0)
+    assert out["value"].notna().all()
+    assert out["ci_lo"].isna().all() and out["ci_hi"].isna().all()  # not a zero-width "certain" interval
+    two = alignment_table(table()[lambda t: t["doc_id"] != "d3"], n_boot=50, seed=0)
+    assert two["ci_lo"].notna().any()
+    from dhp.analysis.alignment import segment_table
+
+    seg = pd.DataFrame({"seg_id": [1, 1, 1], "system": ["A", "B", "C"], "mqm": [0.0, -1.0, -5.0], "judge": [3.0, 2.0, 1.0]})
+    s = segment_table(seg, n_boot=20)
+    assert s["ci_lo"].isna().all() and s["value"].notna().any()

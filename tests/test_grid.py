@@ -42,7 +42,12 @@ def test_shipped_yamls_are_valid(monkeypatch):
     monkeypatch.setenv("DHP_STORYCLOZE_PATH", "/nonexistent/only-for-validation.csv")
     demo = grid.load_params("params/demo.yaml")
     paper = grid.load_params("params/paper.yaml")
-    assert {"logprobs", "likelihood"} <= set(demo["modes"]) and "storycloze" in demo["datasets"]
+    three = grid.load_params("params/dhp_three_datasets.yaml")
+    assert set(demo["methods"]) == set(grid.METHODS) and demo["report_card"] and demo["cache"]
+    # every method notebook of the demo runs in the demo's modes
+    assert all(m in grid.METHOD_NOTEBOOKS[x][2] for x in demo["methods"] if x != "dhp" for m in demo["modes"])
+    assert {"logprobs", "likelihood"} <= set(three["modes"]) and "storycloze" in three["datasets"]
+    assert three["results_dir"] != demo["results_dir"]
     assert paper["n_items"] == 100 and len(paper["datasets"]) >= 6
 
 

@@ -49,10 +49,21 @@ def system_level(df: pd.DataFrame, stat: str = "kendall") -> tuple[float, int]:
     return _corr(stat, m["human"].to_numpy(float), m["judge"].to_numpy(float)), len(m)
 
 
+def _interval(boots: np.ndarray, n_units: int, lo_q: float, hi_q: float) -> tuple[float, float]:
+    """Percentile interval of the finite bootstrap values; NaN with fewer than two resampling units (a
+    resample of one document is that document: a zero-width interval would claim certainty)."""
+    boots = boots[np.isfinite(boots)]
+    if n_units < 2 or not len(boots):
+        return math.nan, math.nan
+    lo, hi = np.percentile(boots, [lo_q, hi_q])
+    return float(lo), float(hi)
+
+
 def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
     """Summary-level Spearman and Kendall and system-level Pearson/Spearman/Kendall per aspect, each with
     a percentile bootstrap interval over documents (documents resampled with replacement, all their
-    systems kept). ``n`` is documents (summary level) or systems (system level)."""
+    systems kept; no interval from a single document). ``n`` is documents (summary level) or systems
+    (system level)."""
     df = _check(df)
     rng = np.random.default_rng(seed)
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
@@ -67,10 +78,9 @@ def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: flo
             for stat in stats:
                 value, n = fn(g, stat)
                 boots = np.array([fn(s, stat)[0] for s in samples]) if n_boot else np.array([])
-                boots = boots[np.isfinite(boots)]
-                lo, hi = np.percentile(boots, [lo_q, hi_q]) if len(boots) else (math.nan, math.nan)
+                lo, hi = _interval(boots, len(docs), lo_q, hi_q)
                 rows.append({"view": view, "aspect": aspect, "statistic": stat, "value": value,
-                             "ci_lo": float(lo), "ci_hi": float(hi), "n": n})
+                             "ci_lo": lo, "ci_hi": hi, "n": n})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -106,7 +116,7 @@ def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", va
 def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", n_boot: int = 1000, seed: int = 0,
                   ci: float = 0.95, aspect: str = "") -> pd.DataFrame:
     """alignment.csv rows (view "segment") for both variants, with percentile intervals from resampling
-    segments (all systems of a drawn segment kept)."""
+    segments (all systems of a drawn segment kept; no interval from a single segment)."""
     rng = np.random.default_rng(seed)
     segs = df["seg_id"].unique()
     by_seg = {s: g for s, g in df.groupby("seg_id")}
@@ -117,8 +127,7 @@ def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", n_
     for variant in SEGMENT_VARIANTS:
         value, n = segment_level(df, human, judge, variant)
         boots = np.array([segment_level(x, human, judge, variant)[0] for x in draws])
-        boots = boots[np.isfinite(boots)]
-        lo, hi = np.percentile(boots, [lo_q, hi_q]) if len(boots) else (math.nan, math.nan)
+        lo, hi = _interval(boots, len(segs), lo_q, hi_q)
         rows.append({"view": "segment", "aspect": aspect or human, "statistic": variant, "value": value,
-                     "ci_lo": float(lo), "ci_hi": float(hi), "n": n})
+                     "ci_lo": lo, "ci_hi": hi, "n": n})
     return pd.DataFrame(rows, columns=COLUMNS)
