@@ -3,6 +3,7 @@ the built-in ones are reachable by name."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -74,3 +75,24 @@ def test_protocols_are_registered_by_name():
     assert {"aspects", "strategies"} <= set(PROTOCOLS)
     with pytest.raises(DHPError, match="already registered"):
         protocol("pairwise", replace=False)(lambda table, judge: table)
+
+
+def test_dual_perspective_analysis_runs_from_the_run_folder(tmp_path):
+    from dhp.analysis import run_analysis
+    from dhp.analysis import dual_perspective as dp
+
+    targets = pd.DataFrame({"target_id": list("abcdef"), "aspect": ["coherence"] * 4 + ["fluency"] * 2,
+                            "human_rating": [1, 2, 4, 5, 3, 3], "judge_score": [1.2, 2.0, 3.9, float("nan"), 3.0, 4.0],
+                            "judge_rating": [1, 2, 4, float("nan"), 3, 4]}).assign(judge="j:1", mode="logprobs")
+    pairs = pd.DataFrame({"source_id": ["s"] * 3, "aspect": ["coherence", "coherence", "fluency"], "step": [0, 1, 0],
+                          "score_step": [4.0, 3.0, 2.0], "score_next": [3.0, 3.0, float("nan")]}).assign(judge="j:1", mode="logprobs")
+    targets.to_parquet(tmp_path / "global_targets.parquet")
+    pairs.to_parquet(tmp_path / "local_pairs.parquet")
+    paths = run_analysis("dual_perspective", tmp_path)
+    kappa = pd.read_csv(paths["global_kappa.csv"])
+    local = pd.read_csv(paths["local_accuracy.csv"])
+    expected = dp.global_kappa(targets)
+    assert list(kappa.columns[:2]) == ["judge", "mode"] and set(kappa["judge"]) == {"j:1"}
+    assert kappa["n"].tolist() == expected["n"].tolist() == [3, 2]
+    assert np.allclose(kappa["kappa"], expected["kappa"], equal_nan=True)
+    assert local.set_index("aspect")["accuracy"].to_dict() == {"coherence": 0.5}  # the tie counts as a miss

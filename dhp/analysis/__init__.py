@@ -121,3 +121,22 @@ def _decomposition(verdicts: pd.DataFrame, judge: str = "", mode: str = "") -> d
     from dhp.analysis.decomposition import agreement_table
 
     return {"pairwise_agreement.csv": agreement_table(verdicts, judge=judge, mode=mode)}
+
+
+def _carry_judge(out: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
+    """``out`` labelled with the judge and mode of the table it was computed from, when that table has them."""
+    if {"judge", "mode"} <= set(source.columns) and len(source):
+        return out.assign(judge=source["judge"].iloc[0], mode=source["mode"].iloc[0])[
+            ["judge", "mode", *[c for c in out.columns if c not in ("judge", "mode")]]]
+    return out
+
+
+@analysis("dual_perspective", reads=("global_targets.parquet", "local_pairs.parquet"),
+          writes=("global_kappa.csv", "local_accuracy.csv"))
+def _dual_perspective(targets: pd.DataFrame, pairs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Dual perspective (Hu et al. 2025): global linear weighted κ per aspect on agreed-upon targets, local
+    adjacent accuracy per aspect on error chains."""
+    from dhp.analysis import dual_perspective as dp
+
+    return {"global_kappa.csv": _carry_judge(dp.global_kappa(targets), targets),
+            "local_accuracy.csv": _carry_judge(dp.adjacent_accuracy(pairs), pairs)}

@@ -885,6 +885,9 @@ def discernment(
 
     The bootstrap draws (columns dataset, judge, mode, perturbation, severity, level, role, boot, D, D_EW)
     are attached as ``table.attrs["bootstrap"]`` so :func:`summarize` can give intervals for D_avg/D_min.
+
+    Long only in this documentation of the parameters and the columns; the work is in `_layout`,
+    `_test_stats`, `_point_table` and `_bootstrap`.
     """
     if zero_method not in ZERO_METHODS:
         raise DHPError(f"Unknown zero_method={zero_method!r}.", f"use one of {list(ZERO_METHODS)}.")
