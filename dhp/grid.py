@@ -20,6 +20,7 @@ summary of failures and a non-zero exit status if any.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -276,9 +277,11 @@ class _CallProgress:
         self.bar.refresh()
 
 
-def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, report: Report) -> bool:
+def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, report: Report,
+             watch_calls: bool = True) -> bool:
     """Run one notebook; pass only the parameters it declares (plus explicit extras). True if it succeeded.
-    Prints a line when it starts, a bar for its model calls while it runs and its elapsed time at the end."""
+    Prints a line when it starts, a bar for its model calls while it runs (``watch_calls``: the watcher
+    sets an environment variable, so notebooks run side by side go without it) and its elapsed time."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -290,7 +293,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, 
     t0 = time.perf_counter()
     print(f"[grid] {rel}  {use}", flush=True)
     try:
-        with _CallProgress(out_path.stem):
+        with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext():
             pm.execute_notebook(
                 str(nb_path), str(out_path), parameters=use, cwd=str(nb_path.parent), progress_bar=False,
                 execution_timeout=p["execution_timeout"], kernel_name="python3",
@@ -507,16 +510,27 @@ def run_grid(p: dict) -> Report:
     agg_dir = root / "aggregate"
     agg_params = {**common, "run_dir": str(agg_dir), "results_dir": str(results),
                   "figures_dir": str(resolve(p["figures_dir"]))}  # fmt: skip
+    jobs = []  # (notebook, parameters): they read results/ only and call no model, so they run side by side
     if "summary" in tables:
-        for name in FIGURE_NBS:
-            _execute(_nb(p, name), agg_dir / f"{name}.ipynb", agg_params, p["notebook_params"].get(name, {}), p, report)
+        jobs += [(name, agg_params) for name in FIGURE_NBS]
     elif "dhp" in p["methods"]:
         report.skipped.append("aggregate figures (no summary table from any grid point)")
     if p["report_card"] and tables:
-        _execute(_nb(p, REPORT_NB), agg_dir / f"{REPORT_NB}.ipynb",
-                 {"run_dir": str(results), "figures_dir": str(resolve(p["figures_dir"]))},
-                 p["notebook_params"].get(REPORT_NB, {}), p, report)
+        jobs.append((REPORT_NB, {"run_dir": str(results), "figures_dir": str(resolve(p["figures_dir"]))}))
+    _run_side_by_side(p, agg_dir, jobs, report)
     return report
+
+
+def _run_side_by_side(p: dict, folder: Path, jobs: list[tuple[str, dict]], report: Report) -> None:
+    """Run notebooks that depend on nothing but finished tables two at a time (this machine class has two
+    cores; each notebook is mostly kernel start-up, imports and plotting)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    notebooks = [(_nb(p, name), params) for name, params in jobs]  # a missing notebook fails before any runs
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1],
+                                           p["notebook_params"].get(job[0].stem, {}), p, report, watch_calls=False),
+                      notebooks))
 
 
 def print_report(report: Report, total_s: float, out=None) -> None:
