@@ -30,12 +30,12 @@ def test_card_copies_the_numbers_and_marks_what_did_not_run(tmp_path):
     d = card[(card["method"] == "dhp") & (card["measure"] == "D_avg")].iloc[0]
     assert (d["value"], d["lo"], d["hi"], d["scope"]) == (1.4, 0.9, 1.8, "summeval")
     ci = card[card["measure"] == "confusion_index"].iloc[0]
-    assert math.isnan(ci["value"]) and ci["status"] == "no usable scores"  # NaN stays NaN, with why
+    assert math.isnan(ci["value"]) and ci["status"] == "no significant drop"  # NaN stays NaN, with why
     not_run = card[card["status"] == "not run"]
     assert set(not_run["method"]) == {"decompose_aggregate", "dual_perspective", "human_alignment"}
     assert not_run["value"].isna().all()  # never a 0
     h = headline(card).iloc[0]
-    assert h["dhp"] == 1.4 and h["decompose_aggregate"] == "not run" and h["criteria_confusion"] == "no usable scores"
+    assert h["dhp"] == 1.4 and h["decompose_aggregate"] == "not run" and h["criteria_confusion"] == "no significant drop"
 
 
 def test_card_from_run_folders_and_another_judge_is_not_run(tmp_path):
@@ -90,3 +90,19 @@ def test_cards_for_every_judge_in_stacked_tables_keep_each_judges_numbers(tmp_pa
     assert set(only_k["judge"]) == {"k"}
     missing = report_cards_from_runs({m: tmp_path for m in METHODS}, judge="z", mode="sample")
     assert (missing["status"] == "not run").all() and len(missing) == len(METHODS)
+
+
+def test_no_verdict_at_all_is_not_an_agreement_of_zero_and_an_empty_confusion_index_says_why():
+    agreement = pd.DataFrame([
+        {"judge": "j", "mode": "logprobs", "subset": "Natural", "strategy": "direct", "agreement": 0.0,
+         "position_consistency": 0.0, "n": 2, "no_verdict": 4},
+        {"judge": "j", "mode": "logprobs", "subset": "Natural", "strategy": "dna", "agreement": 0.5,
+         "position_consistency": 0.0, "n": 2, "no_verdict": 3}])
+    conf = _confusion().assign(n_S_T=14, n_S_F=12)
+    card = report_card("j", "logprobs", agreement=agreement, confusion=conf).set_index(["measure", "scope"])
+    direct = card.loc[("agreement", "Natural/direct")]
+    assert math.isnan(direct["value"]) and direct["status"] == "no usable scores"
+    assert card.loc[("agreement", "Natural/dna"), "value"] == 0.5  # one verdict: a real (small) number
+    assert card.loc[("confusion_index", "gold"), "status"] == "no significant drop"
+    empty = report_card("j", "logprobs", confusion=_confusion().assign(n_S_T=0, n_S_F=0)).set_index("measure")
+    assert empty.loc["confusion_index", "status"] == "no usable scores"

@@ -12,7 +12,8 @@ The card is a tidy long table (CARD_COLUMNS), one row per judge × mode × metho
 - scope: what the number is about (dataset, description type, subset/strategy, aspect, view/aspect);
 - value, lo, hi: the number and its interval where the method gives one (NaN otherwise);
 - n: items, cells, pairs or targets behind the number (NaN when the table does not say);
-- status: "ok", "no usable scores" (the method ran but the number is NaN) or "not run".
+- status: "ok"; "no usable scores" (the method ran but the judge's replies gave no number: e.g. no LLMBar
+  verdict in any order); "no significant drop" (a confusion index of 0/0); or "not run".
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ SOURCES = {"dhp": ("summary.csv",), "criteria_confusion": ("confusion_summary.cs
            "dual_perspective": ("global_kappa.csv", "local_accuracy.csv"), "human_alignment": ("alignment.csv",)}
 
 
-def _row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n=math.nan) -> dict:
+def _row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n=math.nan,
+         nan_status: str = "no usable scores") -> dict:
+    """One card row; a NaN value gets ``nan_status`` (why there is no number) instead of "ok"."""
     value = float(value) if value is not None and pd.notna(value) else math.nan
     return {"judge": judge, "mode": mode, "method": method, "measure": measure, "scope": str(scope),
             "value": value, "lo": float(lo) if pd.notna(lo) else math.nan,
             "hi": float(hi) if pd.notna(hi) else math.nan, "n": float(n) if pd.notna(n) else math.nan,
-            "status": "ok" if math.isfinite(value) else "no usable scores"}
+            "status": "ok" if math.isfinite(value) else nan_status}
 
 
 def _dhp(summary: pd.DataFrame, judge: str, mode: str) -> list[dict]:
@@ -59,14 +62,19 @@ def _of(table: pd.DataFrame | None, judge: str, mode: str) -> pd.DataFrame | Non
 
 def _confusion(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
     sub = _of(table, judge, mode)
+    # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
     return [_row(judge, mode, "criteria_confusion", m, r["description_type"], r[m],
-                 n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF") else math.nan)
+                 n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF") else math.nan,
+                 nan_status="no significant drop" if m == "confusion_index" and r["n_S_T"] + r["n_S_F"] > 0
+                 else "no usable scores")
             for r in sub.to_dict("records") for m in ("share_ST_D_gt_1", "share_SF_invariant", "confusion_index")]
 
 
 def _agreement(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
     sub = _of(table, judge, mode)
-    return [_row(judge, mode, "decompose_aggregate", m, f"{r['subset']}/{r['strategy']}", r[m], n=r["n"])
+    # a miss counts against agreement, but with no verdict in any order there is nothing to agree: NaN
+    return [_row(judge, mode, "decompose_aggregate", m, f"{r['subset']}/{r['strategy']}",
+                 math.nan if r.get("no_verdict", 0) >= 2 * r["n"] else r[m], n=r["n"])
             for r in sub.to_dict("records") for m in ("agreement", "position_consistency")]
 
 
@@ -154,8 +162,11 @@ def headline(card: pd.DataFrame) -> pd.DataFrame:
             if (m["status"] == "not run").all():
                 row[method] = "not run"
             else:
-                vals = m.loc[m["measure"] == measure, "value"].dropna()
-                row[method] = round(float(vals.mean()), 3) if len(vals) else "no usable scores"
+                rows = m[m["measure"] == measure]
+                vals = rows["value"].dropna()
+                # no number: say why, as the card's rows do
+                row[method] = round(float(vals.mean()), 3) if len(vals) else (
+                    rows["status"].iloc[0] if len(rows) else "no usable scores")
         out.append(row)
     return pd.DataFrame(out, columns=["judge", "mode", *picks])
 
