@@ -242,12 +242,13 @@ def main() -> None:
         write_parquet(perturb(d4, seed=0), run_dir / "perturbed.parquet")
         params = {"n_items": args.p4_items, "run_dir": str(run_dir), "cache_path": str(Path(tmp) / "c.sqlite")}
         t = time.perf_counter()
+        quiet = ["--IPKernelApp.log_level=ERROR"]  # as dhp.grid: no kernel transport warning in the output
         pm.execute_notebook(str(nb), str(Path(tmp) / "cold.ipynb"), parameters=params, progress_bar=False,
-                            cwd=str(nb.parent))
+                            cwd=str(nb.parent), extra_arguments=quiet)
         t_cold = time.perf_counter() - t
         t = time.perf_counter()
         out = pm.execute_notebook(str(nb), str(Path(tmp) / "warm.ipynb"), parameters=params,
-                                  progress_bar=False, cwd=str(nb.parent))
+                                  progress_bar=False, cwd=str(nb.parent), extra_arguments=quiet)
         t_warm = time.perf_counter() - t
         text = "".join(o.get("text", "") for c in out.cells for o in c.get("outputs", []))
         warm_calls = int(text.split("calls made: ")[1].split(",")[0])
