@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -280,11 +281,11 @@ class _ProgressFile:
 
     def __init__(self, path: str | None, desc: str, total: int):
         self.path, self.desc, self.total, self.done, self.last = path, desc, total, 0, 0.0
+        self.run_id = time.monotonic_ns()  # tells two runs with the same desc and total apart
         self.update(count=False)
 
     def update(self, final: bool = False, count: bool = True) -> None:
         import json
-        import time
 
         self.done += int(count and not final)
         now = time.monotonic()
@@ -294,7 +295,7 @@ class _ProgressFile:
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "w") as f:
-                json.dump({"desc": self.desc, "done": self.done, "total": self.total, "pid": os.getpid()}, f)
+                json.dump({"desc": self.desc, "done": self.done, "total": self.total, "run": self.run_id}, f)
             os.replace(tmp, self.path)
         except OSError:  # progress display is best effort: never fail a run for it
             pass

@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 from dhp.errors import DHPError
-from dhp.io import project_root, resolve, write_csv
+from dhp.io import project_root, resolve, slug, write_csv
 from dhp.schema import DATASET_TASK
 from dhp.analysis.discernment import COMBINES
 
@@ -164,10 +164,6 @@ def load_params(path) -> dict:
     return validate_params(raw, source=str(f))
 
 
-def slug(name: str) -> str:
-    """A folder-safe version of a judge spec (e.g. 'openai:gpt-4o@http://h:1/v1' -> 'openai_gpt-4o_http___h_1_v1')."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
 
 @dataclass
 class Failure:
@@ -257,7 +253,7 @@ class _CallProgress:
             state = json.loads(Path(self.path).read_text())
         except (OSError, ValueError):
             return
-        key = (state.get("pid"), state.get("desc"), state.get("total"))
+        key = (state.get("run"), state.get("desc"), state.get("total"))
         done, total = int(state.get("done", 0)), int(state.get("total", 0))
         label = f"  {self.label}: {state.get('desc', 'calls')}"
         if not sys.stdout.isatty():  # a log file: a plain line per run start, every 15 s and at the end

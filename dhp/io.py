@@ -70,6 +70,14 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return _atomic(resolve(path), lambda t: Path(t).write_bytes(data))
 
 
+def slug(name: str) -> str:
+    """A file- and folder-safe version of a judge spec or label ('openai:gpt-4o@http://h:1/v1' ->
+    'openai_gpt-4o_http_h_1_v1'): the grid's point folders and the report card's page names."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
 def jsonl_lines(text: str):
     """(1-based line number, line) for each non-blank line of a JSONL text."""
     # split on "\n" only: str.splitlines would also cut at U+2028 and the like, which a JSON string

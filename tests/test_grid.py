@@ -122,6 +122,8 @@ def test_methods_run_per_judge_and_mode_and_their_tables_reach_results_and_the_c
     params = 'run_dir = "x"\njudge = "j"\nmode = "m"\nseed = 0\ncache_path = None\nfigures_dir = None\nn_items = 9'
     _nb(nbs / "07_criteria_confusion.ipynb", params,
         write + "assert n_items == 2 and cache_path.endswith('shared.sqlite')\n"
+        # what dhp.calls.run writes: the grid must hand the file to the kernel and show what it reads there
+        "import json, os\njson.dump({'run': 1, 'desc': 'score x', 'done': 2, 'total': 3}, open(os.environ['DHP_PROGRESS_FILE'], 'w'))\n"
         "for name in ('confusion_summary.csv', 'confusion_cells.csv'):\n"
         "    pd.DataFrame([row]).to_csv(Path(run_dir, name), index=False)")
     _nb(nbs / "09_dual_perspective.ipynb", params,
@@ -133,7 +135,8 @@ def test_methods_run_per_judge_and_mode_and_their_tables_reach_results_and_the_c
     results = tmp_path / "results"
     results.mkdir()
     (results / "pairwise_agreement.csv").write_text("judge,mode\nstale,stale\n")  # from an earlier run
-    cfg = {**BASE, "judges": ["good", "bad"], "methods": ["criteria_confusion", "dual_perspective"], "run_id": "t",
+    cfg = {**BASE, "judges": ["good", "bad"], "modes": ["logprobs", "likelihood"],
+           "methods": ["criteria_confusion", "dual_perspective"], "run_id": "t",
            "notebooks_dir": str(nbs), "runs_dir": str(tmp_path / "runs"), "results_dir": str(results),
            "figures_dir": str(tmp_path / "figures"), "cache": str(tmp_path / "shared.sqlite"),
            "notebook_params": {"07_criteria_confusion": {"n_items": 2}}}
@@ -144,6 +147,9 @@ def test_methods_run_per_judge_and_mode_and_their_tables_reach_results_and_the_c
     text = capsys.readouterr().out
     assert "dual exploded" in text and "no judge/mode columns" in text
     assert "[grid] done" in text and " in " in text  # a line per notebook with its elapsed time
+    assert "07_criteria_confusion: score x: 2/3 calls" in text  # the kernel's call progress reached the grid
+    assert "not run: criteria_confusion for good in likelihood mode" in text  # asks for a 1-5 score
+    assert not (tmp_path / "runs" / "t" / "good-likelihood").exists()
     conf = pd.read_csv(results / "confusion_summary.csv")
     assert sorted(conf["judge"]) == ["bad:id", "good:id"] and set(conf["mode"]) == {"logprobs"}
     assert pd.read_csv(results / "global_kappa.csv")["judge"].tolist() == ["good:id"]

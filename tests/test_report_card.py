@@ -106,3 +106,14 @@ def test_no_verdict_at_all_is_not_an_agreement_of_zero_and_an_empty_confusion_in
     assert card.loc[("confusion_index", "gold"), "status"] == "no significant drop"
     empty = report_card("j", "logprobs", confusion=_confusion().assign(n_S_T=0, n_S_F=0)).set_index("measure")
     assert empty.loc["confusion_index", "status"] == "no usable scores"
+
+
+def test_pages_are_named_per_judge_and_mode_and_file_safe(tmp_path):
+    from dhp.plots.report_card import save_report_card_pages
+
+    card = pd.concat([report_card("openai:m@http://h:1/v1", "sample", summary=_summary().assign(judge="openai:m@http://h:1/v1", mode="sample")),
+                      report_card("j", "logprobs", summary=_summary())])
+    names = sorted(p.name for p in save_report_card_pages(card, tmp_path))
+    assert names == ["report_card_comparison.pdf", "report_card_comparison.png", "report_card_j-logprobs.pdf",
+                     "report_card_j-logprobs.png", "report_card_openai_m_http_h_1_v1-sample.pdf",
+                     "report_card_openai_m_http_h_1_v1-sample.png"]

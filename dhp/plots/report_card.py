@@ -43,6 +43,20 @@ def plot_report_card(card: pd.DataFrame, judge: str, mode: str):
     return fig
 
 
+def save_report_card_pages(card: pd.DataFrame, out_dir) -> list:
+    """One page per judge × mode (report_card_<judge>-<mode>.png and .pdf, names made file-safe) and the
+    comparison figure (report_card_comparison); returns the paths written."""
+    from dhp.io import slug
+    from dhp.plots import save_figure
+
+    paths = []
+    for judge, mode in sorted(set(zip(card["judge"], card["mode"]))):
+        paths += save_figure(plot_report_card(card, judge, mode), out_dir, f"report_card_{slug(f'{judge}-{mode}')}")
+    if len(card):
+        paths += save_figure(plot_card_comparison(card), out_dir, "report_card_comparison")
+    return paths
+
+
 def plot_card_comparison(card: pd.DataFrame):
     """Judges × methods: each method's headline number (see dhp.analysis.report_card.headline); cells of a
     method that was not run are grey and say so."""
