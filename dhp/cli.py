@@ -1,12 +1,16 @@
 """One command line for the workbench: ``python -m dhp <command> ...``.
 
-    python -m dhp run --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
-    python -m dhp batch export <the run arguments> --out calls.jsonl
-    python -m dhp batch import results.jsonl <the run arguments>
+    python -m dhp methods                                        the registered methods, their modes and notebooks
+    python -m dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
+    python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
+    python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
+    python -m dhp batch import results.jsonl --method dhp <the same parameters>
 
-``run`` is the whole pipeline (:func:`dhp.pipeline.run_pipeline`, the same function and defaults the
-notebooks use); ``batch`` writes a run's pending model calls for an offline batch job and loads the
-answers back into the run's cache (:mod:`dhp.batch`).
+``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
+method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
+``--method`` defaults to ``dhp``. ``--dry-run`` prints the calls, tokens and cost a run would need without calling
+anything. ``batch`` writes a run's pending model calls for an offline batch job and loads the answers back into
+the run's cache (:mod:`dhp.batch`).
 """
 
 from __future__ import annotations
@@ -16,57 +20,100 @@ import sys
 
 from dhp.errors import DHPError
 
-__all__ = ["main"]
+__all__ = ["main", "method_parser", "config_from_argv"]
+
+DEFAULT_METHOD = "dhp"
 
 
-def _run_callable(args: argparse.Namespace):
-    from dhp.pipeline import args_to_kwargs, run_pipeline
+def _method_name(argv: list[str]) -> str:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--method", default=DEFAULT_METHOD)
+    return pre.parse_known_args(argv)[0].method
 
-    kwargs = args_to_kwargs(args)
-    return kwargs, (lambda: run_pipeline(**kwargs))
+
+def method_parser(name: str, prog: str, extra=None) -> argparse.ArgumentParser:
+    """The parser of one method's parameters (generated from its parameter model), plus ``extra(parser)``."""
+    from dhp import config as cfg
+    from dhp import methods
+
+    m = methods.get(name)
+    ap = argparse.ArgumentParser(prog=prog, description=f"{m.title} ({m.paper}). Modes: {', '.join(m.modes)}.")
+    ap.add_argument("--method", default=DEFAULT_METHOD, help=f"one of {methods.names()} (default {DEFAULT_METHOD})")
+    cfg.add_arguments(ap, m.Params)
+    if extra is not None:
+        extra(ap)
+    return ap
 
 
-def _cache_of(kwargs: dict):
-    from dhp.io import resolve
+def config_from_argv(argv: list[str], prog: str, extra=None):
+    """(method, validated config, parsed arguments) from a command line."""
+    from dhp import config as cfg
+    from dhp import methods
 
-    return resolve(kwargs["cache_path"]) if kwargs.get("cache_path") else resolve(kwargs["run_dir"]) / "cache.sqlite"
+    name = _method_name(argv)
+    m = methods.get(name)
+    args = method_parser(name, prog, extra).parse_args(argv)
+    return m, cfg.from_arguments(m.Params, args, source="command line"), args
+
+
+def _run(argv: list[str]) -> int:
+    from dhp import methods
+
+    m, config, args = config_from_argv(argv, "python -m dhp run", lambda ap: ap.add_argument(
+        "--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no model, "
+                                               "write no table"))
+    if args.dry_run:
+        for stage, est in m.estimate(config).items():
+            if est is not None:
+                print(est.describe(stage))
+        return 0
+    for name, path in methods.run(m.name, config).items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _batch(action: str, argv: list[str]) -> int:
+    from dhp import batch
+
+    def extra(ap):
+        if action == "export":
+            ap.add_argument("--out", required=True, help="the OpenAI Batch input file to write (JSONL)")
+        else:
+            ap.add_argument("results", help="the batch job's output file (JSONL)")
+
+    m, config, args = config_from_argv(argv, f"python -m dhp batch {action}", extra)
+    m.check_mode(config)
+    collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
+    if action == "export":
+        n = batch.export_calls(collect, args.out)
+        print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
+    else:
+        print(batch.import_results(collect, args.results, config.cache).describe())
+    return 0
 
 
 def main(argv=None) -> int:
-    from dhp import pipeline
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
-    if command == "run":
-        return pipeline.main(rest)
-    if command != "batch" or not rest or rest[0] not in ("export", "import"):
-        print("error: use `python -m dhp run ...`, `python -m dhp batch export ... --out F` or "
-              "`python -m dhp batch import F ...`", file=sys.stderr)
-        return 2
-    from dhp import batch
-
-    action, rest = rest[0], rest[1:]
-    ap = argparse.ArgumentParser(prog=f"python -m dhp batch {action}", parents=[pipeline._parser()],
-                                 add_help=False, conflict_handler="resolve")
-    if action == "export":
-        ap.add_argument("--out", required=True, help="the OpenAI Batch input file to write (JSONL)")
-    else:
-        ap.add_argument("results", help="the batch job's output file (JSONL)")
-    args = ap.parse_args(rest)
     try:
-        kwargs, run = _run_callable(args)
-        if action == "export":
-            n = batch.export_calls(run, args.out)
-            print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
-        else:
-            print(batch.import_results(run, args.results, _cache_of(kwargs)).describe())
+        if command == "methods":
+            from dhp import methods
+
+            print(methods.describe_methods())
+            return 0
+        if command == "run":
+            return _run(rest)
+        if command == "batch" and rest and rest[0] in ("export", "import"):
+            return _batch(rest[0], rest[1:])
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    print("error: use `python -m dhp methods`, `python -m dhp run --method NAME ...`, "
+          "`python -m dhp batch export ... --out F` or `python -m dhp batch import F ...`", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
-"""Batch runner: execute the notebooks over a grid of judges × modes × datasets with papermill.
+"""Batch runner: execute the methods' notebooks over a grid of judges × modes (× datasets) with papermill.
 
     python -m dhp.grid params/demo.yaml
 
-Layout (run_id from the YAML):
-    runs/<run_id>/<dataset>/01_perturb.ipynb                 perturbation, once per dataset
-    runs/<run_id>/<dataset>/<judge>-<mode>/02_judge.ipynb ... 05_response_styles.ipynb, one run_dir per point
-    runs/<run_id>/<judge>-<mode>/<method>/NN_*.ipynb         the other methods (`methods:`), per judge × mode
-    runs/<run_id>/aggregate/04_figures.ipynb, 05_..., 10_report_card.ipynb   from the aggregated results
-    results/scores.csv, discernment.csv, summary.csv, <method tables>, report_card.csv
-                                                             all points together (numbers only, never texts)
-    figures/                                                 regenerated from results/
+The grid YAML names the judges, modes and methods (any registered method: dhp.methods) and gives method parameters
+— ``params`` for every method that has the parameter, ``method_params`` per method, ``overrides`` for some judges
+(e.g. a cheap baseline judge on more items). Every parameter is validated against the method's parameter model
+(dhp.config) before anything runs. Layout (run_id from the YAML):
 
-Every notebook gets one progress line when it starts and one with its elapsed time when it ends; while it
-runs, a bar shows its model calls (the call engine reports them through DHP_PROGRESS_FILE). A failing cell
-is recorded (notebook, parameters, cell index, error) and the other grid points go on; the run ends with a
-summary of failures and a non-zero exit status if any.
+    runs/<run_id>/<method>/[<dataset>/]<shared notebooks>         a method's judge-independent stage (dhp: 01_perturb)
+    runs/<run_id>/<method>/[<dataset>/]<judge>-<mode>/NN_*.ipynb   one run folder per grid point
+    runs/<run_id>/aggregate/*.ipynb                                notebooks on the collected results: the methods'
+                                                                   result notebooks (dhp: 04, 05), 10_report_card
+    results/<table>.csv     every point's numeric tables stacked (judge and mode columns; never texts)
+    figures/                regenerated from results/
+
+Every notebook gets one progress line when it starts and one with its elapsed time when it ends; while it runs, a
+bar shows its model calls (the call engine reports them through DHP_PROGRESS_FILE). A failing cell is recorded
+(notebook, parameters, cell, error) and the other grid points go on; the run ends with a summary of failures and a
+non-zero exit status if any.
 """
 
 from __future__ import annotations
@@ -28,131 +31,145 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
+from pydantic import Field, field_validator
 
+from dhp import methods
+from dhp.config import MODES, Params, validate
 from dhp.errors import DHPError
-from dhp.io import project_root, resolve, slug, write_csv
-from dhp.schema import DATASET_TASK
-from dhp.analysis.discernment import COMBINES
+from dhp.io import project_root, read_table, resolve, slug, write_csv
 
-KNOWN_MODES = ("logprobs", "likelihood", "sample")
-#: Methods beside DHP: name -> (notebook, the tables it writes that results/ collects, the modes it can run
-#: in: each asks for a 1-5 score, so likelihood does not apply). DHP itself runs as notebooks 01-05 per
-#: dataset in every mode; the report card (notebook 10) reads what results/ collected.
-METHOD_NOTEBOOKS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "criteria_confusion": ("07_criteria_confusion", ("confusion_summary.csv", "confusion_cells.csv"),
-                           ("logprobs", "sample")),
-    "decompose_aggregate": ("08_decompose_aggregate", ("pairwise_agreement.csv", "dna_bridge.csv"),
-                            ("logprobs", "sample")),
-    "dual_perspective": ("09_dual_perspective", ("global_kappa.csv", "local_accuracy.csv", "local_comparison.csv",
-                                                  "alignment.csv", "table1.csv"), ("logprobs", "sample")),
-}
-METHODS = ("dhp", *METHOD_NOTEBOOKS)
 REPORT_NB = "10_report_card"
-
-# key -> (accepted types, description); None in types means the key may be null.
-SCHEMA: dict[str, tuple[tuple, str]] = {
-    "run_id": ((str,), "name of the run folder under runs/"),
-    "judges": ((list,), "judge specs, e.g. [embedded, 'openai:gpt-4o-mini']"),
-    "modes": ((list,), f"judge modes from {list(KNOWN_MODES)}"),
-    "datasets": ((list,), f"datasets from {sorted(DATASET_TASK)}"),
-    "n_items": ((int,), "items per dataset"),
-    "seed": ((int,), "seed for sampling, perturbation, judging and bootstrap"),
-    "n_boot": ((int,), "bootstrap resamples in notebook 03 (0 = none)"),
-    "combine": ((str,), f"metric combination, one of {list(COMBINES)}"),
-    "expert_weights": ((str, type(None)), "expert-weights CSV (null = dhp/resources/expert_weights.csv)"),
-    "data_dir": ((str, type(None)), "dataset root (null = DHP_DATA_DIR or ../shared/datasets)"),
-    "storycloze_path": ((str, type(None)), "user-supplied Story Cloze CSV"),
-    "cache": ((str, type(None)), "judge cache path, passed to notebook 02 as `cache_path`"),
-    "perturber": ((str,), "perturber for notebook 01 ('rule' or an LLM spec)"),
-    "runs_dir": ((str,), "where executed notebooks go (default runs)"),
-    "results_dir": ((str,), "aggregated tables (default results)"),
-    "figures_dir": ((str,), "aggregated figures (default figures)"),
-    "notebooks_dir": ((str,), "folder holding the notebooks (default notebooks)"),
-    "per_point_figures": ((bool,), "also run 04/05 inside each grid point (default true)"),
-    "execution_timeout": ((int, type(None)), "seconds allowed per cell (null = no limit)"),
-    "notebook_params": ((dict,), "extra parameters per notebook name, e.g. {02_judge: {max_tokens: 4}}"),
-    "methods": ((list,), f"methods to run per judge × mode, from {list(METHODS)} (default [dhp])"),
-    "report_card": ((bool,), "write results/report_card.csv and its figures at the end (default true)"),
-}
-REQUIRED = ("judges", "modes", "datasets")
-DEFAULTS = {
-    "run_id": "default",
-    "n_items": 5,
-    "seed": 0,
-    "n_boot": 0,
-    "combine": "paper",
-    "expert_weights": None,
-    "data_dir": None,
-    "storycloze_path": None,
-    "cache": None,
-    "perturber": "rule",
-    "runs_dir": "runs",
-    "results_dir": "results",
-    "figures_dir": "figures",
-    "notebooks_dir": "notebooks",
-    "per_point_figures": True,
-    "execution_timeout": None,
-    "notebook_params": {},
-    "methods": ["dhp"],
-    "report_card": True,
-}
-PERTURB_NB = "01_perturb"
-POINT_NBS = ("02_judge", "03_discernment")
-FIGURE_NBS = ("04_figures", "05_response_styles")
+__all__ = ["GridParams", "load_params", "validate_params", "run_grid", "main", "slug", "points"]
 
 
-def validate_params(raw, source: str = "params") -> dict:
-    """Check a grid parameter mapping and fill defaults; DHPError names the first problem."""
+class Override(Params):
+    """Parameters for some judges (and methods): e.g. a cheap baseline judge on more items."""
+
+    judges: list[str] = Field(description="the judge specs this override applies to")
+    methods: list[str] | None = Field(None, description="the methods it applies to (None: all)")
+    params: dict[str, Any] = Field(default_factory=dict, description="method parameters for these judges")
+
+
+class GridParams(Params):
+    """The grid YAML (python -m dhp.grid FILE): what runs, and where the results go."""
+
+    run_id: str = Field("default", description="name of the run folder under runs_dir")
+    judges: list[str] = Field(min_length=1, description="judge specs, e.g. [embedded, 'openai:gpt-4o-mini']")
+    modes: list[str] = Field(min_length=1, description=f"judge modes from {list(MODES)}")
+    methods: list[str] = Field(["dhp"], min_length=1, description="registered methods to run per judge × mode")
+    datasets: list[str] | None = Field(None, description="datasets for methods that take one (one run each; "
+                                                         "None: the method's default)")
+    params: dict[str, Any] = Field(default_factory=dict, description="method parameters for every method that "
+                                                                     "has them (e.g. seed, n_boot, cache_path)")
+    method_params: dict[str, dict[str, Any]] = Field(default_factory=dict, description="parameters per method")
+    overrides: list[Override] = Field(default_factory=list, description="parameters for some judges")
+    runs_dir: str = Field("runs", description="where executed notebooks go")
+    results_dir: str = Field("results", description="aggregated tables (numbers only)")
+    figures_dir: str = Field("figures", description="aggregated figures")
+    notebooks_dir: str = Field("notebooks", description="folder holding the notebooks")
+    execution_timeout: int | None = Field(None, ge=1, description="seconds allowed per cell (None: no limit)")
+    report_card: bool = Field(True, description="write results/report_card.csv and its figures at the end")
+    result_notebooks: bool = Field(True, description="run the methods' notebooks on the aggregated results")
+
+    @field_validator("run_id")
+    @classmethod
+    def _safe_run_id(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", v) or v in (".", ".."):
+            raise ValueError("it has characters unsafe in a folder name; use letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("modes")
+    @classmethod
+    def _known_modes(cls, v: list[str]) -> list[str]:
+        bad = [m for m in v if m not in MODES]
+        if bad:
+            raise ValueError(f"unknown mode(s) {bad}; use modes from {list(MODES)}")
+        return v
+
+    @field_validator("methods")
+    @classmethod
+    def _known_methods(cls, v: list[str]) -> list[str]:
+        bad = [m for m in v if m not in methods.names()]
+        if bad:
+            raise ValueError(f"unknown method(s) {bad}; use methods from {methods.names()}")
+        return v
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of one method: a judge × mode (× dataset), its folder and validated parameters."""
+
+    method: str
+    judge: str
+    mode: str
+    dataset: str | None
+    folder: Path
+    config: Any
+
+
+def _values(g: GridParams, method: methods.Method, judge: str, mode: str, dataset: str | None) -> dict:
+    fields = method.Params.model_fields
+    values = {k: v for k, v in g.params.items() if k in fields}
+    values.update(g.method_params.get(method.name, {}))
+    for o in g.overrides:
+        if judge in o.judges and (o.methods is None or method.name in o.methods):
+            values.update({k: v for k, v in o.params.items() if k in fields or o.methods})
+    values.update(judge=judge, mode=mode)
+    if dataset is not None:
+        values["dataset"] = dataset
+    for k in ("cache_path", "data_dir", "expert_weights", "path"):
+        if values.get(k) is not None:
+            values[k] = str(resolve(values[k]))
+    return values
+
+
+def points(g: GridParams) -> tuple[list[Point], list[str]]:
+    """Every grid point with its validated parameters, and the (method, judge, mode) combinations a method does not
+    support ("not run" on the card). A bad parameter fails here, naming the method and the key, before any run."""
+    root = resolve(g.runs_dir) / g.run_id
+    out, not_applicable = [], []
+    known = set().union(*(methods.get(m).Params.model_fields for m in g.methods)) | {"judges", "modes"}
+    unknown = sorted(set(g.params) - known)
+    if unknown:
+        raise DHPError(f"grid params: {unknown} is no parameter of the methods {g.methods}.",
+                       "use only parameters of those methods (python -m dhp run --method NAME --help).")
+    for name in g.method_params:
+        if name not in g.methods:
+            raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
+                           "add it to methods or remove its parameters.")
+    for name in g.methods:
+        m = methods.get(name)
+        datasets = (g.datasets or [None]) if "dataset" in m.Params.model_fields else [None]
+        for dataset in datasets:
+            for judge in g.judges:
+                for mode in g.modes:
+                    if mode not in m.modes:
+                        not_applicable.append(f"{name} for {judge} in {mode} mode (it runs in {', '.join(m.modes)})")
+                        continue
+                    base = root / name / (dataset or "")
+                    folder = base / f"{slug(judge)}-{mode}"
+                    values = _values(g, m, judge, mode, dataset)
+                    values.setdefault("run_dir", str(folder))
+                    values["run_dir"], values["figures_dir"] = str(folder), str(folder / "figures")
+                    cfg = validate(m.Params, values, source=f"grid method {name!r} (judge {judge}, mode {mode})")
+                    out.append(Point(name, judge, mode, dataset, folder, cfg))
+    return out, not_applicable
+
+
+def validate_params(raw, source: str = "params") -> GridParams:
+    """A grid mapping validated (and every point's method parameters with it); DHPError names the first problem."""
     if not isinstance(raw, dict):
         raise DHPError(f"{source}: the YAML must be a mapping of keys to values.", "see params/demo.yaml for the format.")
-    unknown = sorted(set(raw) - set(SCHEMA))
-    if unknown:
-        raise DHPError(f"{source}: unknown key(s) {unknown}.", f"use only {sorted(SCHEMA)}.")
-    missing = [k for k in REQUIRED if k not in raw]
-    if missing:
-        raise DHPError(f"{source}: missing key(s) {missing}.", "list judges, modes and datasets.")
-    p = {**DEFAULTS, **raw}
-    for k, (types, desc) in SCHEMA.items():
-        v = p[k]
-        # bool is an int subclass in Python: do not accept True as n_items.
-        if isinstance(v, bool) and bool not in types or not isinstance(v, types):
-            names = "/".join("null" if t is type(None) else t.__name__ for t in types)
-            raise DHPError(f"{source}: {k!r} should be {names}, got {v!r}.", f"set {k} to {desc}.")
-    for k in ("judges", "modes", "datasets"):
-        if not p[k] or not all(isinstance(x, str) and x for x in p[k]):
-            raise DHPError(f"{source}: {k!r} must be a non-empty list of names, got {p[k]!r}.", f"set {k} to {SCHEMA[k][1]}.")
-    bad = [d for d in p["datasets"] if d not in DATASET_TASK]
-    if bad:
-        raise DHPError(f"{source}: unknown dataset(s) {bad}.", f"use datasets from {sorted(DATASET_TASK)}.")
-    bad = [m for m in p["methods"] if m not in METHODS]
-    if bad or not p["methods"]:
-        raise DHPError(f"{source}: unknown or no method(s) {bad or p['methods']}.", f"use methods from {list(METHODS)}.")
-    bad = [m for m in p["modes"] if m not in KNOWN_MODES]
-    if bad:
-        raise DHPError(f"{source}: unknown mode(s) {bad}.", f"use modes from {list(KNOWN_MODES)}.")
-    if p["n_items"] < 1:
-        raise DHPError(f"{source}: n_items must be >= 1, got {p['n_items']}.", "set n_items to a positive integer.")
-    if p["n_boot"] < 0:
-        raise DHPError(f"{source}: n_boot must be >= 0, got {p['n_boot']}.", "set n_boot to 0 or more.")
-    if p["combine"] not in COMBINES:
-        raise DHPError(f"{source}: combine must be one of {list(COMBINES)}, got {p['combine']!r}.", "fix combine.")
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", p["run_id"]):
-        raise DHPError(f"{source}: run_id {p['run_id']!r} has characters unsafe in a folder name.", "use letters, digits, '.', '_' or '-'.")
-    for nb, extra in p["notebook_params"].items():
-        if not isinstance(extra, dict):
-            raise DHPError(f"{source}: notebook_params[{nb!r}] must be a mapping.", "write e.g. {02_judge: {key: value}}.")
-    if "storycloze" in p["datasets"] and not (p["storycloze_path"] or os.environ.get("DHP_STORYCLOZE_PATH")):
-        raise DHPError(
-            f"{source}: storycloze is in the grid but no storycloze_path is given.",
-            "set storycloze_path to your Story Cloze CSV (or the DHP_STORYCLOZE_PATH environment variable).",
-        )
-    return p
+    g = validate(GridParams, raw, source=source)
+    points(g)
+    return g
 
 
-def load_params(path) -> dict:
+def load_params(path) -> GridParams:
     """Read and validate a grid YAML file."""
     f = resolve(path)
     if not f.exists():
@@ -164,6 +181,7 @@ def load_params(path) -> dict:
     return validate_params(raw, source=str(f))
 
 
+# ---------------------------------------------------------------------------------------------- execution
 
 @dataclass
 class Failure:
@@ -273,17 +291,16 @@ class _CallProgress:
         self.bar.refresh()
 
 
-def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, report: Report,
+def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report: Report,
              watch_calls: bool = True) -> bool:
-    """Run one notebook; pass only the parameters it declares (plus explicit extras). True if it succeeded.
-    Prints a line when it starts, a bar for its model calls while it runs (``watch_calls``: the watcher
-    sets an environment variable, so notebooks run side by side go without it) and its elapsed time."""
+    """Run one notebook with the parameters it declares; True if it succeeded. Prints a line when it starts, a bar
+    for its model calls while it runs (``watch_calls``: the watcher sets an environment variable, so notebooks run
+    side by side go without it) and its elapsed time."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     declared = _declared_parameters(nb_path)
     use = {k: v for k, v in params.items() if declared is None or k in declared}
-    use.update(extra)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     rel = _rel(out_path)
     t0 = time.perf_counter()
@@ -292,7 +309,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, extra: dict, p: dict, 
         with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext():
             pm.execute_notebook(
                 str(nb_path), str(out_path), parameters=use, cwd=str(nb_path.parent), progress_bar=False,
-                execution_timeout=p["execution_timeout"], kernel_name="python3",
+                execution_timeout=g.execution_timeout, kernel_name="python3",
                 # the kernel's start-up warning about its loopback TCP transport is noise in a batch log
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
             )  # fmt: skip
@@ -321,27 +338,11 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def _nb(p: dict, name: str) -> Path:
-    f = resolve(p["notebooks_dir"]) / f"{name}.ipynb"
+def _nb(g: GridParams, name: str) -> Path:
+    f = resolve(g.notebooks_dir) / f"{name}.ipynb"
     if not f.exists():
         raise DHPError(f"Notebook {f} not found.", "run from a complete checkout or fix notebooks_dir.")
     return f
-
-
-def _common(p: dict) -> dict:
-    c = {
-        "n_items": p["n_items"],
-        "seed": p["seed"],
-        "n_boot": p["n_boot"],
-        "combine": p["combine"],
-        "perturber": p["perturber"],
-    }
-    for k in ("expert_weights", "data_dir", "storycloze_path"):
-        if p[k] is not None:
-            c[k] = str(resolve(p[k]))
-    if p["cache"] is not None:
-        c["cache_path"] = str(resolve(p["cache"]))  # notebook 02's parameter name
-    return c
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -353,179 +354,139 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _read_any(run_dir: Path, name: str) -> pd.DataFrame | None:
-    for suffix in (".parquet", ".csv"):
-        f = run_dir / f"{name}{suffix}"
-        if f.exists():
-            return pd.read_parquet(f) if suffix == ".parquet" else pd.read_csv(f)
-    return None
+def _clear(folder: Path, m: methods.Method) -> None:
+    """Remove a point's earlier tables before it runs: a failed run must not leave a stale table to aggregate."""
+    for t in (*m.collects, *m.produces):
+        (folder / t.name).unlink(missing_ok=True)
 
 
-SCORE_KEEP = ("dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score", "n_valid", "n_failed")
+def _shared_stage(g: GridParams, m: methods.Method, group: list[Point], report: Report) -> bool:
+    """Run the method's judge-independent notebooks once for a group of points (same dataset), with the largest
+    item count any point asks for, and hand their tables to every point's folder. True if it succeeded."""
+    if not m.shared_notebooks:
+        return True
+    folder = group[0].folder.parent
+    _clear(folder, m)
+    widest = max(group, key=lambda p: getattr(p.config, "n_items", 0) or 0)
+    params = {**widest.config.model_dump(), "run_dir": str(folder), "figures_dir": str(folder / "figures")}
+    for name in m.shared_notebooks:
+        if not _execute(_nb(g, name), folder / f"{name}.ipynb", params, g, report):
+            report.skipped += [_rel(p.folder) for p in group]
+            return False
+    for p in group:
+        _clear(p.folder, m)
+        for t in m.collects:
+            if (folder / t.name).exists() and t.name in m.shared_tables:
+                _link_or_copy(folder / t.name, p.folder / t.name)
+    return True
 
 
-def _numbers_only(scores: pd.DataFrame) -> pd.DataFrame:
-    """Scores for results/: contract columns plus numeric/bool extras; never free text."""
-    extra = [c for c in scores.columns if c not in SCORE_KEEP and (pd.api.types.is_numeric_dtype(scores[c]) or pd.api.types.is_bool_dtype(scores[c]))]
-    return scores[[c for c in SCORE_KEEP if c in scores.columns] + extra]
-
-
-def aggregate(point_dirs: list[Path], results_dir) -> dict[str, Path]:
-    """Concatenate every point's scores / discernment / summary into results_dir (CSV)."""
-    out = {}
-    for name in ("scores", "discernment", "summary"):
-        parts = [t for d in point_dirs if (t := _read_any(d, name)) is not None]
-        if not parts:
+def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
+    """Every point's notebooks in order; returns the points whose every notebook succeeded."""
+    done = []
+    groups: dict[tuple, list[Point]] = {}
+    for p in pts:
+        groups.setdefault((p.method, p.dataset), []).append(p)
+    for (name, _), group in groups.items():
+        m = methods.get(name)
+        if not _shared_stage(g, m, group, report):
             continue
-        df = pd.concat(parts, ignore_index=True)
-        if name == "scores":
-            df = _numbers_only(df)
-        keys = [c for c in ("dataset", "judge", "mode", "perturbation", "severity", "item_id", "metric") if c in df]
-        df = df.sort_values(keys, kind="stable").reset_index(drop=True)
-        out[name] = write_csv(df, resolve(results_dir) / f"{name}.csv")
-    return out
-
-
-#: What a grid point or a dataset folder writes; cleared before it runs, so a failed run leaves no stale
-#: table from an earlier run to be aggregated into results/.
-STAGE_OUTPUTS = ("dataset.parquet", "perturbed.parquet", "scores.parquet", "discernment.csv", "summary.csv",
-                 "failures.csv", "judge_stats.json")
-
-
-def _clear_outputs(folder: Path, names) -> None:
-    for name in names:
-        (folder / name).unlink(missing_ok=True)
-
-
-def _method_params(p: dict, judge: str, mode: str, run_dir: Path) -> dict:
-    """What every method notebook gets from the grid; each method's own sizes (items, pairs, targets) come
-    from its notebook's defaults or from notebook_params, since they mean different things per method."""
-    c = {"judge": judge, "mode": mode, "seed": p["seed"], "run_dir": str(run_dir),
-         "figures_dir": str(run_dir / "figures")}
-    if p["data_dir"] is not None:
-        c["data_dir"] = str(resolve(p["data_dir"]))
-    c["cache_path"] = str(resolve(p["cache"])) if p["cache"] is not None else str(run_dir / "cache.sqlite")
-    return c
-
-
-def _run_dhp(p: dict, root: Path, common: dict, report: Report) -> list[Path]:
-    """Notebooks 01 (per dataset) and 02-03 (+ 04/05) per judge × mode; returns the points that succeeded."""
-    extras = p["notebook_params"]
-    point_dirs: list[Path] = []
-    for ds in p["datasets"]:
-        ds_dir = root / ds
-        _clear_outputs(ds_dir, STAGE_OUTPUTS)
-        ok = _execute(_nb(p, PERTURB_NB), ds_dir / f"{PERTURB_NB}.ipynb",
-                      {**common, "dataset": ds, "run_dir": str(ds_dir)}, extras.get(PERTURB_NB, {}), p, report)  # fmt: skip
-        if not ok:
-            report.skipped += [f"{ds}/{slug(j)}-{m}" for j in p["judges"] for m in p["modes"]]
-            continue
-        for judge in p["judges"]:
-            for mode in p["modes"]:
-                pt = ds_dir / f"{slug(judge)}-{mode}"
-                _clear_outputs(pt, STAGE_OUTPUTS)
-                for stage_table in ("dataset.parquet", "perturbed.parquet"):  # notebook 01's outputs, read by 02
-                    if (ds_dir / stage_table).exists():
-                        _link_or_copy(ds_dir / stage_table, pt / stage_table)
-                params = {**common, "dataset": ds, "judge": judge, "mode": mode, "run_dir": str(pt),
-                          "figures_dir": str(pt / "figures"), "results_dir": None}  # fmt: skip
-                names = POINT_NBS + (FIGURE_NBS if p["per_point_figures"] else ())
-                for i, name in enumerate(names):
-                    if not _execute(_nb(p, name), pt / f"{name}.ipynb", params, extras.get(name, {}), p, report):
-                        report.skipped += [f"{_rel(pt)}/{n}" for n in names[i + 1:]]
-                        break
-                else:  # only a point whose every notebook succeeded reaches results/
-                    point_dirs.append(pt)
-    return point_dirs
-
-
-def _run_methods(p: dict, root: Path, report: Report) -> dict[str, list[Path]]:
-    """The non-DHP methods per judge × mode, in the grid's order; returns method -> folders that succeeded."""
-    done: dict[str, list[Path]] = {}
-    for judge in p["judges"]:
-        for mode in p["modes"]:
-            for method in p["methods"]:
-                if method == "dhp":
-                    continue
-                nb, tables, modes = METHOD_NOTEBOOKS[method]
-                if mode not in modes:  # the card then says "not run" for this judge × mode
-                    report.not_applicable.append(f"{method} for {judge} in {mode} mode (it runs in {', '.join(modes)})")
-                    continue
-                folder = root / f"{slug(judge)}-{mode}" / method
-                _clear_outputs(folder, tables)
-                if _execute(_nb(p, nb), folder / f"{nb}.ipynb", _method_params(p, judge, mode, folder),
-                            p["notebook_params"].get(nb, {}), p, report):
-                    done.setdefault(method, []).append(folder)
+        for p in group:
+            if not m.shared_notebooks:
+                _clear(p.folder, m)
+            own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
+            params = p.config.model_dump()
+            for i, nb in enumerate(own):
+                if not _execute(_nb(g, nb), p.folder / f"{nb}.ipynb", params, g, report):
+                    report.skipped += [f"{_rel(p.folder)}/{n}" for n in own[i + 1:]]
+                    break
+            else:  # only a point whose every notebook succeeded reaches results/
+                done.append(p)
     return done
 
 
-def aggregate_methods(done: dict[str, list[Path]], results_dir, report: Report) -> dict[str, Path]:
-    """Concatenate each method's tables over judge × mode into results_dir (CSV). Every table written
-    there carries judge and mode columns, so the report card can tell judges apart; a table without them
-    is reported as a failure and left out."""
-    out = {}
-    for method, folders in done.items():
-        for name in METHOD_NOTEBOOKS[method][1]:
+def _results_view(df: pd.DataFrame, t: methods.Table) -> pd.DataFrame:
+    """What of a table may go to results/: all of a public table; of a "numbers" table its declared columns and
+    numeric extras (never free text)."""
+    if t.results != "numbers":
+        return df
+    extra = [c for c in df.columns if c not in t.columns and (pd.api.types.is_numeric_dtype(df[c])
+                                                              or pd.api.types.is_bool_dtype(df[c]))]
+    return df[[c for c in t.columns if c in df.columns] + extra]
+
+
+def aggregate(done: list[Point], results_dir, report: Report) -> dict[str, Path]:
+    """Stack each method's result tables over the points that succeeded into results_dir (CSV). Every table carries
+    judge and mode columns, so the report card tells judges apart; a table without them is a failure, left out."""
+    out: dict[str, Path] = {}
+    by_method: dict[str, list[Point]] = {}
+    for p in done:
+        by_method.setdefault(p.method, []).append(p)
+    for name, pts in by_method.items():
+        m = methods.get(name)
+        for t in (*m.collects, *m.produces):
+            if t.results == "none":
+                continue
             parts = []
-            for folder in folders:
-                t = _read_any(folder, Path(name).stem)
-                if t is None:
+            for p in pts:
+                f = p.folder / t.name
+                if not f.exists():
                     continue
-                if "judge" not in t.columns or "mode" not in t.columns:
-                    report.failures.append(Failure(_rel(folder / name), {}, "(aggregation)",
-                                                   "the table has no judge/mode columns: write them with "
-                                                   "dhp.analysis.label_judge in the method's notebook"))
+                df = read_table(f, t.name, f"the {name} method")
+                if "judge" not in df.columns or "mode" not in df.columns:
+                    report.failures.append(Failure(_rel(f), {}, "(aggregation)",
+                                                   "the table has no judge/mode columns: every method table "
+                                                   "names the judge and mode of its rows"))
                     continue
-                parts.append(t)
+                parts.append(_results_view(df, t))
             if parts:
-                out[name] = write_csv(pd.concat(parts, ignore_index=True), resolve(results_dir) / name)
+                df = pd.concat(parts, ignore_index=True)
+                keys = [c for c in ("dataset", "judge", "mode") if c in df.columns]
+                df = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
+                stem = Path(t.name).stem
+                out[stem] = write_csv(df, resolve(results_dir) / f"{stem}.csv")
     return out
 
 
-def run_grid(p: dict) -> Report:
-    """Run the whole grid described by validated parameters `p` (see validate_params).
-
-    Each dataset folder, grid point and method folder has its previous output tables removed before it
-    runs, and only those whose every notebook succeeded are aggregated, so results/ never mixes in stale
-    tables. The report card (notebook 10) then reads results/."""
+def run_grid(g: GridParams) -> Report:
+    """Run the whole grid: every point's notebooks, the aggregation into results/, then the notebooks that read
+    results/ only (the methods' result notebooks and the report card), two at a time."""
     report = Report()
-    if p["storycloze_path"]:
-        # Story Cloze is only read from a user path; the loader also looks at this variable.
-        os.environ["DHP_STORYCLOZE_PATH"] = str(resolve(p["storycloze_path"]))
-    if p["data_dir"]:
-        os.environ["DHP_DATA_DIR"] = str(resolve(p["data_dir"]))
-    root = resolve(p["runs_dir"]) / p["run_id"]
-    common = _common(p)
-    results = resolve(p["results_dir"])
-    for name in [t for _, tables, _ in METHOD_NOTEBOOKS.values() for t in tables] + ["report_card.csv"]:
-        (results / name).unlink(missing_ok=True)  # a method not run this time must read "not run" on the card
-    point_dirs = _run_dhp(p, root, common, report) if "dhp" in p["methods"] else []
-    done = _run_methods(p, root, report)
-    tables = aggregate(point_dirs, p["results_dir"]) if point_dirs else {}
-    tables.update(aggregate_methods(done, p["results_dir"], report))
-    agg_dir = root / "aggregate"
-    agg_params = {**common, "run_dir": str(agg_dir), "results_dir": str(results),
-                  "figures_dir": str(resolve(p["figures_dir"]))}  # fmt: skip
+    data_dir = g.params.get("data_dir")
+    if data_dir:
+        os.environ["DHP_DATA_DIR"] = str(resolve(data_dir))
+    pts, report.not_applicable = points(g)
+    results = resolve(g.results_dir)
+    for m in map(methods.get, methods.names()):
+        for t in (*m.collects, *m.produces):  # a method not run this time must read "not run" on the card
+            (results / f"{Path(t.name).stem}.csv").unlink(missing_ok=True)
+    (results / "report_card.csv").unlink(missing_ok=True)
+    done = _run_points(g, pts, report)
+    tables = aggregate(done, results, report)
+    agg_dir = resolve(g.runs_dir) / g.run_id / "aggregate"
+    figures = str(resolve(g.figures_dir))
     jobs = []  # (notebook, parameters): they read results/ only and call no model, so they run side by side
-    if "summary" in tables:
-        jobs += [(name, agg_params) for name in FIGURE_NBS]
-    elif "dhp" in p["methods"]:
-        report.skipped.append("aggregate figures (no summary table from any grid point)")
-    if p["report_card"] and tables:
-        jobs.append((REPORT_NB, {"run_dir": str(results), "figures_dir": str(resolve(p["figures_dir"]))}))
-    _run_side_by_side(p, agg_dir, jobs, report)
+    if g.result_notebooks:
+        for name in dict.fromkeys(p.method for p in done):
+            m = methods.get(name)
+            first = next(p for p in done if p.method == name)
+            base = {**first.config.model_dump(), "run_dir": str(agg_dir), "results_dir": str(results),
+                    "figures_dir": figures}
+            jobs += [(nb, base) for nb in m.result_notebooks]
+    if g.report_card and tables:
+        jobs.append((REPORT_NB, {"run_dir": str(results), "figures_dir": figures}))
+    _run_side_by_side(g, agg_dir, jobs, report)
     return report
 
 
-def _run_side_by_side(p: dict, folder: Path, jobs: list[tuple[str, dict]], report: Report) -> None:
+def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]], report: Report) -> None:
     """Run notebooks that depend on nothing but finished tables two at a time (this machine class has two
     cores; each notebook is mostly kernel start-up, imports and plotting)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    notebooks = [(_nb(p, name), params) for name, params in jobs]  # a missing notebook fails before any runs
+    notebooks = [(_nb(g, name), params) for name, params in jobs]  # a missing notebook fails before any runs
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1],
-                                           p["notebook_params"].get(job[0].stem, {}), p, report, watch_calls=False),
+        list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1], g, report, watch_calls=False),
                       notebooks))
 
 
@@ -555,8 +516,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        p = load_params(args.params)
-        report = run_grid(p)
+        g = load_params(args.params)
+        report = run_grid(g)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

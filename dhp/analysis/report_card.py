@@ -1,11 +1,12 @@
-"""The judge report card: the five measurements of one judge side by side, from the result tables the
-methods wrote (DHP discernment, criteria confusion, decompose-and-aggregate on LLMBar, dual perspective,
-human alignment). A method whose table is absent is listed as "not run" — never as a number.
+"""The judge report card's rows (pure: tables in, rows out). Each method's ``card`` (dhp.methods) builds its rows
+with the functions here from the result tables it wrote; dhp.methods.report_card stacks them for every judge ×
+mode and adds a "not run" row for a method without a table — never a number.
 
 The card is a tidy long table (CARD_COLUMNS), one row per judge × mode × method × measure × scope:
 
 - judge, mode: the judge and its scoring mode;
-- method: dhp | criteria_confusion | decompose_aggregate | dual_perspective | human_alignment;
+- method: a registered method's name (dhp.methods: dhp, criteria_confusion, decompose_aggregate,
+  dual_perspective, human_alignment, and any you register);
 - measure: e.g. D_avg, D_min, control_D, null_fpr_avg_paper (dhp); share_ST_D_gt_1, share_SF_invariant,
   confusion_index (criteria_confusion); agreement, position_consistency (decompose_aggregate); kappa,
   local_accuracy (dual_perspective); spearman/kendall/pearson at summary or system level (human_alignment);
@@ -19,20 +20,14 @@ The card is a tidy long table (CARD_COLUMNS), one row per judge × mode × metho
 from __future__ import annotations
 
 import math
-import os
 
 import pandas as pd
 
 CARD_COLUMNS = ["judge", "mode", "method", "measure", "scope", "value", "lo", "hi", "n", "status"]
-METHODS = ("dhp", "criteria_confusion", "decompose_aggregate", "dual_perspective", "human_alignment")
-# method -> the run-folder files it is read from
-SOURCES = {"dhp": ("summary.csv",), "criteria_confusion": ("confusion_summary.csv",),
-           "decompose_aggregate": ("pairwise_agreement.csv",),
-           "dual_perspective": ("global_kappa.csv", "local_accuracy.csv"), "human_alignment": ("alignment.csv",)}
 
 
-def _row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n=math.nan,
-         nan_status: str = "no usable scores") -> dict:
+def card_row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n=math.nan,
+             nan_status: str = "no usable scores") -> dict:
     """One card row; a NaN value gets ``nan_status`` (why there is no number) instead of "ok"."""
     value = float(value) if value is not None and pd.notna(value) else math.nan
     return {"judge": judge, "mode": mode, "method": method, "measure": measure, "scope": str(scope),
@@ -41,119 +36,72 @@ def _row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n
             "status": "ok" if math.isfinite(value) else nan_status}
 
 
-def _dhp(summary: pd.DataFrame, judge: str, mode: str) -> list[dict]:
-    rows = []
-    for r in summary[(summary["judge"] == judge) & (summary["mode"] == mode)].to_dict("records"):
-        for m in ("D_avg", "D_min", "D_avg_EW", "D_min_EW"):
-            rows.append(_row(judge, mode, "dhp", m, r["dataset"], r[m], r.get(f"{m}_lo"), r.get(f"{m}_hi"),
-                             r.get("n_perturbations")))
-        rows.append(_row(judge, mode, "dhp", "control_D", r["dataset"], r.get("control_D")))
-        rows.append(_row(judge, mode, "dhp", "null_fpr_avg_paper", r["dataset"], r.get("null_fpr_avg_paper"),
-                         n=r.get("n_null")))
-    return rows
+def not_run_row(judge: str, mode: str, method: str) -> dict:
+    """The one row of a method that has no table (or no row) for this judge × mode: never a number."""
+    return {**card_row(judge, mode, method, "", "", math.nan), "status": "not run"}
 
 
-def _of(table: pd.DataFrame | None, judge: str, mode: str) -> pd.DataFrame | None:
-    """The rows of one judge × mode (a table without judge/mode columns is one judge's own run folder)."""
-    if table is None or "judge" not in table or "mode" not in table:
-        return table
-    return table[(table["judge"] == judge) & (table["mode"] == mode)]
-
-
-def _confusion(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
-    sub = _of(table, judge, mode)
-    # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
-    return [_row(judge, mode, "criteria_confusion", m, r["description_type"], r[m],
-                 n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF") else math.nan,
-                 nan_status="no significant drop" if m == "confusion_index" and r["n_S_T"] + r["n_S_F"] > 0
-                 else "no usable scores")
-            for r in sub.to_dict("records") for m in ("share_ST_D_gt_1", "share_SF_invariant", "confusion_index")]
-
-
-def _agreement(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
-    sub = _of(table, judge, mode)
-    # a miss counts against agreement, but with no verdict in any order there is nothing to agree: NaN
-    return [_row(judge, mode, "decompose_aggregate", m, f"{r['subset']}/{r['strategy']}",
-                 math.nan if r.get("no_verdict", 0) >= 2 * r["n"] else r[m], n=r["n"])
-            for r in sub.to_dict("records") for m in ("agreement", "position_consistency")]
-
-
-def _dual(kappa: pd.DataFrame | None, local: pd.DataFrame | None, judge: str, mode: str) -> list[dict]:
-    rows = []
-    kappa, local = _of(kappa, judge, mode), _of(local, judge, mode)
-    for r in ([] if kappa is None else kappa.to_dict("records")):
-        rows.append(_row(judge, mode, "dual_perspective", "kappa", r["aspect"], r["kappa"], n=r.get("n")))
-    for r in ([] if local is None else local.to_dict("records")):
-        rows.append(_row(judge, mode, "dual_perspective", "local_accuracy", r["aspect"], r["accuracy"],
-                         n=r.get("n_pairs")))
-    return rows
-
-
-def _alignment(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
-    return [_row(judge, mode, "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"], r["value"],
-                 r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in _of(table, judge, mode).to_dict("records")]
-
-
-def report_card(judge: str, mode: str, summary: pd.DataFrame | None = None, confusion: pd.DataFrame | None = None,
-                agreement: pd.DataFrame | None = None, kappa: pd.DataFrame | None = None,
-                local: pd.DataFrame | None = None, alignment: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The card of one judge × mode from the methods' tables (None: that method was not run). Returns
-    CARD_COLUMNS (see the module docstring); a method without a table is one "not run" row."""
-    parts = {"dhp": _dhp(summary, judge, mode) if summary is not None else None,
-             "criteria_confusion": _confusion(confusion, judge, mode) if confusion is not None else None,
-             "decompose_aggregate": _agreement(agreement, judge, mode) if agreement is not None else None,
-             "dual_perspective": _dual(kappa, local, judge, mode) if kappa is not None or local is not None else None,
-             "human_alignment": _alignment(alignment, judge, mode) if alignment is not None else None}
-    rows = []
-    for method in METHODS:
-        got = parts[method]
-        if got:
-            rows += got
-        else:  # absent, or present without a row for this judge: not run for it
-            rows.append({**_row(judge, mode, method, "", "", math.nan), "status": "not run"})
+def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
-def _read_sources(runs: dict[str, str | os.PathLike | None]) -> dict[str, pd.DataFrame | None]:
-    """report_card's keyword -> table read from the folder ``runs`` gives for its method (None: absent)."""
-    from dhp.io import resolve
-
-    def read(method: str, name: str) -> pd.DataFrame | None:
-        folder = runs.get(method)
-        path = resolve(folder) / name if folder else None
-        return pd.read_csv(path) if path is not None and path.is_file() else None
-
-    return {"summary": read("dhp", "summary.csv"), "confusion": read("criteria_confusion", "confusion_summary.csv"),
-            "agreement": read("decompose_aggregate", "pairwise_agreement.csv"),
-            "kappa": read("dual_perspective", "global_kappa.csv"), "local": read("dual_perspective", "local_accuracy.csv"),
-            "alignment": read("human_alignment", "alignment.csv")}
-
-
-def report_card_from_runs(judge: str, mode: str, runs: dict[str, str | os.PathLike | None]) -> pd.DataFrame:
-    """The card from run folders: ``runs`` maps a method (METHODS) to the folder holding its tables
-    (SOURCES); a missing folder or file means "not run"."""
-    return report_card(judge, mode, **_read_sources(runs))
+def dhp_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """DHP (summary.csv): D_avg, D_min (+ expert-weighted) with their bootstrap intervals, the negative control's D
+    and the null false-positive rate of D_avg > 1, per dataset, for every judge × mode in the table."""
+    rows = []
+    for r in summary.to_dict("records"):
+        judge, mode = r["judge"], r["mode"]
+        for m in ("D_avg", "D_min", "D_avg_EW", "D_min_EW"):
+            rows.append(card_row(judge, mode, "dhp", m, r["dataset"], r[m], r.get(f"{m}_lo"), r.get(f"{m}_hi"),
+                                 r.get("n_perturbations")))
+        rows.append(card_row(judge, mode, "dhp", "control_D", r["dataset"], r.get("control_D")))
+        rows.append(card_row(judge, mode, "dhp", "null_fpr_avg_paper", r["dataset"], r.get("null_fpr_avg_paper"),
+                             n=r.get("n_null")))
+    return _frame(rows)
 
 
-def report_cards_from_runs(runs: dict[str, str | os.PathLike | None], judge: str | None = None,
-                           mode: str | None = None) -> pd.DataFrame:
-    """The cards of every judge × mode named in the tables (or only ``judge`` / ``mode``), stacked; the pairs
-    come from the tables' judge and mode columns, sorted. Empty (CARD_COLUMNS) when no table names one."""
-    tables = _read_sources(runs)
-    pairs = sorted({(j, m) for t in tables.values() if t is not None and {"judge", "mode"} <= set(t.columns)
-                    for j, m in zip(t["judge"].astype(str), t["mode"].astype(str))
-                    if (judge is None or j == judge) and (mode is None or m == mode)})
-    if judge is not None and mode is not None and not pairs:
-        pairs = [(judge, mode)]  # asked for explicitly: its card says what was not run
-    cards = [report_card(j, m, **tables) for j, m in pairs]
-    return pd.concat(cards, ignore_index=True) if cards else pd.DataFrame(columns=CARD_COLUMNS)
+def confusion_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """Criteria confusion (confusion_summary.csv): share of S_T cells with D > 1, share of S_F cells shown
+    invariant, confusion index, per description type."""
+    # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
+    return _frame([card_row(r["judge"], r["mode"], "criteria_confusion", m, r["description_type"], r[m],
+                            n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF")
+                            else math.nan,
+                            nan_status="no significant drop" if m == "confusion_index" and r["n_S_T"] + r["n_S_F"] > 0
+                            else "no usable scores")
+                   for r in summary.to_dict("records")
+                   for m in ("share_ST_D_gt_1", "share_SF_invariant", "confusion_index")])
 
 
-def headline(card: pd.DataFrame) -> pd.DataFrame:
-    """One row per judge × mode, one column per method's headline number (the mean over its scopes of:
-    D_avg, confusion_index, agreement, kappa, summary_spearman), with "not run" where the method did not run."""
-    picks = {"dhp": "D_avg", "criteria_confusion": "confusion_index", "decompose_aggregate": "agreement",
-             "dual_perspective": "kappa", "human_alignment": "summary_spearman"}
+def agreement_rows(agreement: pd.DataFrame) -> pd.DataFrame:
+    """Decompose and aggregate (pairwise_agreement.csv): agreement with the gold label and position consistency
+    per subset × strategy."""
+    # a miss counts against agreement, but with no verdict in any order there is nothing to agree: NaN
+    return _frame([card_row(r["judge"], r["mode"], "decompose_aggregate", m, f"{r['subset']}/{r['strategy']}",
+                            math.nan if r.get("no_verdict", 0) >= 2 * r["n"] else r[m], n=r["n"])
+                   for r in agreement.to_dict("records") for m in ("agreement", "position_consistency")])
+
+
+def dual_rows(kappa: pd.DataFrame | None, local: pd.DataFrame | None) -> pd.DataFrame:
+    """Dual perspective (global_kappa.csv, local_accuracy.csv): global weighted κ and local adjacent accuracy per
+    aspect."""
+    rows = [card_row(r["judge"], r["mode"], "dual_perspective", "kappa", r["aspect"], r["kappa"], n=r.get("n"))
+            for r in ([] if kappa is None else kappa.to_dict("records"))]
+    rows += [card_row(r["judge"], r["mode"], "dual_perspective", "local_accuracy", r["aspect"], r["accuracy"],
+                      n=r.get("n_pairs")) for r in ([] if local is None else local.to_dict("records"))]
+    return _frame(rows)
+
+
+def alignment_rows(alignment: pd.DataFrame) -> pd.DataFrame:
+    """Human alignment (alignment.csv): every view × statistic per aspect, with its interval."""
+    return _frame([card_row(r["judge"], r["mode"], "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"],
+                            r["value"], r.get("ci_lo"), r.get("ci_hi"), r.get("n"))
+                   for r in alignment.to_dict("records")])
+
+
+def headline(card: pd.DataFrame, picks: dict[str, str]) -> pd.DataFrame:
+    """One row per judge × mode, one column per method's headline number (``picks``: method -> measure; the mean
+    over its scopes), with "not run" where the method did not run and, where it gave no number, why."""
     out = []
     for (judge, mode), g in card.groupby(["judge", "mode"], sort=True):
         row: dict[str, object] = {"judge": judge, "mode": mode}
@@ -169,4 +117,3 @@ def headline(card: pd.DataFrame) -> pd.DataFrame:
                     rows["status"].iloc[0] if len(rows) else "no usable scores")
         out.append(row)
     return pd.DataFrame(out, columns=["judge", "mode", *picks])
-

@@ -20,10 +20,10 @@ from dhp.datasets.files import (
     COLUMNS, DATASETS, PAPER_TABLE2, SELECTION_SIZE, DataChecksumWarning, data_root, dataset_files, upstream_url,
 )
 from dhp.datasets.lengths import reference_lengths, table2_comparison
-from dhp.datasets.selection import POOLS, SELECTION_RULES, load_dataset, load_many, select_ids
+from dhp.datasets.selection import POOLS, SELECTION_RULES, load_dataset, load_items, load_many, select_ids
 
 __all__ = [
     "COLUMNS", "DATASETS", "PAPER_TABLE2", "POOLS", "SELECTION_RULES", "SELECTION_SIZE", "DataChecksumWarning",
-    "data_root", "dataset_files", "download", "load_custom", "load_dataset", "load_many", "reference_lengths",
+    "data_root", "dataset_files", "download", "load_custom", "load_dataset", "load_items", "load_many", "reference_lengths",
     "select_ids", "table2_comparison", "upstream_url",
 ]

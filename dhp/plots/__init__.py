@@ -2,11 +2,11 @@
 returns a matplotlib figure, and ``save_figure`` writes it as PNG and PDF."""
 
 from dhp.plots.discernment import (
-    all_figures, plot_discernment_bars, plot_discernment_heatmap, plot_expert_weights, plot_response_styles,
+    all_figures, discernment_figures, plot_discernment_bars, plot_discernment_heatmap, plot_expert_weights, plot_response_styles,
     STAT_LABELS, read_result, response_style_figures, response_style_table, save_figure,
 )
 
 __all__ = [
-    "STAT_LABELS", "all_figures", "plot_discernment_bars", "plot_discernment_heatmap", "plot_expert_weights",
+    "STAT_LABELS", "all_figures", "discernment_figures", "plot_discernment_bars", "plot_discernment_heatmap", "plot_expert_weights",
     "plot_response_styles", "read_result", "response_style_figures", "response_style_table", "save_figure",
 ]

@@ -195,14 +195,22 @@ def plot_expert_weights(ew: pd.DataFrame, label: str = "project default mapping 
     return fig
 
 
-def all_figures(summary: pd.DataFrame, discernment: pd.DataFrame, figures_dir, ew: pd.DataFrame | None = None) -> list[Path]:
-    """Write the bar chart and heatmap for every dataset (and the expert-weight figure if `ew` is given)."""
-    paths: list[Path] = []
+def discernment_figures(summary: pd.DataFrame, discernment: pd.DataFrame, ew: pd.DataFrame | None = None) -> dict:
+    """The bar chart and heatmap of every dataset (and the expert-weight figure if `ew` is given): name -> figure."""
+    figs = {}
     for ds in sorted(summary["dataset"].unique()):
-        paths += save_figure(plot_discernment_bars(summary, ds), figures_dir, f"discernment_{ds}")
-        paths += save_figure(plot_discernment_heatmap(discernment, ds), figures_dir, f"heatmap_D_{ds}")
+        figs[f"discernment_{ds}"] = plot_discernment_bars(summary, ds)
+        figs[f"heatmap_D_{ds}"] = plot_discernment_heatmap(discernment, ds)
     if ew is not None:
-        paths += save_figure(plot_expert_weights(ew), figures_dir, "expert_weights")
+        figs["expert_weights"] = plot_expert_weights(ew)
+    return figs
+
+
+def all_figures(summary: pd.DataFrame, discernment: pd.DataFrame, figures_dir, ew: pd.DataFrame | None = None) -> list[Path]:
+    """Write :func:`discernment_figures` to ``figures_dir`` (PNG + PDF each)."""
+    paths: list[Path] = []
+    for name, fig in discernment_figures(summary, discernment, ew).items():
+        paths += save_figure(fig, figures_dir, name)
     return paths
 
 

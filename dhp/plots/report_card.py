@@ -10,15 +10,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dhp.analysis.report_card import METHODS, headline  # noqa: E402
+from dhp.analysis.report_card import headline  # noqa: E402
 
 
 def plot_report_card(card: pd.DataFrame, judge: str, mode: str):
-    """One panel per method: every measure × scope (expert-weighted variants only in the table) as a horizontal
-    bar with its interval where there is one; a method that was not run says so instead of showing a bar."""
+    """One panel per method (in the card's order): every measure × scope (expert-weighted variants only in the
+    table) as a horizontal bar with its interval where there is one; a method that was not run says so instead of
+    showing a bar."""
     g = card[(card["judge"] == judge) & (card["mode"] == mode)]
-    fig, axes = plt.subplots(len(METHODS), 1, figsize=(7.5, 2.0 * len(METHODS)))
-    for ax, method in zip(axes, METHODS):
+    method_names = list(dict.fromkeys(card["method"]))
+    fig, axes = plt.subplots(len(method_names), 1, figsize=(7.5, 2.0 * len(method_names)), squeeze=False)
+    for ax, method in zip(axes[:, 0], method_names):
         m = g[(g["method"] == method) & ~g["measure"].str.endswith("_EW")]  # EW variants stay in the table
         ax.set_title(method.replace("_", " "), fontsize=9, loc="left")
         if m.empty or (m["status"] == "not run").all():
@@ -43,9 +45,9 @@ def plot_report_card(card: pd.DataFrame, judge: str, mode: str):
     return fig
 
 
-def save_report_card_pages(card: pd.DataFrame, out_dir) -> list:
+def save_report_card_pages(card: pd.DataFrame, out_dir, picks: dict[str, str]) -> list:
     """One page per judge × mode (report_card_<judge>-<mode>.png and .pdf, names made file-safe) and the
-    comparison figure (report_card_comparison); returns the paths written."""
+    comparison figure (report_card_comparison; ``picks``: method -> its headline measure); returns the paths."""
     from dhp.io import slug
     from dhp.plots import save_figure
 
@@ -53,14 +55,14 @@ def save_report_card_pages(card: pd.DataFrame, out_dir) -> list:
     for judge, mode in sorted(set(zip(card["judge"], card["mode"]))):
         paths += save_figure(plot_report_card(card, judge, mode), out_dir, f"report_card_{slug(f'{judge}-{mode}')}")
     if len(card):
-        paths += save_figure(plot_card_comparison(card), out_dir, "report_card_comparison")
+        paths += save_figure(plot_card_comparison(card, picks), out_dir, "report_card_comparison")
     return paths
 
 
-def plot_card_comparison(card: pd.DataFrame):
-    """Judges × methods: each method's headline number (see dhp.analysis.report_card.headline); cells of a
-    method that was not run are grey and say so."""
-    h = headline(card)
+def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str]):
+    """Judges × methods: each method's headline number (``picks``: method -> measure, see
+    dhp.analysis.report_card.headline); cells of a method that was not run are grey and say so."""
+    h = headline(card, picks)
     methods = [c for c in h.columns if c not in ("judge", "mode")]
     numeric = h[methods].apply(pd.to_numeric, errors="coerce")
     fig, ax = plt.subplots(figsize=(1.6 * len(methods) + 2, 0.6 * len(h) + 1.5))
@@ -71,6 +73,6 @@ def plot_card_comparison(card: pd.DataFrame):
             ax.text(j, i, v if isinstance(v, str) else f"{v:.2f}", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(methods)), [m.replace("_", "\n") for m in methods], fontsize=7)
     ax.set_yticks(range(len(h)), [f"{j}\n({m})" for j, m in zip(h["judge"], h["mode"])], fontsize=7)
-    ax.set_title("Judges side by side: D_avg · confusion index · LLMBar agreement · κ · summary-level ρ", fontsize=8)
+    ax.set_title("Judges side by side: " + " · ".join(f"{m} {picks[m]}" for m in methods), fontsize=8)
     fig.tight_layout()
     return fig

@@ -1,0 +1,182 @@
+"""One declaration of every run parameter: its default, type, range and help text.
+
+Each meta-evaluation method (dhp.methods) has a parameter model that extends :class:`RunParams` (the parameters
+every method shares: judge, mode, seed, run folder, cache, ...) with its own fields. Everything else derives
+from these models, so a default can be declared only once and cannot drift:
+
+- the command line (``python -m dhp run --method NAME``): :func:`add_arguments` / :func:`from_arguments`;
+- the notebooks' ``parameters`` cells (papermill needs literal cells, so they are written out by hand and a test
+  checks that every value equals the model's default: :func:`notebook_defaults`);
+- the grid's YAML (``dhp.grid``): ``params`` and ``method_params`` are validated against these models;
+- the manifest (``manifest.json`` records ``config.model_dump()``).
+
+Validation errors are :class:`~dhp.errors.DHPError` with the field, the value and the fix; a list parameter that
+arrives as a string (``papermill -p strategies '["a"]'``) is refused with the hint to use ``-y``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from dhp.errors import DHPError
+
+__all__ = ["Params", "RunParams", "MODES", "validate", "add_arguments", "from_arguments", "notebook_defaults",
+           "describe"]
+
+#: How a judge's reply becomes a score (dhp.judging.pointwise): sampled ratings, the expected rating over the
+#: score tokens' probabilities, or the mean token log-likelihood of the text (no rating asked for).
+MODES = ("logprobs", "sample", "likelihood")
+Mode = Literal["logprobs", "sample", "likelihood"]
+
+
+def _is_list(annotation) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return True
+    return origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and any(
+        _is_list(a) for a in typing.get_args(annotation))
+
+
+class Params(BaseModel):
+    """Base of every parameter model: unknown names and wrong types are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _list_not_string(cls, value, info):
+        # papermill -p passes every value as a string: '["a", "b"]' would become a list of characters.
+        field = cls.model_fields.get(info.field_name)
+        if field is not None and isinstance(value, str) and _is_list(field.annotation):
+            raise ValueError(f"{info.field_name} must be a list, got the string {value!r}; with papermill pass "
+                             f"lists with -y (e.g. -y '{info.field_name}: [a, b]'), not -p")
+        return value
+
+
+class RunParams(Params):
+    """Parameters every method shares (one run folder per run; one judge call cache per run folder)."""
+
+    judge: str = Field("embedded", description="judge spec: embedded[:model] | openai:<model>[@<url>] | "
+                                                "vllm:<model> (the judge id it resolves to is what tables record)")
+    mode: Mode = Field("logprobs", description="how a reply becomes a score: logprobs | sample | likelihood")
+    seed: int = Field(0, ge=0, description="seed for item selection, perturbation, sampling and resampling")
+    run_dir: str = Field("runs/default", description="the run folder: every table of the run is written here")
+    cache_path: str | None = Field(None, description="judge call cache (None: <run_dir>/cache.sqlite)")
+    data_dir: str | None = Field(None, description="dataset root (None: DHP_DATA_DIR or ../shared/datasets)")
+    figures_dir: str | None = Field(None, description="where figures go (None: <run_dir>/figures)")
+    n_ctx: int | None = Field(None, ge=64, description="judge context in tokens for source truncation "
+                                                       "(None: what the backend reports)")
+    allow_insecure_key: bool = Field(False, description="allow sending OPENAI_API_KEY over plain http to a "
+                                                        "non-loopback server")
+    max_consecutive_failures: int = Field(20, ge=1, description="stop after this many failed calls in a row "
+                                                                "(answered calls stay cached)")
+    progress: bool = Field(False, description="show a progress bar of the model calls")
+
+    @property
+    def cache(self) -> str:
+        """The call cache path this run uses."""
+        return self.cache_path or os.path.join(self.run_dir, "cache.sqlite")
+
+    @property
+    def figures(self) -> str:
+        """The folder figures are written to."""
+        return self.figures_dir or os.path.join(self.run_dir, "figures")
+
+
+def _message(model: type[BaseModel], err: ValidationError, source: str) -> DHPError:
+    first = err.errors()[0]
+    name = ".".join(str(x) for x in first.get("loc", ())) or "(parameters)"
+    field = model.model_fields.get(str(first.get("loc", ("",))[0]))
+    if first.get("type") == "extra_forbidden":
+        return DHPError(f"{source}: unknown parameter {name!r}.",
+                        f"use only {sorted(model.model_fields)} (see dhp.config.describe).")
+    got = first.get("input")
+    hint = f" ({field.description})" if field is not None and field.description else ""
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return DHPError(f"{source}: {name} = {got!r} is invalid: {msg}.", f"give {name} a valid value{hint}.")
+
+
+def validate(model: type[Params], values: dict[str, Any] | None = None, source: str = "parameters", **more) -> Params:
+    """``model`` built from ``values`` (and keyword arguments), or a DHPError naming the first bad parameter."""
+    try:
+        return model(**{**(values or {}), **more})
+    except ValidationError as e:
+        raise _message(model, e, source) from None
+
+
+def notebook_defaults(model: type[Params]) -> dict[str, Any]:
+    """Every parameter's default: what a notebook's ``parameters`` cell must say (tests check it)."""
+    return {name: f.default for name, f in model.model_fields.items()}
+
+
+def describe(model: type[Params]) -> list[tuple[str, str, Any, str]]:
+    """(name, type, default, help) per parameter, for documentation and --help."""
+    return [(n, _type_name(f.annotation), f.default, f.description or "") for n, f in model.model_fields.items()]
+
+
+def _type_name(annotation) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+def _scalar(annotation):
+    """(base type, optional, is_list, choices) of a field annotation."""
+    args = [a for a in typing.get_args(annotation)] if typing.get_origin(annotation) in (
+        typing.Union, getattr(__import__("types"), "UnionType", None)) else [annotation]
+    optional = type(None) in args
+    args = [a for a in args if a is not type(None)]
+    base = args[0] if args else str
+    is_list = typing.get_origin(base) is list
+    if is_list:
+        base = (typing.get_args(base) or (str,))[0]
+    choices = typing.get_args(base) if typing.get_origin(base) is Literal else None
+    if choices:
+        base = type(choices[0])
+    return base, optional, is_list, choices
+
+
+def add_arguments(parser: argparse.ArgumentParser, model: type[Params], skip: tuple[str, ...] = ()) -> None:
+    """One ``--name`` option per parameter, with the model's help text; the defaults stay the model's (an option
+    not given is not passed, so :func:`validate` fills it). Lists are comma-separated; booleans are flags."""
+    for name, f in model.model_fields.items():
+        if name in skip:
+            continue
+        flag = "--" + name.replace("_", "-")
+        base, optional, is_list, choices = _scalar(f.annotation)
+        help_text = f"{f.description or ''} (default: {f.default!r})"
+        if base is bool and not is_list:
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                                help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, default=argparse.SUPPRESS, help=help_text,
+                                metavar="A,B" if is_list else (name.upper()),
+                                type=_list_parser(base) if is_list else _none_or(base) if optional else base,
+                                choices=None if is_list else choices)
+
+
+def _none_or(base):
+    def parse(text: str):
+        return None if text.lower() in ("none", "null", "") else base(text)
+
+    parse.__name__ = getattr(base, "__name__", "value")
+    return parse
+
+
+def _list_parser(base):
+    def parse(text: str):
+        return [base(x.strip()) for x in text.split(",") if x.strip()]
+
+    parse.__name__ = "list"
+    return parse
+
+
+def from_arguments(model: type[Params], args: argparse.Namespace, source: str = "command line") -> Params:
+    """The validated model from parsed arguments (options that were not given keep the model's default)."""
+    given = {k: v for k, v in vars(args).items() if k in model.model_fields}
+    return validate(model, given, source=source)

@@ -1,0 +1,322 @@
+"""Meta-evaluation methods as registered objects: one file per method in this package, found automatically.
+
+A method (think inspect_ai's ``@task``) is a :class:`Method` subclass decorated with :func:`register`. It declares
+
+- ``name``, ``title``, ``paper``, the ``modes`` it supports and its ``notebooks`` (the numbered notebooks that teach it);
+- ``Params``: its parameter model (dhp.config: :class:`~dhp.config.RunParams` plus its own fields, each declared once
+  with default, type, range and help text — the CLI, the notebooks' parameters cells and the grid derive from it);
+- ``collects`` / ``produces``: the run-folder tables it writes, with their columns (:class:`Table`);
+
+and implements four stages:
+
+- ``collect(config) -> {table name: DataFrame}``: the only stage that calls a model (through dhp.calls: cached);
+  recorded judges enter here too, imported instead of called (``python -m dhp import-judgments``);
+- ``analyze(tables, config) -> {table name: DataFrame}``: pure — tables in, tables out (the functions of
+  dhp.analysis; no model, no file I/O, no plotting); it sees every judge in the run folder;
+- ``card(tables) -> DataFrame``: its rows of the judge report card (dhp.analysis.report_card.CARD_COLUMNS);
+- ``figures(tables, config) -> {name: matplotlib Figure}``.
+
+``run(name, config)`` does collect → write → analyze → write → figures → manifest in one call (the CLI
+``python -m dhp run --method NAME`` and the grid use it; a notebook calls the stages one by one). Collected tables
+accumulate judges: writing one judge's rows replaces that judge's earlier rows only (``Table.partition``), so
+live and recorded judges share a run folder and the analyses compare them.
+
+Adding a method: put a module in dhp/methods/ with one registered class (and its notebook); it then appears in
+the CLI, the grid, the report card and notebook 10 with no other file edited. Packages outside dhp can register
+methods through the ``dhp.methods`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Iterable
+
+import pandas as pd
+
+from dhp.config import Params, RunParams, validate
+from dhp.errors import DHPError
+from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
+
+__all__ = ["Method", "Table", "register", "get", "names", "all_methods", "run", "read_tables", "write_tables",
+           "report_card", "judge_modes"]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table a method writes into the run folder.
+
+    ``name``: the file (``.parquet`` for row tables that may hold texts, ``.csv`` for results); ``columns``: the
+    columns it always has, in order (its schema; ``doc`` says what one row is); ``partition``: the columns that say
+    whose rows these are — writing collected rows replaces the existing rows with the same partition values and
+    keeps the others; ``results``: what the grid copies into results/ (which holds numbers, never texts): "all",
+    "numbers" (the declared columns and numeric extras) or "none" (a table with texts).
+    """
+
+    name: str
+    columns: tuple[str, ...]
+    doc: str
+    partition: tuple[str, ...] = ("judge", "mode")
+    results: str = "all"
+
+    def check(self, df: pd.DataFrame, method: str) -> None:
+        missing = [c for c in self.columns if c not in df.columns]
+        if missing:
+            raise DHPError(f"Method {method!r} produced {self.name} without columns {missing}.",
+                           f"return every column of its schema: {list(self.columns)}.")
+
+
+class Method:
+    """Base class of a meta-evaluation method (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    notebooks: ClassVar[tuple[str, ...]] = ()
+    #: notebooks of ``notebooks`` that do not depend on the judge: the grid runs them once per dataset and hands
+    #: their ``shared_tables`` to every judge's run folder (dhp: 01_perturb writes dataset and perturbed tables)
+    shared_notebooks: ClassVar[tuple[str, ...]] = ()
+    shared_tables: ClassVar[tuple[str, ...]] = ()
+    #: notebooks that read the aggregated results/ only (figures of every judge together): run by the grid last
+    result_notebooks: ClassVar[tuple[str, ...]] = ()
+    modes: ClassVar[tuple[str, ...]] = ("logprobs", "sample")
+    headline: ClassVar[str] = ""  # the card measure that stands for the method in one-number summaries
+    Params: ClassVar[type[RunParams]] = RunParams
+    collects: ClassVar[tuple[Table, ...]] = ()
+    produces: ClassVar[tuple[Table, ...]] = ()
+
+    # ------------------------------------------------------------------ configuration
+    def config(self, values: dict[str, Any] | None = None, **more) -> RunParams:
+        """This method's validated parameters (defaults from ``Params``); a DHPError names a bad one."""
+        if isinstance(values, Params) and not more:
+            return values
+        return validate(self.Params, values, source=f"{self.name} parameters", **more)
+
+    def config_from(self, namespace: dict[str, Any]) -> RunParams:
+        """The parameters found in ``namespace`` (a notebook's globals after its parameters cell), validated."""
+        return self.config({k: namespace[k] for k in self.Params.model_fields if k in namespace})
+
+    def tables(self) -> dict[str, Table]:
+        return {t.name: t for t in (*self.collects, *self.produces)}
+
+    def backend(self, config: RunParams, judge=None):
+        """The judge backend of this run: ``judge`` when it is a Backend object, else built from the spec (a bad
+        spec, a missing or exposed key fails here, before anything is collected)."""
+        from dhp.backends import Backend, get_backend
+
+        if isinstance(judge, Backend):
+            return judge
+        spec = judge or config.judge
+        options = {"allow_insecure_key": True} if config.allow_insecure_key and str(spec).startswith("openai:") else {}
+        return get_backend(spec, **options)
+
+    # ------------------------------------------------------------------ stages (override)
+    def collect(self, config: RunParams, judge=None) -> dict[str, pd.DataFrame]:
+        raise NotImplementedError(f"{type(self).__name__}.collect")
+
+    def analyze(self, tables: dict[str, pd.DataFrame], config: RunParams) -> dict[str, pd.DataFrame]:
+        raise NotImplementedError(f"{type(self).__name__}.analyze")
+
+    def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+        raise NotImplementedError(f"{type(self).__name__}.card")
+
+    def figures(self, tables: dict[str, pd.DataFrame], config: RunParams) -> dict[str, Any]:
+        return {}
+
+    def inputs(self, config: RunParams) -> list:
+        """Files of the user's that the run read (checksummed in the manifest)."""
+        return []
+
+    def estimate(self, config: RunParams, judge=None) -> dict:
+        """What collecting would cost ({stage: dhp.calls.Estimate}) without calling a model; optional."""
+        raise DHPError(f"Method {self.name!r} has no dry run.", "run it with a small n first, or use --method dhp.")
+
+    def check_mode(self, config: RunParams) -> None:
+        if config.mode not in self.modes:
+            raise DHPError(f"Method {self.name!r} does not run in {config.mode!r} mode.",
+                           f"use mode {' or '.join(self.modes)}.")
+
+    def __repr__(self) -> str:
+        return f"<method {self.name}: {self.title}>"
+
+
+_REGISTRY: dict[str, Method] = {}
+_DISCOVERED = False
+
+
+def register(cls: type[Method]) -> type[Method]:
+    """Class decorator: register one instance of a Method subclass under its ``name``."""
+    if not cls.name or not cls.name.isidentifier():
+        raise DHPError(f"Method class {cls.__name__} needs a name that is an identifier, got {cls.name!r}.",
+                       "set name = 'my_method' on the class.")
+    for t in (*cls.collects, *cls.produces):
+        if not isinstance(t, Table):
+            raise DHPError(f"Method {cls.name!r} declares {t!r}, which is not a dhp.methods.Table.",
+                           "declare its tables as Table(name, columns, doc).")
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def _discover() -> None:
+    """Import every module of this package (each registers its method) and the ``dhp.methods`` entry points."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="dhp.methods"):
+        ep.load()
+
+
+def all_methods() -> list[Method]:
+    """Every registered method, in a fixed order (the order of ``ORDER`` where listed, then by name)."""
+    _discover()
+    rank = {n: i for i, n in enumerate(ORDER)}
+    return sorted(_REGISTRY.values(), key=lambda m: (rank.get(m.name, len(rank)), m.name))
+
+
+def names() -> list[str]:
+    return [m.name for m in all_methods()]
+
+
+def get(name: str) -> Method:
+    """The registered method called ``name``."""
+    _discover()
+    if name not in _REGISTRY:
+        raise DHPError(f"Unknown method {name!r}.", f"use one of {names()} (or register yours in dhp/methods/).")
+    return _REGISTRY[name]
+
+
+#: Display order of the built-in methods (the card and the CLI list them so); a new method comes after them.
+ORDER = ("dhp", "criteria_confusion", "decompose_aggregate", "dual_perspective", "human_alignment")
+
+
+# ---------------------------------------------------------------------------------------------- run folder
+
+def read_tables(method: Method, folder, which: Iterable[Table] | None = None) -> dict[str, pd.DataFrame]:
+    """The method's tables present in ``folder`` (all it declares, or ``which``), by file name."""
+    root = resolve(folder)
+    out = {}
+    for t in (which if which is not None else (*method.collects, *method.produces)):
+        path = root / t.name
+        if path.is_file():
+            out[t.name] = read_table(path, t.name, f"the {method.name} method")
+    return out
+
+
+def _upsert(new: pd.DataFrame, old: pd.DataFrame | None, table: Table) -> pd.DataFrame:
+    """``old`` without the rows whose partition values occur in ``new``, then ``new`` appended."""
+    part = [c for c in table.partition if c in new.columns]
+    if old is None or old.empty or not part or not set(part) <= set(old.columns):
+        return new
+    key = lambda df: pd.MultiIndex.from_frame(df[part].astype(str))  # noqa: E731 - local helper
+    keep = old[~key(old).isin(key(new).unique())]
+    return pd.concat([keep, new], ignore_index=True) if len(keep) else new
+
+
+def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replace: bool = False) -> dict[str, Path]:
+    """Write the method's ``tables`` into ``folder`` (each atomically, after all were checked): collected tables
+    are merged into what is there (:class:`Table` ``partition``) unless ``replace``; produced tables replace the
+    file. A table the method does not declare is an error (every table a method writes is declared)."""
+    root = resolve(folder)
+    declared = method.tables()
+    unknown = sorted(set(tables) - set(declared))
+    if unknown:
+        raise DHPError(f"Method {method.name!r} returned undeclared tables {unknown}.",
+                       "declare them in its collects/produces.")
+    for name, df in tables.items():
+        declared[name].check(df, method.name)
+    collected = {t.name for t in method.collects}
+    final, run_stats = {}, {}
+    for name, df in tables.items():
+        if df.attrs.get("judge_stats"):  # calls made, cache hits: they vary between runs, so not in the table
+            run_stats[name] = df.attrs["judge_stats"]
+        df.attrs = {}  # attrs would be stored in the parquet metadata
+        old = None
+        if name in collected and not replace and (root / name).is_file():
+            old = read_table(root / name, name, f"the {method.name} method")
+        final[name] = _upsert(df, old, declared[name])
+    paths = {name: (write_parquet if name.endswith(".parquet") else write_csv)(df, root / name)
+             for name, df in final.items()}
+    for stats in run_stats.values():
+        paths["judge_stats.json"] = write_text(root / "judge_stats.json",
+                                               json.dumps(stats, indent=1, sort_keys=True, default=str))
+    return paths
+
+
+def run(name: str, config: RunParams | dict | None = None, figures: bool = True, judge=None,
+        **values) -> dict[str, Path]:
+    """Run one method end to end into ``config.run_dir``: collect (the model calls), write the collected tables,
+    analyze every judge in the run folder, write the results and figures, record the run in manifest.json.
+    Nothing is written unless collecting succeeded. ``judge``: a Backend object to use instead of building one
+    from ``config.judge``. Returns file name -> path."""
+    from dhp.plots import save_figure
+
+    method = get(name)
+    config = method.config(config, **values)
+    method.check_mode(config)
+    backend = method.backend(config, judge)
+    collected = method.collect(config, backend)
+    paths = write_tables(method, collected, config.run_dir)
+    results = method.analyze(read_tables(method, config.run_dir, method.collects), config)
+    paths.update(write_tables(method, results, config.run_dir))
+    if figures:
+        every = read_tables(method, config.run_dir)
+        for fig_name, fig in method.figures(every, config).items():
+            for p in save_figure(fig, config.figures, fig_name):
+                paths[p.name] = p
+    paths["manifest.json"] = record(method, config, [backend], method.inputs(config))
+    return paths
+
+
+def record(method: Method, config: RunParams, backends: Iterable = (), inputs: Iterable = ()) -> Path:
+    """Add this method's run (its parameters, the judge's identity, the user files it read) to manifest.json."""
+    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs)
+
+
+# ---------------------------------------------------------------------------------------------- report card
+
+def judge_modes(tables: Iterable[pd.DataFrame]) -> list[tuple[str, str]]:
+    """The (judge, mode) pairs named in the tables, sorted."""
+    return sorted({(str(j), str(m)) for t in tables if t is not None and {"judge", "mode"} <= set(t.columns)
+                   for j, m in zip(t["judge"], t["mode"])})
+
+
+def report_card(folders, judge: str | None = None, mode: str | None = None) -> pd.DataFrame:
+    """The report card of every judge × mode found in the methods' tables (or only ``judge`` / ``mode``).
+
+    ``folders``: one folder holding every method's tables (a run folder, or results/), or a dict method name ->
+    folder. Each registered method contributes its ``card`` rows; a method with no rows for a judge × mode gets one
+    row with status "not run" (never a number). Columns: dhp.analysis.report_card.CARD_COLUMNS."""
+    from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
+
+    parts, seen = [], []
+    for m in all_methods():
+        folder = folders.get(m.name) if isinstance(folders, dict) else folders
+        tables = read_tables(m, folder, m.produces) if folder is not None else {}
+        rows = m.card(tables) if tables else pd.DataFrame(columns=CARD_COLUMNS)
+        seen += list(tables.values())
+        parts.append((m, rows))
+    pairs = [(j, md) for j, md in judge_modes(seen) if (judge is None or j == judge) and (mode is None or md == mode)]
+    if judge is not None and mode is not None and not pairs:
+        pairs = [(judge, mode)]  # asked for explicitly: its card says what was not run
+    out = []
+    for j, md in pairs:
+        for m, rows in parts:
+            mine = rows[(rows["judge"] == j) & (rows["mode"] == md)] if len(rows) else rows
+            out.append(mine if len(mine) else pd.DataFrame([not_run_row(j, md, m.name)], columns=CARD_COLUMNS))
+    return pd.concat(out, ignore_index=True)[CARD_COLUMNS] if out else pd.DataFrame(columns=CARD_COLUMNS)
+
+
+def describe_methods() -> str:
+    """One line per registered method: name, modes, notebooks, title (for ``python -m dhp methods``)."""
+    return "\n".join(f"{m.name:20s} modes: {', '.join(m.modes):28s} notebooks: {', '.join(m.notebooks) or '-':40s} "
+                     f"{m.title}" for m in all_methods())
+
