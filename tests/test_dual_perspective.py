@@ -97,15 +97,81 @@ TEXT = ("Maria Lopez opened the new library in Springfield on Monday. About 300 
 
 @pytest.mark.parametrize("aspect", ["fluency", "coherence", "consistency", "relevance"])
 def test_each_chain_step_adds_exactly_one_error_to_the_previous_step(aspect):
-    from dhp.analysis.dual_perspective import error_chain, is_one_more_error
+    from dhp.analysis.dual_perspective import count_errors, error_chain, is_one_more_error
 
     chain = error_chain(TEXT, aspect, 3, seed=1)
     assert chain[0] == TEXT and len(chain) == 4
     assert len(set(chain)) == 4  # strictly new text at every step
+    assert [count_errors(TEXT, t, aspect) for t in chain] == [0, 1, 2, 3]  # counted against the reference
     for prev, nxt in zip(chain, chain[1:]):
-        assert is_one_more_error(prev, nxt, aspect), (aspect, prev, nxt)
-    assert not is_one_more_error(chain[0], chain[2], aspect)  # two steps apart is two errors, not one
+        assert is_one_more_error(TEXT, prev, nxt, aspect), (aspect, prev, nxt)
+    assert not is_one_more_error(TEXT, chain[0], chain[2], aspect)  # two steps apart is two errors, not one
+    assert not is_one_more_error(TEXT, chain[2], chain[1], aspect)  # going back is not one more
     assert error_chain(TEXT, aspect, 3, seed=1) == chain  # seeded
+
+
+def test_coherence_chain_adds_one_inversion_per_step_until_the_order_is_reversed():
+    """The old chain swapped any two sentences of the previous step: inversions against the reference
+    went 0, 1, 2, 3, 2, 1 (a later swap undid an earlier one) and a correct judge was marked wrong."""
+    from dhp.analysis.dual_perspective import error_chain
+    from dhp.perturb.rules import sentence_inversions, sentence_order
+
+    for seed in range(30):
+        chain = error_chain(TEXT, "coherence", 10, seed=seed)
+        # 4 sentences: at most 6 inversions, reached only by the full reversal; then the chain stops
+        assert [sentence_inversions(TEXT, t) for t in chain] == list(range(7)), seed
+        assert sentence_order(TEXT, chain[-1]) == [3, 2, 1, 0]
+
+
+def test_inversions_match_kendall_tau_and_sentence_order_reads_the_reference_sentences():
+    from scipy.stats import kendalltau
+
+    from dhp.perturb.rules import inversions, kept_sentences, sentence_order
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 8):
+        for _ in range(20):
+            p = rng.permutation(n)
+            # no ties: tau = 1 - 4 * discordant / (n (n - 1)), discordant pairs = inversions
+            assert inversions(p) == pytest.approx((1 - kendalltau(np.arange(n), p)[0]) * n * (n - 1) / 4)
+    assert sentence_order("A b. C d. E f.", "C d. A b. E f.") == [1, 0, 2]
+    assert sentence_order("A b. C d. E f.", "C d. A b. E x.") is None  # an edit, not a reordering
+    assert sentence_order("Yes. No. Yes.", "No. Yes. Yes.") == [1, 0, 2]  # equal sentences keep their order
+    assert kept_sentences("A b. C d. E f.", "A b.  E f.") == [0, 2]  # white space between may differ
+    assert kept_sentences("A b. C d. E f.", "A b. E x.") is None
+    assert kept_sentences("A b. C d. E f.", "E f. A b.") is None  # reordered, not deleted
+
+
+def _summeval_references(n_items):
+    from dhp.datasets import load_dataset
+
+    try:
+        return load_dataset("summeval", n_items=n_items, seed=0)
+    except DHPError as e:  # no ../shared/datasets (or DHP_DATA_DIR) on this machine
+        pytest.skip(f"SummEval not available: {e}")
+
+
+@pytest.mark.parametrize("aspect", ["coherence", "relevance", "fluency", "consistency"])
+def test_chains_on_summeval_references_never_get_better(aspect):
+    """On real references and many seeds every step adds exactly one error counted against the
+    reference, and a chain stops early only where the text can take no more (coherence: reversed
+    order; relevance: one sentence left). Today's main failed this for coherence on 47 of 50 chains."""
+    from dhp.analysis.dual_perspective import count_errors, error_chain, is_one_more_error
+    from dhp.perturb.rules import sentence_spans
+
+    length = 5
+    for r in _summeval_references(8).itertuples():
+        n = len(sentence_spans(r.reference))
+        for seed in range(5):
+            chain = error_chain(r.reference, aspect, length, seed)
+            counts = [count_errors(r.reference, t, aspect) for t in chain]
+            assert counts == list(range(len(chain))), (r.item_id, seed, counts)
+            assert all(is_one_more_error(r.reference, a, b, aspect) for a, b in zip(chain, chain[1:]))
+            most = {"coherence": n * (n - 1) // 2, "relevance": n - 1}.get(aspect, length)
+            if aspect == "consistency":
+                assert len(chain) >= 3, (r.item_id, seed)  # every reference names several entities
+            else:
+                assert len(chain) - 1 == min(length, most), (r.item_id, seed, len(chain), n)
 
 
 def test_a_chain_that_runs_out_of_sentences_stops_instead_of_padding():
