@@ -200,17 +200,57 @@ def test_pair_matrix_and_table1_layout():
     assert m[(0, 1)] == 0.5 and m[(0, 2)] == 1.0 and m[(1, 2)] == 0.5
     gk = pd.DataFrame({"aspect": ["fluency"], "kappa": [0.4], "n": [5]})
     la = pd.DataFrame({"aspect": ["fluency"], "accuracy": [0.75], "n_pairs": [4]})
-    al = pd.DataFrame({"view": ["system", "system", "summary"], "aspect": "fluency",
-                       "statistic": ["pearson", "spearman", "spearman"], "value": [0.3, 0.2, 0.9]})
+    al = pd.DataFrame({"view": ["system", "system", "summary", "dataset", "dataset"], "aspect": "fluency",
+                       "statistic": ["pearson", "spearman", "spearman", "pearson", "spearman"],
+                       "value": [0.3, 0.2, 0.9, 0.55, 0.45]})
     t = table1(gk, la, al, "j").iloc[0]
-    assert (t["kappa"], t["accuracy"], t["pearson"], t["spearman"]) == (0.4, 0.75, 0.3, 0.2)
+    assert (t["kappa"], t["accuracy"]) == (0.4, 0.75)
+    # the paper's r and rho are dataset level; system level stands beside them under its own name
+    assert (t["dataset_pearson"], t["dataset_spearman"]) == (0.55, 0.45)
+    assert (t["system_pearson"], t["system_spearman"]) == (0.3, 0.2)
+    assert math.isnan(t["dataset_kendall"]) and "pearson" not in t.index  # no unlabelled level
     from dhp.analysis.dual_perspective import rank_judges
 
     other = table1(gk.assign(kappa=0.6), la.assign(accuracy=0.5), al, "k")
     r = rank_judges(pd.concat([table1(gk, la, al, "j"), other])).set_index("judge")
     assert (r.loc["j", "rank_kappa"], r.loc["k", "rank_kappa"]) == (2, 1)  # the views disagree:
     assert (r.loc["j", "rank_accuracy"], r.loc["k", "rank_accuracy"]) == (1, 2)  # j leads locally
-    assert r.loc["j", "rank_pearson"] == r.loc["k", "rank_pearson"] == 1  # a tie shares the rank
+    assert r.loc["j", "rank_dataset_pearson"] == r.loc["k", "rank_dataset_pearson"] == 1  # a tie shares the rank
+    with pytest.raises(DHPError, match="rating rule"):
+        table1(pd.concat([gk.assign(rating_rule="mode"), gk.assign(rating_rule="expected")]), la, al, "j")
+
+
+def _alignment_input():
+    rows = []
+    human = {"d1": [1, 2, 3, 4], "d2": [2, 4, 1, 3], "d3": [2, 2, 2, 2]}
+    judge = {"d1": [1, 3, 2, 4], "d2": [1, 4, 2, 3], "d3": [1, 2, 3, 4]}
+    for d in human:
+        for k, name in enumerate("ABCD"):
+            rows.append({"doc_id": d, "system": name, "aspect": "coherence", "human": float(human[d][k]),
+                         "judge": float(judge[d][k])})
+    return pd.DataFrame(rows)
+
+
+def test_dataset_level_pools_every_target_and_matches_scipy():
+    """Hu et al. 2025 App. A.3: r and rho over all targets of the aspect pooled, not per system."""
+    from scipy import stats as sps
+
+    from dhp.analysis.alignment import alignment_table, dataset_level
+
+    t = _alignment_input()
+    out = alignment_table(t, n_boot=200, seed=0)
+    d = out[out["view"] == "dataset"].set_index("statistic")
+    assert set(d.index) == {"pearson", "spearman", "kendall"} and (d["n"] == 12).all()
+    assert d.loc["pearson", "value"] == pytest.approx(sps.pearsonr(t["human"], t["judge"])[0])
+    assert d.loc["spearman", "value"] == pytest.approx(sps.spearmanr(t["human"], t["judge"])[0])
+    assert d.loc["kendall", "value"] == pytest.approx(sps.kendalltau(t["human"], t["judge"])[0])
+    system = out[(out["view"] == "system") & (out["statistic"] == "pearson")]["value"].iloc[0]
+    assert system != pytest.approx(d.loc["pearson", "value"])  # a different number, not a relabelling
+    assert (d["ci_lo"] <= d["value"]).all() and (d["value"] <= d["ci_hi"]).all()
+    one = dataset_level(t.iloc[:1], "pearson")
+    assert math.isnan(one[0]) and one[1] == 1  # below two targets: NaN, not 0
+    single_doc = alignment_table(t[t["doc_id"] == "d1"], n_boot=50)
+    assert single_doc[single_doc["view"] == "dataset"]["ci_lo"].isna().all()  # one document: no interval
 
 
 def test_parse_preference_and_both_orders_accuracy():

@@ -297,24 +297,37 @@ def pair_matrix(step_scores: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"mean": "accuracy", "size": "n"})
 
 
+#: table1's traditional columns: <level>_<statistic>, the paper's (dataset level: r, rho) first.
+TABLE1_CORRELATIONS = [f"{level}_{stat}" for level in ("dataset", "system") for stat in ("pearson", "spearman", "kendall")]
+
+
 def table1(global_kappa_table: pd.DataFrame, local_accuracy_table: pd.DataFrame, alignment: pd.DataFrame,
            judge: str) -> pd.DataFrame:
-    """The paper's Table 1 layout for one judge: per aspect kappa (global), Acc (local), Pearson r and
-    Spearman rho (traditional, system level over the judged targets). Columns: judge, aspect, kappa,
-    accuracy, pearson, spearman. Concatenate several judges' tables and rank with ``.rank()`` per column."""
-    a = alignment[alignment["view"] == "system"].pivot_table(index="aspect", columns="statistic", values="value")
+    """The paper's Table 1 for one judge, per aspect: kappa (global), accuracy (local) and the
+    traditional correlations labelled by level — dataset_pearson / dataset_spearman / dataset_kendall
+    (all targets pooled: the level of the paper's r and rho, Hu et al. 2025 App. A.3) beside
+    system_pearson / system_spearman / system_kendall (per-system means), from ``alignment``
+    (:func:`dhp.analysis.alignment.alignment_table`). Columns: judge, aspect, kappa, accuracy,
+    *TABLE1_CORRELATIONS (NaN where the alignment table lacks that level). Concatenate several
+    judges' tables and rank with :func:`rank_judges`."""
+    if global_kappa_table["aspect"].duplicated().any():
+        raise DHPError("The kappa table has several rows for one aspect (several rating rules?).",
+                       "pass the global_kappa rows of one rating rule.")
+    a = alignment[alignment["view"].isin(["dataset", "system"])]
+    wide = a.assign(column=a["view"] + "_" + a["statistic"]).pivot_table(index="aspect", columns="column",
+                                                                         values="value", dropna=False)
     out = (global_kappa_table.set_index("aspect")[["kappa"]]
            .join(local_accuracy_table.set_index("aspect")[["accuracy"]], how="outer")
-           .join(a.reindex(columns=["pearson", "spearman"]), how="outer"))
-    return out.reset_index().assign(judge=judge)[["judge", "aspect", "kappa", "accuracy", "pearson", "spearman"]]
+           .join(wide.reindex(columns=TABLE1_CORRELATIONS), how="outer"))
+    return out.reset_index().assign(judge=judge)[["judge", "aspect", "kappa", "accuracy", *TABLE1_CORRELATIONS]]
 
 
 def rank_judges(table: pd.DataFrame) -> pd.DataFrame:
-    """Add rank_<view> columns to concatenated :func:`table1` rows: per aspect, 1 = the judge with the
+    """Add rank_<column> columns to concatenated :func:`table1` rows: per aspect, 1 = the judge with the
     highest value (ties share the better rank; NaN is not ranked). The paper's point is that the views
     can rank judges differently."""
     out = table.copy()
-    for col in ("kappa", "accuracy", "pearson", "spearman"):
+    for col in ("kappa", "accuracy", *TABLE1_CORRELATIONS):
         out[f"rank_{col}"] = out.groupby("aspect")[col].rank(ascending=False, method="min")
     return out
 
