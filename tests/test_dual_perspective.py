@@ -253,6 +253,80 @@ def test_dataset_level_pools_every_target_and_matches_scipy():
     assert single_doc[single_doc["view"] == "dataset"]["ci_lo"].isna().all()  # one document: no interval
 
 
+class _SampledJudge:
+    """Stand-in judge: sampled reply j of a request is ``replies(candidate)[j]``; records what it was asked."""
+
+    @staticmethod
+    def make(replies):
+        from dhp.backends import Backend, Completion
+
+        class Judge(Backend):
+            identity = "fake:sampled"
+            model = "sampled"
+            requests = []
+
+            def chat_many(self, requests, on_result=None):
+                out = []
+                for i, r in enumerate(requests):
+                    Judge.requests.append(r)
+                    texts = replies(r.messages[-1][1])[:r.n]
+                    res = Completion(texts[0], [{texts[0]: -0.1, "3": -2.5}] if r.logprobs else None, 10, 1, None,
+                                     texts if r.n > 1 else None)
+                    out.append(res)
+                    if on_result:
+                        on_result(i, res)
+                return out
+
+        return Judge()
+
+
+def _global_inputs():
+    targets = pd.DataFrame({"target_id": ["d|A", "d|B"], "source": "An article about a harbour.",
+                            "candidate": ["MODAL summary.", "TIED summary."]})
+    ratings = pd.DataFrame([{"target_id": t, "aspect": "fluency", "annotator": a, "rating": 2}
+                            for t in ("d|A", "d|B") for a in range(3)])
+    return targets, ratings
+
+
+def test_global_rating_rule_mode_is_the_papers_and_expected_is_selectable(tmp_path):
+    """Hu et al. 2025 App. A.4: ten samples at temperature 1, their mode is the rating. Target A's ten
+    sampled ratings have mode 1 but mean 2.9; target B ties 2 and 4 five times each (the lower wins)."""
+    from dhp.analysis import dual_perspective as dp
+
+    samples = {"MODAL": list("1111554443"), "TIED": list("2424242424")}
+    judge = _SampledJudge.make(lambda prompt: samples["MODAL" if "MODAL summary" in prompt else "TIED"])
+    targets, ratings = _global_inputs()
+    gt = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", cache=tmp_path / "c.sqlite")
+    got = gt.set_index("target_id")
+    assert (gt["rating_rule"] == "mode").all()
+    assert got.loc["d|A", "judge_score"] == pytest.approx(2.9) and got.loc["d|A", "judge_rating"] == 1
+    assert got.loc["d|B", "judge_rating"] == 2  # tie between 2 and 4: the lower
+    assert {(r.n, r.temperature) for r in type(judge).requests} == {(10, 1.0)}
+    ex = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", cache=tmp_path / "c.sqlite",
+                           rating_rule="expected").set_index("target_id")
+    assert ex.loc["d|A", "judge_rating"] == 3 and ex.loc["d|B", "judge_rating"] == 3  # means 2.9 and 3.0, rounded
+    assert (ex["rating_rule"] == "expected").all()
+    kappa = dp.global_kappa(gt)
+    assert list(kappa.columns) == ["aspect", "rating_rule", "kappa", "n"] and kappa["rating_rule"].tolist() == ["mode"]
+
+
+def test_logprobs_mode_rates_by_the_expected_score_and_refuses_the_mode_rule(tmp_path):
+    from dhp.analysis import dual_perspective as dp
+
+    judge = _SampledJudge.make(lambda prompt: ["4"])
+    targets, ratings = _global_inputs()
+    gt = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="logprobs", cache=tmp_path / "c.sqlite")
+    p4, p3 = math.exp(-0.1), math.exp(-2.5)
+    assert gt["judge_score"].tolist() == pytest.approx([(4 * p4 + 3 * p3) / (p4 + p3)] * 2)
+    assert gt["judge_rating"].tolist() == [4, 4] and (gt["rating_rule"] == "expected").all()
+    asked = len(type(judge).requests)
+    with pytest.raises(DHPError, match="mode='sample'"):
+        dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="logprobs", rating_rule="mode")
+    with pytest.raises(DHPError, match="rating rule"):
+        dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", rating_rule="median")
+    assert len(type(judge).requests) == asked  # refused before any call
+
+
 def test_parse_preference_and_both_orders_accuracy():
     from dhp.analysis.dual_perspective import comparison_accuracy
     from dhp.judging.pairwise import parse_preference

@@ -21,8 +21,9 @@ LABELS = [1, 2, 3, 4, 5]
 
 
 def to_rating(score) -> np.ndarray:
-    """Ordinal 1-5 rating from a judge score: the expected score (logprobs mode) rounded half up, so 3.5
-    is 4 (numpy's round-half-to-even would make 2.5 and 3.5 disagree in direction). NaN stays NaN."""
+    """Ordinal 1-5 rating from a judge score by the "expected" rating rule: the expected (logprobs) or
+    mean (sample) score rounded half up, so 3.5 is 4 (numpy's round-half-to-even would make 2.5 and 3.5
+    disagree in direction). NaN stays NaN."""
     s = np.asarray(score, dtype=float)
     return np.where(np.isfinite(s), np.clip(np.floor(s + 0.5), 1, 5), np.nan)
 
@@ -31,9 +32,10 @@ def global_kappa(targets: pd.DataFrame) -> pd.DataFrame:
     """Linear weighted kappa per aspect between human and judge ratings.
 
     ``targets``: columns aspect, human_rating, judge_rating (NaN judge ratings — no usable reply — are
-    left out and not counted in n). Returns aspect, kappa, n. Uses
-    ``sklearn.metrics.cohen_kappa_score(weights="linear", labels=[1..5])``; kappa is NaN when fewer
-    than two targets remain or the ratings do not vary at all.
+    left out and not counted in n), optionally rating_rule (how judge_rating was made, see
+    :func:`global_targets`). Returns aspect, [rating_rule,] kappa, n: one row per aspect (and rule, when
+    the table has the column). Uses ``sklearn.metrics.cohen_kappa_score(weights="linear",
+    labels=[1..5])``; kappa is NaN when fewer than two targets remain or the ratings do not vary at all.
     """
     from sklearn.metrics import cohen_kappa_score
 
@@ -41,15 +43,16 @@ def global_kappa(targets: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise DHPError(f"The global-targets table lacks columns {sorted(missing)}.",
                        "pass a table with aspect, human_rating and judge_rating.")
+    keys = ["aspect", "rating_rule"] if "rating_rule" in targets.columns else ["aspect"]
     rows = []
-    for aspect, g in targets.groupby("aspect", sort=True):
+    for key, g in targets.groupby(keys, sort=True):
         g = g[np.isfinite(g["judge_rating"].astype(float))]
         h, j = g["human_rating"].astype(int).to_numpy(), g["judge_rating"].astype(int).to_numpy()
         k = math.nan
         if len(g) >= 2 and len(set(h) | set(j)) > 1:
             k = float(cohen_kappa_score(h, j, weights="linear", labels=LABELS))
-        rows.append({"aspect": aspect, "kappa": k, "n": int(len(g))})
-    return pd.DataFrame(rows, columns=["aspect", "kappa", "n"])
+        rows.append({**dict(zip(keys, key)), "kappa": k, "n": int(len(g))})
+    return pd.DataFrame(rows, columns=[*keys, "kappa", "n"])
 
 
 def adjacent_accuracy(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -233,7 +236,8 @@ def local_pairs(step_scores: pd.DataFrame) -> pd.DataFrame:
 TASK = "summarization"
 
 
-def _score(rows: list[dict], judge, mode, cache, seed, progress) -> pd.DataFrame:
+def _score(rows: list[dict], judge, mode, cache, seed, progress, n_samples: int = 5,
+           temperature: float = 0.0) -> pd.DataFrame:
     from dhp.judging import build_prompt, score_prompts
 
     prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate", "item", "task")},
@@ -242,17 +246,51 @@ def _score(rows: list[dict], judge, mode, cache, seed, progress) -> pd.DataFrame
                                                     r.get("item") or {"source": r["source"]}, r["candidate"])}
                             for r in rows])
     return score_prompts(prompts, judge=judge, mode=mode, seed=seed, cache=cache, progress=progress,
-                         n_samples=5 if mode == "sample" else 1)
+                         n_samples=n_samples if mode == "sample" else 1,
+                         temperature=temperature if mode == "sample" else 0.0)
+
+
+#: How a judge's replies become the ordinal rating the global view's kappa compares with the humans'.
+RATING_RULES = {
+    "mode": "the most frequent of the sampled ratings (each parsed reply rounded half up; a tie goes to the "
+            "lower rating, the conservative choice) — Hu et al. 2025 App. A.4: ten samples at temperature 1, "
+            "their mode; needs mode='sample'",
+    "expected": "the expected score rounded half up: the probability-weighted score (logprobs) or the mean "
+                "of the sampled ratings (sample)",
+}
+
+
+def default_rating_rule(mode: str) -> str:
+    """The rating rule a scoring mode uses unless told otherwise: "mode" for sampled replies (the
+    paper's), "expected" for logprobs (one reply: there is no sample to take a mode of)."""
+    return "mode" if mode == "sample" else "expected"
 
 
 def global_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_per_aspect: int, judge="embedded",
-                   mode="logprobs", cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
-    """Judge ``n_per_aspect`` agreed-upon targets per aspect (seeded sample) and map each to a rating: the
-    expected score rounded half up (logprobs), the most frequent parsed rating (sample; ties to the lower),
-    see dhp.judging.score_prompts. Columns (``global_targets.parquet``): target_id, aspect, human_rating,
-    judge_score, judge_rating, failure."""
+                   mode="logprobs", cache=None, seed: int = 0, progress: bool = False,
+                   rating_rule: str | None = None, n_samples: int = 10, temperature: float = 1.0) -> pd.DataFrame:
+    """Judge ``n_per_aspect`` agreed-upon targets per aspect (seeded sample) and map each to an ordinal
+    rating by ``rating_rule`` (RATING_RULES; None: :func:`default_rating_rule` of ``mode``):
+
+    - ``"mode"``: the most frequent of ``n_samples`` sampled ratings at ``temperature`` (defaults 10 and
+      1.0, the paper's); a tie goes to the lower rating. Sample mode only: logprobs mode has one reply.
+    - ``"expected"``: the expected score rounded half up (:func:`to_rating`) — logprobs: the
+      probability-weighted score; sample: the mean of the sampled ratings.
+
+    ``n_samples`` and ``temperature`` apply in sample mode; logprobs is one reply at temperature 0.
+    Columns (``global_targets.parquet``): target_id, aspect, human_rating, judge_score (the expected /
+    mean score), judge_rating, rating_rule, failure."""
     from dhp.datasets.summeval_annotators import agreed_targets
 
+    rule = default_rating_rule(mode) if rating_rule is None else rating_rule
+    if rule not in RATING_RULES:
+        raise DHPError(f"Unknown rating rule {rating_rule!r}.", f"use one of {sorted(RATING_RULES)} (or None).")
+    if rule == "mode" and mode != "sample":
+        raise DHPError(f"rating_rule='mode' takes the most frequent of sampled ratings, but mode={mode!r} gives "
+                       "one reply per target.", "use mode='sample' (the paper's ten samples at temperature 1) "
+                       "or rating_rule='expected'.")
+    if mode == "sample" and int(n_samples) < 1:
+        raise DHPError(f"n_samples={n_samples} leaves no sampled rating.", "pass n_samples >= 1 (the paper: 10).")
     agreed = agreed_targets(ratings)
     by_id = targets.set_index("target_id")
     rows = []
@@ -262,10 +300,12 @@ def global_targets(targets: pd.DataFrame, ratings: pd.DataFrame, aspects, n_per_
         for t in pick.itertuples():
             rows.append({"target_id": t.target_id, "aspect": aspect, "human_rating": int(t.human_rating),
                          "source": by_id.at[t.target_id, "source"], "candidate": by_id.at[t.target_id, "candidate"]})
-    scored = _score(rows, judge, mode, cache, seed, progress)
+    scored = _score(rows, judge, mode, cache, seed, progress, n_samples=int(n_samples), temperature=float(temperature))
+    # score_prompts' rating is the sampled mode (ties to the lower) in sample mode
+    rating = scored["rating"].astype(float) if rule == "mode" else to_rating(scored["score"])
     return pd.DataFrame({"target_id": scored["target_id"], "aspect": scored["aspect"],
                          "human_rating": scored["human_rating"], "judge_score": scored["score"],
-                         "judge_rating": scored["rating"], "failure": scored["failure"]})
+                         "judge_rating": rating, "rating_rule": rule, "failure": scored["failure"]})
 
 
 def chain_scores(references: pd.DataFrame, aspects, chain_length: int, judge="embedded", mode="logprobs",
