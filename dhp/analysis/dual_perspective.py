@@ -338,7 +338,8 @@ def pair_matrix(step_scores: pd.DataFrame) -> pd.DataFrame:
 
 
 #: table1's traditional columns: <level>_<statistic>, the paper's (dataset level: r, rho) first.
-TABLE1_CORRELATIONS = [f"{level}_{stat}" for level in ("dataset", "system") for stat in ("pearson", "spearman", "kendall")]
+TABLE1_CORRELATIONS = [f"{level}_{stat}" for level in ("dataset", "system")
+                       for stat in ("pearson", "spearman", "kendall")]
 
 
 def table1(global_kappa_table: pd.DataFrame, local_accuracy_table: pd.DataFrame, alignment: pd.DataFrame,

@@ -12,6 +12,7 @@ import random
 import re
 from collections import Counter
 from contextlib import contextmanager
+from functools import lru_cache
 
 from dhp.text import split_sentences
 
@@ -365,8 +366,6 @@ def kept_sentences(original: str, new: str) -> list[int] | None:
     """Indices of the `original` sentences that `new` keeps, when `new` is the original with whole
     sentences deleted and the rest unchanged and in order (white space between sentences may differ);
     None otherwise. Where several readings exist, the one keeping the most sentences."""
-    from functools import lru_cache
-
     sents = [" ".join(s.split()) for s in _sentences_and_separators(original)[0]]
     target = " ".join(new.split())
     if not sents:
