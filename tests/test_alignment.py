@@ -43,7 +43,7 @@ def test_system_level_correlates_system_means():
 def test_alignment_table_schema_and_intervals_contain_the_estimate():
     out = alignment_table(table(), n_boot=200, seed=1)
     assert list(out.columns) == ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
-    assert len(out) == 5
+    assert len(out) == 8  # summary 2, system 3, dataset 3 statistics
     fin = out.dropna(subset=["ci_lo", "ci_hi"])
     assert (fin["ci_lo"] <= fin["ci_hi"]).all()
     s = out[(out["view"] == "summary") & (out["statistic"] == "spearman")].iloc[0]

@@ -97,15 +97,81 @@ TEXT = ("Maria Lopez opened the new library in Springfield on Monday. About 300 
 
 @pytest.mark.parametrize("aspect", ["fluency", "coherence", "consistency", "relevance"])
 def test_each_chain_step_adds_exactly_one_error_to_the_previous_step(aspect):
-    from dhp.analysis.dual_perspective import error_chain, is_one_more_error
+    from dhp.analysis.dual_perspective import count_errors, error_chain, is_one_more_error
 
     chain = error_chain(TEXT, aspect, 3, seed=1)
     assert chain[0] == TEXT and len(chain) == 4
     assert len(set(chain)) == 4  # strictly new text at every step
+    assert [count_errors(TEXT, t, aspect) for t in chain] == [0, 1, 2, 3]  # counted against the reference
     for prev, nxt in zip(chain, chain[1:]):
-        assert is_one_more_error(prev, nxt, aspect), (aspect, prev, nxt)
-    assert not is_one_more_error(chain[0], chain[2], aspect)  # two steps apart is two errors, not one
+        assert is_one_more_error(TEXT, prev, nxt, aspect), (aspect, prev, nxt)
+    assert not is_one_more_error(TEXT, chain[0], chain[2], aspect)  # two steps apart is two errors, not one
+    assert not is_one_more_error(TEXT, chain[2], chain[1], aspect)  # going back is not one more
     assert error_chain(TEXT, aspect, 3, seed=1) == chain  # seeded
+
+
+def test_coherence_chain_adds_one_inversion_per_step_until_the_order_is_reversed():
+    """The old chain swapped any two sentences of the previous step: inversions against the reference
+    went 0, 1, 2, 3, 2, 1 (a later swap undid an earlier one) and a correct judge was marked wrong."""
+    from dhp.analysis.dual_perspective import error_chain
+    from dhp.perturb.rules import sentence_inversions, sentence_order
+
+    for seed in range(30):
+        chain = error_chain(TEXT, "coherence", 10, seed=seed)
+        # 4 sentences: at most 6 inversions, reached only by the full reversal; then the chain stops
+        assert [sentence_inversions(TEXT, t) for t in chain] == list(range(7)), seed
+        assert sentence_order(TEXT, chain[-1]) == [3, 2, 1, 0]
+
+
+def test_inversions_match_kendall_tau_and_sentence_order_reads_the_reference_sentences():
+    from scipy.stats import kendalltau
+
+    from dhp.perturb.rules import inversions, kept_sentences, sentence_order
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 8):
+        for _ in range(20):
+            p = rng.permutation(n)
+            # no ties: tau = 1 - 4 * discordant / (n (n - 1)), discordant pairs = inversions
+            assert inversions(p) == pytest.approx((1 - kendalltau(np.arange(n), p)[0]) * n * (n - 1) / 4)
+    assert sentence_order("A b. C d. E f.", "C d. A b. E f.") == [1, 0, 2]
+    assert sentence_order("A b. C d. E f.", "C d. A b. E x.") is None  # an edit, not a reordering
+    assert sentence_order("Yes. No. Yes.", "No. Yes. Yes.") == [1, 0, 2]  # equal sentences keep their order
+    assert kept_sentences("A b. C d. E f.", "A b.  E f.") == [0, 2]  # white space between may differ
+    assert kept_sentences("A b. C d. E f.", "A b. E x.") is None
+    assert kept_sentences("A b. C d. E f.", "E f. A b.") is None  # reordered, not deleted
+
+
+def _summeval_references(n_items):
+    from dhp.datasets import load_dataset
+
+    try:
+        return load_dataset("summeval", n_items=n_items, seed=0)
+    except DHPError as e:  # no ../shared/datasets (or DHP_DATA_DIR) on this machine
+        pytest.skip(f"SummEval not available: {e}")
+
+
+@pytest.mark.parametrize("aspect", ["coherence", "relevance", "fluency", "consistency"])
+def test_chains_on_summeval_references_never_get_better(aspect):
+    """On real references and many seeds every step adds exactly one error counted against the
+    reference, and a chain stops early only where the text can take no more (coherence: reversed
+    order; relevance: one sentence left). Today's main failed this for coherence on 47 of 50 chains."""
+    from dhp.analysis.dual_perspective import count_errors, error_chain, is_one_more_error
+    from dhp.perturb.rules import sentence_spans
+
+    length = 5
+    for r in _summeval_references(8).itertuples():
+        n = len(sentence_spans(r.reference))
+        for seed in range(5):
+            chain = error_chain(r.reference, aspect, length, seed)
+            counts = [count_errors(r.reference, t, aspect) for t in chain]
+            assert counts == list(range(len(chain))), (r.item_id, seed, counts)
+            assert all(is_one_more_error(r.reference, a, b, aspect) for a, b in zip(chain, chain[1:]))
+            most = {"coherence": n * (n - 1) // 2, "relevance": n - 1}.get(aspect, length)
+            if aspect == "consistency":
+                assert len(chain) >= 3, (r.item_id, seed)  # every reference names several entities
+            else:
+                assert len(chain) - 1 == min(length, most), (r.item_id, seed, len(chain), n)
 
 
 def test_a_chain_that_runs_out_of_sentences_stops_instead_of_padding():
@@ -134,17 +200,131 @@ def test_pair_matrix_and_table1_layout():
     assert m[(0, 1)] == 0.5 and m[(0, 2)] == 1.0 and m[(1, 2)] == 0.5
     gk = pd.DataFrame({"aspect": ["fluency"], "kappa": [0.4], "n": [5]})
     la = pd.DataFrame({"aspect": ["fluency"], "accuracy": [0.75], "n_pairs": [4]})
-    al = pd.DataFrame({"view": ["system", "system", "summary"], "aspect": "fluency",
-                       "statistic": ["pearson", "spearman", "spearman"], "value": [0.3, 0.2, 0.9]})
+    al = pd.DataFrame({"view": ["system", "system", "summary", "dataset", "dataset"], "aspect": "fluency",
+                       "statistic": ["pearson", "spearman", "spearman", "pearson", "spearman"],
+                       "value": [0.3, 0.2, 0.9, 0.55, 0.45]})
     t = table1(gk, la, al, "j").iloc[0]
-    assert (t["kappa"], t["accuracy"], t["pearson"], t["spearman"]) == (0.4, 0.75, 0.3, 0.2)
+    assert (t["kappa"], t["accuracy"]) == (0.4, 0.75)
+    # the paper's r and rho are dataset level; system level stands beside them under its own name
+    assert (t["dataset_pearson"], t["dataset_spearman"]) == (0.55, 0.45)
+    assert (t["system_pearson"], t["system_spearman"]) == (0.3, 0.2)
+    assert math.isnan(t["dataset_kendall"]) and "pearson" not in t.index  # no unlabelled level
     from dhp.analysis.dual_perspective import rank_judges
 
     other = table1(gk.assign(kappa=0.6), la.assign(accuracy=0.5), al, "k")
     r = rank_judges(pd.concat([table1(gk, la, al, "j"), other])).set_index("judge")
     assert (r.loc["j", "rank_kappa"], r.loc["k", "rank_kappa"]) == (2, 1)  # the views disagree:
     assert (r.loc["j", "rank_accuracy"], r.loc["k", "rank_accuracy"]) == (1, 2)  # j leads locally
-    assert r.loc["j", "rank_pearson"] == r.loc["k", "rank_pearson"] == 1  # a tie shares the rank
+    assert r.loc["j", "rank_dataset_pearson"] == r.loc["k", "rank_dataset_pearson"] == 1  # a tie shares the rank
+    with pytest.raises(DHPError, match="rating rule"):
+        table1(pd.concat([gk.assign(rating_rule="mode"), gk.assign(rating_rule="expected")]), la, al, "j")
+
+
+def _alignment_input():
+    rows = []
+    human = {"d1": [1, 2, 3, 4], "d2": [2, 4, 1, 3], "d3": [2, 2, 2, 2]}
+    judge = {"d1": [1, 3, 2, 4], "d2": [1, 4, 2, 3], "d3": [1, 2, 3, 4]}
+    for d in human:
+        for k, name in enumerate("ABCD"):
+            rows.append({"doc_id": d, "system": name, "aspect": "coherence", "human": float(human[d][k]),
+                         "judge": float(judge[d][k])})
+    return pd.DataFrame(rows)
+
+
+def test_dataset_level_pools_every_target_and_matches_scipy():
+    """Hu et al. 2025 App. A.3: r and rho over all targets of the aspect pooled, not per system."""
+    from scipy import stats as sps
+
+    from dhp.analysis.alignment import alignment_table, dataset_level
+
+    t = _alignment_input()
+    out = alignment_table(t, n_boot=200, seed=0)
+    d = out[out["view"] == "dataset"].set_index("statistic")
+    assert set(d.index) == {"pearson", "spearman", "kendall"} and (d["n"] == 12).all()
+    assert d.loc["pearson", "value"] == pytest.approx(sps.pearsonr(t["human"], t["judge"])[0])
+    assert d.loc["spearman", "value"] == pytest.approx(sps.spearmanr(t["human"], t["judge"])[0])
+    assert d.loc["kendall", "value"] == pytest.approx(sps.kendalltau(t["human"], t["judge"])[0])
+    system = out[(out["view"] == "system") & (out["statistic"] == "pearson")]["value"].iloc[0]
+    assert system != pytest.approx(d.loc["pearson", "value"])  # a different number, not a relabelling
+    assert (d["ci_lo"] <= d["value"]).all() and (d["value"] <= d["ci_hi"]).all()
+    one = dataset_level(t.iloc[:1], "pearson")
+    assert math.isnan(one[0]) and one[1] == 1  # below two targets: NaN, not 0
+    single_doc = alignment_table(t[t["doc_id"] == "d1"], n_boot=50)
+    assert single_doc[single_doc["view"] == "dataset"]["ci_lo"].isna().all()  # one document: no interval
+
+
+class _SampledJudge:
+    """Stand-in judge: sampled reply j of a request is ``replies(candidate)[j]``; records what it was asked."""
+
+    @staticmethod
+    def make(replies):
+        from dhp.backends import Backend, Completion
+
+        class Judge(Backend):
+            identity = "fake:sampled"
+            model = "sampled"
+            requests = []
+
+            def chat_many(self, requests, on_result=None):
+                out = []
+                for i, r in enumerate(requests):
+                    Judge.requests.append(r)
+                    texts = replies(r.messages[-1][1])[:r.n]
+                    res = Completion(texts[0], [{texts[0]: -0.1, "3": -2.5}] if r.logprobs else None, 10, 1, None,
+                                     texts if r.n > 1 else None)
+                    out.append(res)
+                    if on_result:
+                        on_result(i, res)
+                return out
+
+        return Judge()
+
+
+def _global_inputs():
+    targets = pd.DataFrame({"target_id": ["d|A", "d|B"], "source": "An article about a harbour.",
+                            "candidate": ["MODAL summary.", "TIED summary."]})
+    ratings = pd.DataFrame([{"target_id": t, "aspect": "fluency", "annotator": a, "rating": 2}
+                            for t in ("d|A", "d|B") for a in range(3)])
+    return targets, ratings
+
+
+def test_global_rating_rule_mode_is_the_papers_and_expected_is_selectable(tmp_path):
+    """Hu et al. 2025 App. A.4: ten samples at temperature 1, their mode is the rating. Target A's ten
+    sampled ratings have mode 1 but mean 2.9; target B ties 2 and 4 five times each (the lower wins)."""
+    from dhp.analysis import dual_perspective as dp
+
+    samples = {"MODAL": list("1111554443"), "TIED": list("2424242424")}
+    judge = _SampledJudge.make(lambda prompt: samples["MODAL" if "MODAL summary" in prompt else "TIED"])
+    targets, ratings = _global_inputs()
+    gt = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", cache=tmp_path / "c.sqlite")
+    got = gt.set_index("target_id")
+    assert (gt["rating_rule"] == "mode").all()
+    assert got.loc["d|A", "judge_score"] == pytest.approx(2.9) and got.loc["d|A", "judge_rating"] == 1
+    assert got.loc["d|B", "judge_rating"] == 2  # tie between 2 and 4: the lower
+    assert {(r.n, r.temperature) for r in type(judge).requests} == {(10, 1.0)}
+    ex = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", cache=tmp_path / "c.sqlite",
+                           rating_rule="expected").set_index("target_id")
+    assert ex.loc["d|A", "judge_rating"] == 3 and ex.loc["d|B", "judge_rating"] == 3  # means 2.9 and 3.0, rounded
+    assert (ex["rating_rule"] == "expected").all()
+    kappa = dp.global_kappa(gt)
+    assert list(kappa.columns) == ["aspect", "rating_rule", "kappa", "n"] and kappa["rating_rule"].tolist() == ["mode"]
+
+
+def test_logprobs_mode_rates_by_the_expected_score_and_refuses_the_mode_rule(tmp_path):
+    from dhp.analysis import dual_perspective as dp
+
+    judge = _SampledJudge.make(lambda prompt: ["4"])
+    targets, ratings = _global_inputs()
+    gt = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="logprobs", cache=tmp_path / "c.sqlite")
+    p4, p3 = math.exp(-0.1), math.exp(-2.5)
+    assert gt["judge_score"].tolist() == pytest.approx([(4 * p4 + 3 * p3) / (p4 + p3)] * 2)
+    assert gt["judge_rating"].tolist() == [4, 4] and (gt["rating_rule"] == "expected").all()
+    asked = len(type(judge).requests)
+    with pytest.raises(DHPError, match="mode='sample'"):
+        dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="logprobs", rating_rule="mode")
+    with pytest.raises(DHPError, match="rating rule"):
+        dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", rating_rule="median")
+    assert len(type(judge).requests) == asked  # refused before any call
 
 
 def test_parse_preference_and_both_orders_accuracy():

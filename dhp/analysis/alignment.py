@@ -1,6 +1,7 @@
 """Classic human alignment (the G-Eval paper's layout): correlations between judge scores and human
-ratings, per aspect, at summary level (per document over its systems, then averaged) and at system level
-(per system means over documents), with bootstrap intervals over documents.
+ratings, per aspect, at summary level (per document over its systems, then averaged), at system level
+(per system means over documents) and at dataset level (all rated targets of the aspect pooled, the
+level of Hu et al. 2025's Table 1), with bootstrap intervals over documents.
 
 Input: one row per (doc_id, system, aspect) with ``human`` (e.g. the mean of the experts' ratings) and
 ``judge`` scores. Output: the ``alignment.csv`` schema — view, aspect, statistic, value, ci_lo, ci_hi, n.
@@ -16,7 +17,7 @@ from scipy import stats as sps
 
 from dhp.errors import DHPError
 
-__all__ = ["summary_level", "system_level", "alignment_table"]
+__all__ = ["summary_level", "system_level", "dataset_level", "alignment_table"]
 
 STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
 COLUMNS = ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
@@ -49,6 +50,13 @@ def system_level(df: pd.DataFrame, stat: str = "kendall") -> tuple[float, int]:
     return _corr(stat, m["human"].to_numpy(float), m["judge"].to_numpy(float)), len(m)
 
 
+def dataset_level(df: pd.DataFrame, stat: str = "pearson") -> tuple[float, int]:
+    """Correlation over all targets pooled, every (document, system) row one unit — Hu et al. 2025 App.
+    A.3: rho({h_ij}, {x_ij}) over i = 1..n documents, j = 1..m systems; (value, targets). NaN below two
+    targets or with constant input."""
+    return _corr(stat, df["human"].to_numpy(float), df["judge"].to_numpy(float)), len(df)
+
+
 def _interval(boots: np.ndarray, n_units: int, lo_q: float, hi_q: float) -> tuple[float, float]:
     """Percentile interval of the finite bootstrap values; NaN with fewer than two resampling units (a
     resample of one document is that document: a zero-width interval would claim certainty)."""
@@ -60,10 +68,11 @@ def _interval(boots: np.ndarray, n_units: int, lo_q: float, hi_q: float) -> tupl
 
 
 def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
-    """Summary-level Spearman and Kendall and system-level Pearson/Spearman/Kendall per aspect, each with
-    a percentile bootstrap interval over documents (documents resampled with replacement, all their
-    systems kept; no interval from a single document). ``n`` is documents (summary level) or systems
-    (system level)."""
+    """Summary-level Spearman and Kendall, system-level and dataset-level Pearson/Spearman/Kendall per
+    aspect, each with a percentile bootstrap interval over documents (documents resampled with
+    replacement, all their systems kept; no interval from a single document). ``n`` is documents
+    (summary level), systems (system level) or targets (dataset level). Kendall is scipy's tau-b (the
+    experts' mean ratings tie often)."""
     df = _check(df)
     rng = np.random.default_rng(seed)
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
@@ -74,7 +83,8 @@ def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: flo
         samples = [pd.concat([by_doc[d].assign(doc_id=f"{d}#{i}") for i, d in enumerate(rng.choice(docs, len(docs)))])
                    for _ in range(n_boot)]
         for view, fn, stats in (("summary", summary_level, ("spearman", "kendall")),
-                                ("system", system_level, ("pearson", "spearman", "kendall"))):
+                                ("system", system_level, ("pearson", "spearman", "kendall")),
+                                ("dataset", dataset_level, ("pearson", "spearman", "kendall"))):
             for stat in stats:
                 value, n = fn(g, stat)
                 boots = np.array([fn(s, stat)[0] for s in samples]) if n_boot else np.array([])

@@ -12,6 +12,7 @@ import random
 import re
 from collections import Counter
 from contextlib import contextmanager
+from functools import lru_cache
 
 from dhp.text import split_sentences
 
@@ -303,6 +304,90 @@ def reorder_displacement(original: str, new: str) -> int | None:
     if placed is None:
         return None
     return sum(1 for x, y in zip(sents, placed) if x != y)
+
+
+def _sentences_and_separators(text: str) -> tuple[list[str], list[str]]:
+    """The sentences of `text` and the n + 1 separators around them (before the first, between
+    neighbours, after the last); ([], []) when the text cannot be split into spans."""
+    spans = sentence_spans(text)
+    if not spans:
+        return [], []
+    seps = [text[: spans[0][0]]] + [text[spans[i - 1][1] : spans[i][0]] for i in range(1, len(spans))]
+    return [text[a:b] for a, b in spans], seps + [text[spans[-1][1] :]]
+
+
+def sentence_order(original: str, new: str) -> list[int] | None:
+    """For each sentence position of `new`, the index of the `original` sentence standing there, when
+    `new` is the original's sentences reordered with the separators kept in place (what sentence
+    swaps produce); None otherwise. Sentences are those of the ORIGINAL (its segmentation is not
+    redone on `new`, which a reordering can change). Equal sentences are read in their original
+    order, the reading with the fewest inversions."""
+    sents, seps = _sentences_and_separators(original)
+    if not sents:
+        return None
+    # try longer sentences first: one sentence may be a prefix of another
+    by_length = sorted(range(len(sents)), key=lambda k: (-len(sents[k]), k))
+
+    def match(pos: int, idx: int, used: frozenset):
+        if not new.startswith(seps[idx], pos):
+            return None
+        pos += len(seps[idx])
+        if idx == len(sents):
+            return [] if pos == len(new) else None
+        tried = set()
+        for k in by_length:
+            s = sents[k]
+            # only the first unused copy of a repeated sentence: equal sentences keep their order
+            if k in used or s in tried or not new.startswith(s, pos):
+                continue
+            tried.add(s)
+            got = match(pos + len(s), idx + 1, used | {k})
+            if got is not None:
+                return [k] + got
+        return None
+
+    return match(0, 0, frozenset())
+
+
+def inversions(order) -> int:
+    """Pairs i < j with order[i] > order[j]: how far a permutation is from the identity, counted in
+    swaps of neighbours (each swap of two neighbours changes it by exactly one)."""
+    order = list(order)
+    return sum(1 for i in range(len(order)) for j in range(i + 1, len(order)) if order[i] > order[j])
+
+
+def sentence_inversions(original: str, new: str) -> int | None:
+    """Sentence pairs of `original` whose order `new` reverses (None: `new` is not a reordering)."""
+    order = sentence_order(original, new)
+    return None if order is None else inversions(order)
+
+
+def kept_sentences(original: str, new: str) -> list[int] | None:
+    """Indices of the `original` sentences that `new` keeps, when `new` is the original with whole
+    sentences deleted and the rest unchanged and in order (white space between sentences may differ);
+    None otherwise. Where several readings exist, the one keeping the most sentences."""
+    sents = [" ".join(s.split()) for s in _sentences_and_separators(original)[0]]
+    target = " ".join(new.split())
+    if not sents:
+        return None
+
+    @lru_cache(maxsize=None)
+    def match(i: int, pos: int):
+        if pos == len(target):
+            return ()  # the rest is deleted
+        if i == len(sents):
+            return None  # text left that no sentence explains
+        s = sents[i]
+        if target.startswith(s, pos):
+            end = pos + len(s)
+            rest = match(i + 1, end) if end == len(target) else (
+                match(i + 1, end + 1) if target[end] == " " else None)
+            if rest is not None:
+                return (i,) + rest
+        return match(i + 1, pos)
+
+    got = match(0, 0)
+    return None if got is None else list(got)
 
 
 # --- replacement by another item's text -----------------------------------------------------
