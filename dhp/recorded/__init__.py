@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
@@ -193,11 +194,24 @@ def known_upstream(sha256: str) -> str | None:
 
 # ---------------------------------------------------------------------------------------------- tables
 
+def _runs(df: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the stable order sorting ``df`` by ``key``, and for each sorted row but the last whether the next
+    row has the same key). Integer codes per column keep this fast on million-row tables."""
+    codes = [pd.factorize(df[c], sort=True)[0] for c in key]
+    order = np.lexsort(codes[::-1])  # stable: rows with equal keys keep their order
+    same_next = np.ones(max(len(df) - 1, 0), dtype=bool)
+    for c in codes:
+        cs = c[order]
+        same_next &= cs[1:] == cs[:-1]
+    return order, same_next
+
+
 def _check_unique(df: pd.DataFrame, key: list[str], table: str) -> None:
-    dup = df.duplicated(key, keep=False)
-    if dup.any():
-        rows = df[dup].sort_values(key).head(2)
-        where = " and ".join(sorted(set(rows["source"]))) if "source" in rows else table
+    order, same_next = _runs(df, key)
+    if same_next.any():
+        i = int(np.argmax(same_next))
+        rows = df.iloc[order[i:i + 2]]
+        where = " and ".join(dict.fromkeys(rows["source"])) if "source" in rows else table
         raise DHPError(f"Two imported rows of {table} have the same key "
                        f"{dict(zip(key, rows.iloc[0][key].tolist()))} (from {where}).",
                        "import each judgment once: remove the duplicate file or row.")
@@ -211,22 +225,21 @@ def _typed(df: pd.DataFrame, table: str) -> pd.DataFrame:
     ints = {"segment_scores.parquet": ("seg_id",),
             "scores.parquet": ("n_valid", "n_failed", "prompt_tokens", "completion_tokens")}.get(table, ())
     bools = ("truncated", "fallback") if table == "scores.parquet" else ()
-    out = df.copy()
+    out = df.copy(deep=False)
     if "source" in out:
         out["source"] = out["source"].fillna("")  # rows a live run wrote have no source file
     for c in out.columns:
-        if c in floats:
-            out[c] = out[c].astype("float64")
-        elif c in ints:
-            out[c] = out[c].astype("int64")
-        elif c in bools:
-            out[c] = out[c].astype(bool)
-        else:
-            out[c] = out[c].astype("str")  # missing stays missing (NaN), whatever it was read as
+        want = "float64" if c in floats else "int64" if c in ints else "bool" if c in bools else "str"
+        if want == "str":
+            if not isinstance(out[c].dtype, pd.StringDtype):
+                out[c] = out[c].astype("str")  # missing stays missing (NaN), whatever it was read as
+        elif out[c].dtype != want:
+            out[c] = out[c].astype(want)
     return out
 
 
 def _upsert(run: Path, table: str, new: pd.DataFrame) -> pd.DataFrame:
+    """The table ``run/table`` with ``new``'s rows replacing those of the same key, sorted by the key."""
     key = TABLE_KEYS[table]
     path = run / table
     if path.exists():
@@ -236,15 +249,16 @@ def _upsert(run: Path, table: str, new: pd.DataFrame) -> pd.DataFrame:
             raise DHPError(f"{path} lacks the key column(s) {missing}, so imported rows cannot be merged into it "
                            "(a live run wrote it without naming its judge).",
                            "import into another run folder (--run-dir), or add the columns to that table first.")
-        taken = pd.MultiIndex.from_frame(old[key].astype(str)).isin(pd.MultiIndex.from_frame(new[key].astype(str)))
-        kept = old[~taken]
         cols = list(old.columns) + [c for c in new.columns if c not in old.columns]
-        merged = pd.concat([kept.reindex(columns=cols), new.reindex(columns=cols)], ignore_index=True) \
-            if len(kept) else new.reindex(columns=cols)
+        both = pd.concat([old.reindex(columns=cols), new.reindex(columns=cols)], ignore_index=True)
     else:
-        merged = new
-    merged = _typed(merged, table)
-    return merged.sort_values(key, kind="stable").reset_index(drop=True)
+        both = new
+    both = _typed(both, table)
+    order, same_next = _runs(both, key)
+    keep = order[~np.append(same_next, False)]  # of rows with one key the last, i.e. the new one, stays
+    if len(keep) == len(both) and (keep == np.arange(len(both))).all():
+        return both.reset_index(drop=True)  # already in key order: skip a costly take
+    return both.take(keep).reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------- import

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
@@ -66,37 +67,42 @@ def read_seg_scores(f: SourceFile, lp: str | None = None) -> pd.DataFrame:
     lines = text.split("\n")  # "\n" only: no other character ends a line of this format
     if lines and lines[-1] == "":
         lines.pop()
-    systems, segs, scores, failures = [], [], [], []
-    count: dict[str, int] = {}
-    for no, line in enumerate(lines, start=1):
-        system, tab, value = line.rstrip("\r").partition("\t")
-        if not tab or not system or "\t" in value:
+    parts = [ln.rstrip("\r").split("\t") for ln in lines]
+    for no, pr in enumerate(parts, start=1):
+        if len(pr) != 2 or not pr[0]:
             raise DHPError(f"{f.path} line {no} is not 'SYSTEM<TAB>SCORE'.", "use the unmodified score file.")
-        count[system] = count.get(system, 0) + 1
-        value = value.strip()
-        if value == "None":
-            score, why = math.nan, UNSCORED
-        else:
-            try:
-                score = float(value)
-            except ValueError:
-                score = math.nan
-            if not math.isfinite(score):
-                raise DHPError(f"{f.path} line {no}: score {value!r} is not a finite number or None.",
-                               "use the unmodified score file.")
-            why = ""
-        systems.append(system)
-        segs.append(count[system])
-        scores.append(score)
-        failures.append(why)
-    if len(set(count.values())) > 1:
-        lo, hi = min(count, key=count.get), max(count, key=count.get)
-        raise DHPError(f"{f.path}: systems have different numbers of segments ({lo}: {count[lo]}, {hi}: "
-                       f"{count[hi]}).", "use the unmodified score file (every system scores every segment).")
+    systems = pd.Series([pr[0] for pr in parts], dtype="str")
+    values = [pr[1].strip() for pr in parts]
+    unscored = np.array([v == "None" for v in values], dtype=bool)
+    try:  # numpy parses each string as Python's float() does: the number as written, exactly
+        scores = np.array([("nan" if u else v) for u, v in zip(unscored, values)], dtype="float64")
+        bad = ~np.isfinite(scores) & ~unscored
+    except ValueError:
+        bad = None
+    if bad is None or bad.any():
+        no = next(i for i, (u, v) in enumerate(zip(unscored, values), start=1) if not u and not _finite(v))
+        raise DHPError(f"{f.path} line {no}: score {values[no - 1]!r} is not a finite number or None.",
+                       "use the unmodified score file.")
+    counts = systems.value_counts()
+    if counts.nunique() > 1:
+        lo, hi = counts.idxmin(), counts.idxmax()
+        raise DHPError(f"{f.path}: systems have different numbers of segments ({lo}: {counts[lo]}, {hi}: "
+                       f"{counts[hi]}).", "use the unmodified score file (every system scores every segment).")
     n = len(systems)
-    return pd.DataFrame({"judge": [metric] * n, "mode": [RECORDED_MODE] * n, "lp": [pair] * n,
-                         "reference": [ref] * n, "system": systems, "seg_id": segs, "score": scores,
-                         "failure": failures, "source": [f.label] * n}, columns=SEGMENT_COLUMNS)
+    const = {c: pd.Series([v], dtype="str").repeat(n).reset_index(drop=True)  # no per-row string conversion
+             for c, v in (("judge", metric), ("mode", RECORDED_MODE), ("lp", pair), ("reference", ref),
+                          ("source", f.label))}
+    return pd.DataFrame({**const, "system": systems,
+                         "seg_id": systems.groupby(systems, sort=False).cumcount().to_numpy() + 1,
+                         "score": scores, "failure": pd.Series(np.where(unscored, UNSCORED, ""), dtype="str")},
+                        columns=SEGMENT_COLUMNS)
+
+
+def _finite(v: str) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except ValueError:
+        return False
 
 
 @importer("mtme", suffixes=(SUFFIX,))
