@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -155,3 +154,20 @@ def test_headline_numbers(agreement):
                      f"position consistency Adversarial {float((rows['position_consistency'] * rows['n']).sum() / rows['n'].sum()):.3f}")
         assert int(rows["n"].sum()) == 319 and 0 <= pooled <= 1
     print("\n" + "\n".join(lines))
+
+
+def test_byo_verdicts_default_to_llmbar_ids_and_labels(tmp_path, raw):
+    from dhp.errors import DHPError
+
+    f = tmp_path / "mine.csv"
+    f.write_text("item_id,judge,strategy,order,verdict\nNatural-0,me,direct,12,1\nNatural-0,me,direct,21,tie\n")
+    try:
+        import_judgments("table", f, tmp_path / "run")
+    except DHPError as e:
+        pytest.skip(f"LLMBar dataset files not available: {e}")
+    v = pd.read_parquet(tmp_path / "run" / "pairwise_verdicts.parquet")
+    assert set(v["subset"]) == {"Natural"} and v["verdict"].tolist() == ["1", "tie"]
+    assert set(v["label"]) == {str(raw[("GPT-4", "Vanilla", "Natural")][0]["label"])}
+    f.write_text("item_id,judge,strategy,order,verdict\nNatural-100,me,direct,12,1\n")  # Natural has 0..99
+    with pytest.raises(DHPError, match="item_id 'Natural-100' is not in the dataset table LLMBar"):
+        import_judgments("table", f, tmp_path / "run")

@@ -229,12 +229,11 @@ def _typed(df: pd.DataFrame, table: str) -> pd.DataFrame:
     if "source" in out:
         out["source"] = out["source"].fillna("")  # rows a live run wrote have no source file
     for c in out.columns:
-        want = "float64" if c in floats else "int64" if c in ints else "bool" if c in bools else "str"
-        if want == "str":
-            if not isinstance(out[c].dtype, pd.StringDtype):
-                out[c] = out[c].astype("str")  # missing stays missing (NaN), whatever it was read as
-        elif out[c].dtype != want:
+        want = "float64" if c in floats else "int64" if c in ints else "bool" if c in bools else None
+        if want is not None and out[c].dtype != want:
             out[c] = out[c].astype(want)
+        elif want is None and out[c].dtype == object:  # text mixed with None/NaN: text, missing stays NaN
+            out[c] = out[c].astype("str")
     return out
 
 
