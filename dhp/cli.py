@@ -3,10 +3,14 @@
     python -m dhp run --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
     python -m dhp batch export <the run arguments> --out calls.jsonl
     python -m dhp batch import results.jsonl <the run arguments>
+    python -m dhp import-judgments {llmbar,mtme,table} PATH --run-dir R [--dataset D] [--scale LOW HIGH]
+                                   [--lp zh-en] [--data-dir DIR] [--max-mb N]
 
 ``run`` is the whole pipeline (:func:`dhp.pipeline.run_pipeline`, the same function and defaults the
 notebooks use); ``batch`` writes a run's pending model calls for an offline batch job and loads the
-answers back into the run's cache (:mod:`dhp.batch`).
+answers back into the run's cache (:mod:`dhp.batch`); ``import-judgments`` brings judgments recorded
+elsewhere (LLMBar's result.json files, mt-metrics-eval score files, your own CSV/JSONL) into a run folder as
+the tables the methods read (:mod:`dhp.recorded`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,30 @@ def _cache_of(kwargs: dict):
     return resolve(kwargs["cache_path"]) if kwargs.get("cache_path") else resolve(kwargs["run_dir"]) / "cache.sqlite"
 
 
+def _import_judgments(rest: list[str]) -> int:
+    from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
+
+    ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
+                                 description="Import recorded judgments into a run folder (dhp.recorded).")
+    ap.add_argument("kind", choices=sorted(IMPORTERS))
+    ap.add_argument("path", help="a file, or a folder searched recursively")
+    ap.add_argument("--run-dir", required=True, help="the run folder to write the tables into")
+    ap.add_argument("--dataset", help="table: the dataset table item ids are checked against")
+    ap.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"), help="table: the scores' scale")
+    ap.add_argument("--lp", help="mtme: the language pair, when no folder name gives it")
+    ap.add_argument("--data-dir", help="table: where LLMBar is read from for the id check")
+    ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
+    args = ap.parse_args(rest)
+    try:
+        report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
+                                  lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
+    except DHPError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report.describe())
+    return 0
+
+
 def main(argv=None) -> int:
     from dhp import pipeline
 
@@ -42,9 +70,11 @@ def main(argv=None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "run":
         return pipeline.main(rest)
+    if command == "import-judgments":
+        return _import_judgments(rest)
     if command != "batch" or not rest or rest[0] not in ("export", "import"):
         print("error: use `python -m dhp run ...`, `python -m dhp batch export ... --out F` or "
-              "`python -m dhp batch import F ...`", file=sys.stderr)
+              "`python -m dhp batch import F ...` or `python -m dhp import-judgments KIND PATH --run-dir R`", file=sys.stderr)
         return 2
     from dhp import batch
 
