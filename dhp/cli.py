@@ -5,12 +5,14 @@
     python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
+    python -m dhp import-judgments {llmbar,mtme,table} PATH --run-dir R [--dataset D] [--scale LOW HIGH]
 
 ``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
 method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
 ``--method`` defaults to ``dhp``. ``--dry-run`` prints the calls, tokens and cost a run would need without calling
 anything. ``batch`` writes a run's pending model calls for an offline batch job and loads the answers back into
-the run's cache (:mod:`dhp.batch`).
+the run's cache (:mod:`dhp.batch`); ``import-judgments`` brings judgments recorded elsewhere (LLMBar's published
+verdicts, mt-metrics-eval score files, your own CSV/JSONL) into the tables the methods read (:mod:`dhp.recorded`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,26 @@ def _batch(action: str, argv: list[str]) -> int:
     return 0
 
 
+def _import_judgments(rest: list[str]) -> int:
+    from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
+
+    ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
+                                 description="Import recorded judgments into a run folder (dhp.recorded).")
+    ap.add_argument("kind", choices=sorted(IMPORTERS))
+    ap.add_argument("path", help="a file, or a folder searched recursively")
+    ap.add_argument("--run-dir", required=True, help="the run folder to write the tables into")
+    ap.add_argument("--dataset", help="table: the dataset table item ids are checked against")
+    ap.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"), help="table: the scores' scale")
+    ap.add_argument("--lp", help="mtme: the language pair, when no folder name gives it")
+    ap.add_argument("--data-dir", help="table: where LLMBar is read from for the id check")
+    ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
+    args = ap.parse_args(rest)
+    report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
+                              lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
+    print(report.describe())
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -108,11 +130,14 @@ def main(argv=None) -> int:
             return _run(rest)
         if command == "batch" and rest and rest[0] in ("export", "import"):
             return _batch(rest[0], rest[1:])
+        if command == "import-judgments":
+            return _import_judgments(rest)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("error: use `python -m dhp methods`, `python -m dhp run --method NAME ...`, "
-          "`python -m dhp batch export ... --out F` or `python -m dhp batch import F ...`", file=sys.stderr)
+          "`python -m dhp batch export ... --out F`, `python -m dhp batch import F ...` or "
+          "`python -m dhp import-judgments KIND PATH --run-dir R`", file=sys.stderr)
     return 2
 
 

@@ -1,0 +1,337 @@
+"""Recorded judgments as a collect source: verdicts and scores that judges gave elsewhere, imported into a
+run folder as the same tables the methods read, so a published judge is analysed like a live one.
+
+    python -m dhp import-judgments llmbar ../shared/datasets/llmbar_judgments --run-dir runs/llmbar
+    python -m dhp import-judgments mtme ../shared/datasets/wmt22/metric-scores_zh-en --run-dir runs/mt
+    python -m dhp import-judgments table my_scores.csv --run-dir runs/try
+
+One importer per format, registered with :func:`importer` (``llmbar`` in :mod:`dhp.recorded.llmbar`,
+``mtme`` in :mod:`dhp.recorded.mtme`, ``table`` — bring your own — in :mod:`dhp.recorded.table`). Each reads
+one file at a time and returns rows for one or more of the run-folder tables in :data:`TABLE_KEYS`:
+
+- ``pairwise_verdicts.parquet``: judge, mode, then ``dhp.judging.strategies.VERDICT_COLUMNS``, then source;
+- ``segment_scores.parquet``: :data:`SEGMENT_COLUMNS` (one row per metric × reference × system × segment);
+- ``scores.parquet``: ``dhp.schema.SCORE_COLUMNS + SCORE_EXTRA_COLUMNS`` and source.
+
+``mode`` is "recorded" unless a bring-your-own file says otherwise; ``source`` is
+``<file path>#sha256=<hex>`` (see each importer for how the path is written), "" for rows a live run wrote.
+
+An imported file is data only: it is size-checked (:data:`MAX_FILE_BYTES`) before it is read, then parsed as
+JSON, CSV or text — never unpickled or executed. All files are parsed and checked before anything is
+written; each table is then upserted by its key (a row with the key of an existing row replaces it) and
+written sorted by that key, atomically, so importing the same files again gives the same bytes. Each
+imported file is recorded in ``manifest.json`` under the stage ``import_judgments`` (path, sha256, bytes,
+rows, and the upstream repository @ commit : path when its sha256 is a known upstream file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from dhp.errors import DHPError
+
+__all__ = ["IMPORTERS", "importer", "import_judgments", "ImportReport", "SourceFile", "TABLE_KEYS",
+           "SEGMENT_COLUMNS", "MAX_FILE_BYTES", "known_upstream", "RECORDED_MODE", "source_label"]
+
+#: The largest file an importer reads (the biggest upstream file, an LLMBar result.json, is 1.4 MB).
+MAX_FILE_BYTES = 64 * 2**20
+RECORDED_MODE = "recorded"
+MANIFEST_STAGE = "import_judgments"
+
+#: segment_scores.parquet: judge (metric name), mode, lp (language pair), reference (refA, refB, src, ...:
+#: what the metric compared against), system, seg_id (1-based line of the test set, as in
+#: dhp.datasets.wmt22_human), score (NaN when unscored), failure (why it is NaN, else ""), source.
+SEGMENT_COLUMNS = ["judge", "mode", "lp", "reference", "system", "seg_id", "score", "failure", "source"]
+
+
+def _score_key() -> list[str]:
+    from dhp.schema import SCORE_COLUMNS
+
+    return [c for c in SCORE_COLUMNS if c not in ("score", "n_valid", "n_failed")]
+
+
+#: run-folder table -> the columns that identify a row (the upsert key).
+TABLE_KEYS: dict[str, list[str]] = {
+    "pairwise_verdicts.parquet": ["judge", "mode", "subset", "strategy", "item_id", "order"],
+    "segment_scores.parquet": ["judge", "mode", "lp", "reference", "system", "seg_id"],
+    "scores.parquet": _score_key(),
+}
+
+
+def verdict_columns() -> list[str]:
+    """Columns of an imported pairwise_verdicts table: read at call time, so strategies that add columns to
+    VERDICT_COLUMNS are followed."""
+    from dhp.judging.strategies import VERDICT_COLUMNS
+
+    return ["judge", "mode", *VERDICT_COLUMNS, "source"]
+
+
+def score_columns() -> list[str]:
+    from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
+
+    return [*SCORE_COLUMNS, *SCORE_EXTRA_COLUMNS, "source"]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file to import: where it is, the path recorded for it (``rel``), its bytes and their sha256."""
+
+    path: Path
+    rel: str
+    data: bytes
+    sha256: str
+
+    @property
+    def label(self) -> str:
+        return source_label(self.rel, self.sha256)
+
+
+def source_label(rel: str, sha256: str) -> str:
+    """The ``source`` value of a row imported from a file."""
+    return f"{rel}#sha256={sha256}"
+
+
+@dataclass
+class ImportContext:
+    """What an importer may need besides the file: the run folder and the import's options."""
+
+    run_dir: Path
+    dataset: Path | None = None
+    scale: tuple[float, float] | None = None
+    lp: str | None = None
+    data_dir: Path | None = None
+    cache: dict = field(default_factory=dict)  # tables an importer loads once per import (dataset ids)
+
+
+@dataclass(frozen=True)
+class Importer:
+    """``read(file: SourceFile, ctx: ImportContext) -> {table name: DataFrame}``; a folder walk picks the
+    files whose name ends with one of ``suffixes``; ``relative_path(path, root)`` names a file in ``source``."""
+
+    name: str
+    read: Callable
+    suffixes: tuple[str, ...]
+    relative_path: Callable
+    description: str = ""
+
+
+IMPORTERS: dict[str, Importer] = {}
+
+
+def _relative_to_root(path: Path, root: Path) -> str:
+    return path.name if path == root else path.relative_to(root).as_posix()
+
+
+def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | None = None) -> Callable:
+    """Register the decorated ``read(file, ctx)`` as the importer ``name``. ``relative_path(path, root)``:
+    the path written into ``source`` (default: relative to the folder imported, or the file's name)."""
+
+    def wrap(fn: Callable) -> Callable:
+        if name in IMPORTERS:
+            raise DHPError(f"An importer named {name!r} is registered twice.", "give the new importer another name.")
+        IMPORTERS[name] = Importer(name, fn, tuple(suffixes), relative_path or _relative_to_root,
+                                   (fn.__doc__ or "").strip())
+        return fn
+
+    return wrap
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+def _files(imp: Importer, path: Path) -> list[Path]:
+    if path.is_file():
+        if not path.name.endswith(imp.suffixes):
+            raise DHPError(f"{path} is not a file the {imp.name!r} importer reads (names ending {list(imp.suffixes)}).",
+                           f"pass such a file, or a folder holding them, or use another kind of {sorted(IMPORTERS)}.")
+        return [path]
+    if path.is_dir():
+        found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(imp.suffixes))
+        if not found:
+            raise DHPError(f"{path} holds no file the {imp.name!r} importer reads (names ending {list(imp.suffixes)}).",
+                           "pass the folder that holds them (searched recursively) or one such file.")
+        return found
+    raise DHPError(f"Cannot import {path}: no such file or folder.", "check the path (relative paths are "
+                   "relative to the current directory).")
+
+
+def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile:
+    size = p.stat().st_size
+    if size > max_bytes:  # checked before reading: a wrong path must not fill the memory
+        raise DHPError(f"{p} is {size:,} bytes, over the {max_bytes:,}-byte limit for one imported file.",
+                       "check it is the file you meant; if it is, split it or raise the limit (max_bytes=, "
+                       "--max-mb).")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise DHPError(f"Cannot read {p}: {e.strerror or e}.", "check the path and that the file is readable.") from None
+    return SourceFile(p, imp.relative_path(p, root), data, hashlib.sha256(data).hexdigest())
+
+
+def known_upstream(sha256: str) -> str | None:
+    """``<repository>@<commit>:<path>`` of a file whose sha256 is listed in dhp/resources/recorded_files.json
+    (the recorded sources of the data card), else None."""
+    from dhp.io import resource
+
+    p = resource("recorded_files.json")
+    if not p.is_file():
+        return None
+    known = json.loads(p.read_text(encoding="utf-8"))
+    entry = known["files"].get(sha256)
+    if entry is None:
+        return None
+    src = known["sources"][entry["source"]]
+    return f"{src['repository']}@{src['commit']}:{src['prefix']}{entry['path']}"
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+def _runs(df: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the stable order sorting ``df`` by ``key``, and for each sorted row but the last whether the next
+    row has the same key). Integer codes per column keep this fast on million-row tables."""
+    codes = [pd.factorize(df[c], sort=True)[0] for c in key]
+    order = np.lexsort(codes[::-1])  # stable: rows with equal keys keep their order
+    same_next = np.ones(max(len(df) - 1, 0), dtype=bool)
+    for c in codes:
+        cs = c[order]
+        same_next &= cs[1:] == cs[:-1]
+    return order, same_next
+
+
+def _check_unique(df: pd.DataFrame, key: list[str], table: str) -> None:
+    order, same_next = _runs(df, key)
+    if same_next.any():
+        i = int(np.argmax(same_next))
+        rows = df.iloc[order[i:i + 2]]
+        where = " and ".join(dict.fromkeys(rows["source"])) if "source" in rows else table
+        raise DHPError(f"Two imported rows of {table} have the same key "
+                       f"{dict(zip(key, rows.iloc[0][key].tolist()))} (from {where}).",
+                       "import each judgment once: remove the duplicate file or row.")
+
+
+def _typed(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """One dtype per column whatever mix of old and new rows made the table, so the bytes written depend
+    on the rows alone."""
+    floats = {"pairwise_verdicts.parquet": ("f1", "f2"), "segment_scores.parquet": ("score",),
+              "scores.parquet": ("score", "prob_mass")}[table]
+    ints = {"segment_scores.parquet": ("seg_id",),
+            "scores.parquet": ("n_valid", "n_failed", "prompt_tokens", "completion_tokens")}.get(table, ())
+    bools = ("truncated", "fallback") if table == "scores.parquet" else ()
+    out = df.copy(deep=False)
+    if "source" in out:
+        out["source"] = out["source"].fillna("")  # rows a live run wrote have no source file
+    for c in out.columns:
+        want = "float64" if c in floats else "int64" if c in ints else "bool" if c in bools else None
+        if want is not None and out[c].dtype != want:
+            out[c] = out[c].astype(want)
+        elif want is None and out[c].dtype == object:  # text mixed with None/NaN: text, missing stays NaN
+            out[c] = out[c].astype("str")
+    return out
+
+
+def _upsert(run: Path, table: str, new: pd.DataFrame) -> pd.DataFrame:
+    """The table ``run/table`` with ``new``'s rows replacing those of the same key, sorted by the key."""
+    key = TABLE_KEYS[table]
+    path = run / table
+    if path.exists():
+        old = pd.read_parquet(path)
+        missing = [c for c in key if c not in old.columns]
+        if missing:
+            raise DHPError(f"{path} lacks the key column(s) {missing}, so imported rows cannot be merged into it "
+                           "(a live run wrote it without naming its judge).",
+                           "import into another run folder (--run-dir), or add the columns to that table first.")
+        cols = list(old.columns) + [c for c in new.columns if c not in old.columns]
+        both = pd.concat([old.reindex(columns=cols), new.reindex(columns=cols)], ignore_index=True)
+    else:
+        both = new
+    both = _typed(both, table)
+    order, same_next = _runs(both, key)
+    keep = order[~np.append(same_next, False)]  # of rows with one key the last, i.e. the new one, stays
+    if len(keep) == len(both) and (keep == np.arange(len(both))).all():
+        return both.reset_index(drop=True)  # already in key order: skip a costly take
+    return both.take(keep).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------- import
+
+@dataclass
+class ImportReport:
+    """What one import did: the files read (path, sha256, bytes, rows, upstream), rows per table (new
+    rows of this import / rows in the table after it) and the seconds it took."""
+
+    kind: str
+    run_dir: Path
+    files: list[dict]
+    rows: dict[str, int]
+    table_rows: dict[str, int]
+    seconds: float
+
+    def describe(self) -> str:
+        tables = ", ".join(f"{t}: {n:,} rows imported ({self.table_rows[t]:,} in the table)" for t, n in self.rows.items())
+        return (f"imported {len(self.files)} {self.kind} file(s) into {self.run_dir} in {self.seconds:.1f} s — "
+                f"{tables}")
+
+
+def import_judgments(kind: str, path: str | os.PathLike, run_dir: str | os.PathLike, *,
+                     dataset: str | os.PathLike | None = None, scale: tuple[float, float] | None = None,
+                     lp: str | None = None, data_dir: str | os.PathLike | None = None,
+                     max_bytes: int = MAX_FILE_BYTES) -> ImportReport:
+    """Import recorded judgments of ``kind`` (a registered importer: "llmbar", "mtme", "table") from
+    ``path`` (a file, or a folder searched recursively) into ``run_dir``.
+
+    Options: ``dataset`` — the dataset table the ``table`` importer checks item ids against (.parquet, or a
+    CSV/JSONL file as dhp.datasets.load_custom / dhp.datasets.llmbar.load_pairwise read; default: the run's
+    dataset.parquet, and for pairwise rows LLMBar); ``scale`` — (low, high) of bring-your-own pointwise
+    scores (default dhp.judging.parsing.SCALE, 1–5); ``lp`` — language pair of mt-metrics-eval files
+    (default: read from the folder names, e.g. "zh-en"); ``data_dir`` — where LLMBar is read from for the id
+    check; ``max_bytes`` — the size limit of one file. Raises DHPError, writing nothing, on any problem."""
+    from dhp.io import resolve, write_manifest, write_parquet
+
+    if kind not in IMPORTERS:
+        raise DHPError(f"Unknown kind of recorded judgments {kind!r}.", f"use one of {sorted(IMPORTERS)}.")
+    t0 = time.perf_counter()
+    imp = IMPORTERS[kind]
+    src = Path(os.path.abspath(Path(path).expanduser()))  # ".." removed: folder names carry meaning here
+    run = resolve(run_dir)
+    ctx = ImportContext(run, Path(dataset).expanduser() if dataset else None,
+                        tuple(float(x) for x in scale) if scale is not None else None, lp,
+                        Path(data_dir) if data_dir else None)
+    parts: dict[str, list[pd.DataFrame]] = {}
+    records = {}
+    for p in _files(imp, src):
+        f = _read_file(imp, p, src if src.is_dir() else p, max_bytes)
+        produced = imp.read(f, ctx)
+        for table, df in produced.items():
+            parts.setdefault(table, []).append(df)
+        records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(p), "sha256": f.sha256, "bytes": len(f.data),
+                                      "rows": {t: int(len(df)) for t, df in produced.items()},
+                                      "upstream": known_upstream(f.sha256)}
+    new_rows, merged = {}, {}
+    for table, dfs in parts.items():
+        new = pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0]
+        _check_unique(new, TABLE_KEYS[table], table)
+        new_rows[table] = int(len(new))
+        merged[table] = _upsert(run, table, new)
+    # everything parsed and checked: only now is anything written (each write atomic)
+    for table, df in merged.items():
+        write_parquet(df, run / table)
+    manifest = run / "manifest.json"
+    previous = {}
+    if manifest.exists():
+        stage = json.loads(manifest.read_text(encoding="utf-8")).get("stages", {}).get(MANIFEST_STAGE, {})
+        previous = stage.get("parameters", {}).get("files", {})
+    write_manifest(run, MANIFEST_STAGE, {"files": {**previous, **records}})
+    return ImportReport(kind, run, list(records.values()), new_rows, {t: int(len(d)) for t, d in merged.items()},
+                        time.perf_counter() - t0)
+
+
+# the built-in importers register themselves; imported last, as they use the names above
+from dhp.recorded import llmbar, mtme, table  # noqa: E402,F401
