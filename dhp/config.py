@@ -62,7 +62,9 @@ class RunParams(Params):
     """Parameters every method shares (one run folder per run; one judge call cache per run folder)."""
 
     judge: str = Field("embedded", description="judge spec: embedded[:model] | openai:<model>[@<url>] | "
-                                                "vllm:<model> (the judge id it resolves to is what tables record)")
+                                                "vllm:<model> (tables record the judge id it resolves to) | "
+                                                "recorded (call no model: analyze judgments imported into the "
+                                                "run folder with python -m dhp import-judgments)")
     mode: Mode = Field("logprobs", description="how a reply becomes a score: logprobs | sample | likelihood")
     seed: int = Field(0, ge=0, description="seed for item selection, perturbation, sampling and resampling")
     run_dir: str = Field("runs/default", description="the run folder: every table of the run is written here")

@@ -87,6 +87,8 @@ class Method:
     Params: ClassVar[type[RunParams]] = RunParams
     collects: ClassVar[tuple[Table, ...]] = ()
     produces: ClassVar[tuple[Table, ...]] = ()
+    #: tables of other methods that ``analyze`` also reads when they are in the run folder (e.g. a joint view)
+    uses: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ configuration
     def config(self, values: dict[str, Any] | None = None, **more) -> RunParams:
@@ -99,23 +101,36 @@ class Method:
         """The parameters found in ``namespace`` (a notebook's globals after its parameters cell), validated."""
         return self.config({k: namespace[k] for k in self.Params.model_fields if k in namespace})
 
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The collected tables that hold judges' outputs (those with a judge column in their schema)."""
+        return tuple(t.name for t in self.collects if "judge" in t.columns)
+
     def tables(self) -> dict[str, Table]:
         return {t.name: t for t in (*self.collects, *self.produces)}
 
     def backend(self, config: RunParams, judge=None):
         """The judge backend of this run: ``judge`` when it is a Backend object, else built from the spec (a bad
-        spec, a missing or exposed key fails here, before anything is collected)."""
+        spec, a missing or exposed key fails here, before anything is collected); None for ``recorded``."""
         from dhp.backends import Backend, get_backend
 
         if isinstance(judge, Backend):
             return judge
         spec = judge or config.judge
+        if spec == RECORDED:
+            return None
         options = {"allow_insecure_key": True} if config.allow_insecure_key and str(spec).startswith("openai:") else {}
         return get_backend(spec, **options)
 
     # ------------------------------------------------------------------ stages (override)
     def collect(self, config: RunParams, judge=None) -> dict[str, pd.DataFrame]:
         raise NotImplementedError(f"{type(self).__name__}.collect")
+
+    def collect_reference(self, config: RunParams) -> dict[str, pd.DataFrame]:
+        """The judge-independent tables ``analyze`` needs beside the judges' (e.g. human ratings), without any
+        model call: what a run with judge ``recorded`` collects, to analyze judgments imported with
+        ``python -m dhp import-judgments``. Default: none."""
+        return {}
 
     def analyze(self, tables: dict[str, pd.DataFrame], config: RunParams) -> dict[str, pd.DataFrame]:
         raise NotImplementedError(f"{type(self).__name__}.analyze")
@@ -194,6 +209,9 @@ def get(name: str) -> Method:
     return _REGISTRY[name]
 
 
+#: The judge spec of a run that calls no model: it analyzes the judgments imported into the run folder.
+RECORDED = "recorded"
+
 #: Display order of the built-in methods (the card and the CLI list them so); a new method comes after them.
 ORDER = ("dhp", "criteria_confusion", "decompose_aggregate", "dual_perspective", "human_alignment")
 
@@ -209,6 +227,12 @@ def read_tables(method: Method, folder, which: Iterable[Table] | None = None) ->
         if path.is_file():
             out[t.name] = read_table(path, t.name, f"the {method.name} method")
     return out
+
+
+def read_uses(method: Method, folder) -> dict[str, pd.DataFrame]:
+    """The other methods' tables ``method.uses`` that are in ``folder``."""
+    root = resolve(folder)
+    return {n: read_table(root / n, n, "another method") for n in method.uses if (root / n).is_file()}
 
 
 def _upsert(new: pd.DataFrame, old: pd.DataFrame | None, table: Table) -> pd.DataFrame:
@@ -261,18 +285,24 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
 
     method = get(name)
     config = method.config(config, **values)
-    method.check_mode(config)
+    recorded = config.judge == RECORDED and judge is None
+    if not recorded:
+        method.check_mode(config)
     backend = method.backend(config, judge)
-    collected = method.collect(config, backend)
+    collected = method.collect_reference(config) if recorded else method.collect(config, backend)
     paths = write_tables(method, collected, config.run_dir)
-    results = method.analyze(read_tables(method, config.run_dir, method.collects), config)
+    inputs = read_tables(method, config.run_dir, method.collects)
+    if not any(n in inputs for n in method.judged):
+        raise DHPError(f"The run folder {config.run_dir} holds no judgments for method {name!r}.",
+                       "run it with a live judge, or import recorded judgments (python -m dhp import-judgments).")
+    results = method.analyze({**inputs, **read_uses(method, config.run_dir)}, config)
     paths.update(write_tables(method, results, config.run_dir))
     if figures:
-        every = read_tables(method, config.run_dir)
+        every = {**read_tables(method, config.run_dir), **read_uses(method, config.run_dir)}
         for fig_name, fig in method.figures(every, config).items():
             for p in save_figure(fig, config.figures, fig_name):
                 paths[p.name] = p
-    paths["manifest.json"] = record(method, config, [backend], method.inputs(config))
+    paths["manifest.json"] = record(method, config, [b for b in (backend,) if b is not None], method.inputs(config))
     return paths
 
 
