@@ -42,6 +42,13 @@ def _is_list(annotation) -> bool:
         _is_list(a) for a in typing.get_args(annotation))
 
 
+def _accepts(annotation, kind) -> bool:
+    """Whether ``annotation`` (possibly Optional/Union) includes the type ``kind``."""
+    if annotation is kind:
+        return True
+    return any(_accepts(a, kind) for a in typing.get_args(annotation))
+
+
 class Params(BaseModel):
     """Base of every parameter model: unknown names and wrong types are errors, values are immutable."""
 
@@ -52,6 +59,9 @@ class Params(BaseModel):
     def _list_not_string(cls, value, info):
         # papermill -p passes every value as a string: '["a", "b"]' would become a list of characters.
         field = cls.model_fields.get(info.field_name)
+        if field is not None and isinstance(value, bool) and _accepts(field.annotation, int) \
+                and not _accepts(field.annotation, bool):
+            raise ValueError("a number is needed, not true/false")  # bool is an int to Python: refuse it here
         if field is not None and isinstance(value, str) and _is_list(field.annotation):
             raise ValueError(f"{info.field_name} must be a list, got the string {value!r}; with papermill pass "
                              f"lists with -y (e.g. -y '{info.field_name}: [a, b]'), not -p")

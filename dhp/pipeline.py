@@ -45,9 +45,11 @@ def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
 
 
 def main(argv=None) -> int:
+    import sys
+
     from dhp.cli import main as cli_main
 
-    return cli_main(["run", *(argv or [])])
+    return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def n_boot_negative(t):
 
 
 # ------------------------------------------------------------------------------ params YAML (grid)
-YAML_OK = "judges: [embedded]\nmodes: [logprobs]\ndatasets: [summeval]\nn_items: 3\n"
+YAML_OK = "judges: [embedded]\nmodes: [logprobs]\ndatasets: [summeval]\nmethod_params: {dhp: {n_items: 3}}\n"
 
 
 def yaml_unknown_key(t):
@@ -242,19 +242,19 @@ CASES = {
     "storycloze-no-path": (storycloze_no_path, r"Story Cloze"),
     "storycloze-missing-file": (storycloze_missing_file, r"not found"),
     "data-dir-missing": (data_dir_missing, r"no_such_root"),
-    "param-unknown-dataset": (unknown_dataset, r"Unknown dataset 'imdb'"),
-    "param-n_items-zero": (n_items_zero, r"n_items must be a positive integer, got 0"),
-    "param-n_items-negative": (n_items_negative, r"n_items must be a positive integer, got -3"),
+    "param-unknown-dataset": (unknown_dataset, r"dataset = 'imdb' is invalid: unknown dataset"),
+    "param-n_items-zero": (n_items_zero, r"n_items = 0 is invalid: .*greater than or equal to 1"),
+    "param-n_items-negative": (n_items_negative, r"n_items = -3 is invalid"),
     "param-n_items-too-many": (n_items_too_many, r"n_items=1000000"),
     "param-unknown-perturber": (unknown_perturber, r"(?i)perturber.*'magic'|'magic'.*perturber"),
     "param-unknown-perturbation": (unknown_perturbation, r"Unknown perturbation 'char_swap'"),
-    "param-unknown-mode": (unknown_mode, r"Unknown judge mode 'telepathy'"),
-    "param-n_samples-zero": (n_samples_zero, r"n_samples must be"),
-    "param-unknown-combine": (unknown_combine, r"combine='fisher'"),
-    "param-n_boot-negative": (n_boot_negative, r"n_boot must be a non-negative integer"),
-    "yaml-unknown-key": (yaml_unknown_key, r"unknown key\(s\) \['n_itmes'\]"),
-    "yaml-unknown-dataset": (yaml_unknown_dataset, r"unknown dataset\(s\) \['imdb'\]"),
-    "yaml-bad-type": (yaml_bad_type, r"'n_items' should be int, got 'ten'"),
+    "param-unknown-mode": (unknown_mode, r"mode = 'telepathy' is invalid: .*'logprobs'"),
+    "param-n_samples-zero": (n_samples_zero, r"n_samples = 0 is invalid"),
+    "param-unknown-combine": (unknown_combine, r"combine = 'fisher' is invalid: use one of \['paper', 'wilson'\]"),
+    "param-n_boot-negative": (n_boot_negative, r"n_boot = -1 is invalid"),
+    "yaml-unknown-key": (yaml_unknown_key, r"unknown parameter 'n_itmes'"),
+    "yaml-unknown-dataset": (yaml_unknown_dataset, r"dataset = 'imdb' is invalid: unknown dataset"),
+    "yaml-bad-type": (yaml_bad_type, r"n_items = 'ten' is invalid: .*integer"),
     "yaml-syntax-error": (yaml_syntax_error, r"not valid YAML"),
     "weights-not-summing-to-1": (weights_not_summing_to_1, r"sum to 1\.5, not 1"),
     "weights-unknown-metric": (weights_unknown_metric, r"\['humour'\] are not metrics"),
@@ -284,10 +284,10 @@ def test_bad_input_gives_one_clear_error_and_no_table(case, tmp_path, monkeypatc
 
 def test_valid_custom_file_is_accepted(tmp_path):
     # The control for the csv-* cases: the same file without the defect loads and perturbs.
+    from dhp.datasets import load_items
     from dhp.perturb import perturb
-    from dhp.pipeline import _load
 
-    table = _load(str(_write(tmp_path, "mine.csv", GOOD_ROWS)), 2, 0, None, None)
+    table = load_items(str(_write(tmp_path, "mine.csv", GOOD_ROWS)), 2, 0)
     assert sorted(table["item_id"]) == ["a1", "a2"]
     out = perturb(table, seed=0, perturbations=["char_typo"])
     assert (out["status"] == "ok").any()
@@ -299,7 +299,7 @@ def test_cli_reports_one_message_and_exit_2(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "n_items must be a positive integer" in lines[0] and "Fix:" in lines[0]
+    assert len(lines) == 1 and "n_items = 0 is invalid" in lines[0] and "Fix:" in lines[0]
     assert tables_in(tmp_path) == []
 
 
@@ -307,12 +307,12 @@ def test_grid_cli_reports_bad_yaml(tmp_path):
     p = _write(tmp_path, "p.yaml", YAML_OK + "n_itmes: 5\n")
     r = run_cli([str(p)], prefix=["-m", "dhp.grid"])
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "unknown key" in r.stderr and "Fix:" in r.stderr
+    assert "unknown parameter 'n_itmes'" in r.stderr and "Fix:" in r.stderr
 
 
 NOTEBOOK_CASES = {
-    "nb01-n_items-zero": ("01_perturb", {"n_items": 0}, r"n_items must be a positive integer"),
-    "nb01-unknown-dataset": ("01_perturb", {"dataset": "imdb"}, r"Unknown dataset 'imdb'"),
+    "nb01-n_items-zero": ("01_perturb", {"n_items": 0}, r"n_items = 0 is invalid"),
+    "nb01-unknown-dataset": ("01_perturb", {"dataset": "imdb"}, r"dataset = 'imdb' is invalid"),
 }
 
 
