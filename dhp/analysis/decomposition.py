@@ -96,7 +96,7 @@ def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, j
                    ties=int((g["verdict_12"] == "tie").sum() + (g["verdict_21"] == "tie").sum()))
         rows.append(rec)
     out = pd.DataFrame(rows)
-    if not keys or "judge" not in keys:
+    if "judge" not in keys:
         out.insert(0, "judge", judge)
     if "mode" not in keys:
         out.insert(1, "mode", mode)
