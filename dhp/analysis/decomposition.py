@@ -12,19 +12,45 @@ import pandas as pd
 
 from dhp.errors import DHPError
 
-__all__ = ["combine_orders", "agreement_table", "dna_scores", "pairwise_discernment", "compare_with_perturbed"]
+__all__ = ["combine_orders", "agreement_table", "dna_scores", "pairwise_discernment", "compare_with_perturbed",
+           "AGREEMENT_COLUMNS", "PAIRWISE_D_COLUMNS"]
 
 AGREEMENT_COLUMNS = ["judge", "mode", "subset", "strategy", "agreement", "agreement_order_12", "agreement_order_21",
-                     "position_consistency", "n", "no_verdict", "calls", "prompt_tokens"]
+                     "agreement_both", "position_consistency", "equal_llmbar", "n", "no_verdict", "ties", "calls",
+                     "prompt_tokens"]
+_RUN_KEYS = ("judge", "mode", "source")  # columns that tell runs apart when one verdicts table holds several
+_NEEDED = ["item_id", "subset", "strategy", "order", "verdict", "label"]
+
+
+def _run_keys(verdicts: pd.DataFrame) -> list[str]:
+    return [c for c in _RUN_KEYS if c in verdicts.columns]
 
 
 def combine_orders(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """One row per item × strategy: verdict_12, verdict_21 and combined (the verdict both orders give,
-    else "inconsistent"; NaN when either order has no verdict)."""
-    w = (verdicts.set_index(["item_id", "subset", "strategy", "label", "order"])["verdict"].astype(object)
-         .unstack("order").reindex(columns=["12", "21"]).reset_index())
+    """One row per item × strategy (× judge, mode, source when the table has them): verdict_12, verdict_21
+    (None where that order has no row or no verdict) and combined (the verdict both orders give, else
+    "inconsistent"; None when either order has no verdict)."""
+    missing = [c for c in _NEEDED if c not in verdicts.columns]
+    if missing:
+        raise DHPError(f"The verdicts table lacks column(s) {missing}.",
+                       "give one row per item × strategy × order with " + ", ".join(_NEEDED) + ".")
+    bad = sorted(set(verdicts["order"].astype(str)) - {"12", "21"})
+    if bad:
+        raise DHPError(f"Unknown order value(s) {bad} in the verdicts table.",
+                       'use "12" (output_1 shown first) and "21" (output_2 shown first).')
+    index = [*_run_keys(verdicts), "item_id", "subset", "strategy", "label", "order"]
+    v = verdicts.assign(order=verdicts["order"].astype(str), label=verdicts["label"].astype(str))
+    dup = v.duplicated(index)
+    if dup.any():
+        raise DHPError(f"{int(dup.sum())} duplicate row(s) for the same item, strategy and order, e.g. "
+                       f"{v.loc[dup, index].iloc[0].to_dict()}.",
+                       "keep one verdict per item × strategy × order (add judge, mode or source columns to tell "
+                       "runs apart).")
+    w = (v.set_index(index)["verdict"].astype(object).unstack("order").reindex(columns=["12", "21"]).reset_index())
     w.columns.name = None
     w = w.rename(columns={"12": "verdict_12", "21": "verdict_21"})
+    w[["verdict_12", "verdict_21"]] = w[["verdict_12", "verdict_21"]].astype(object).where(
+        w[["verdict_12", "verdict_21"]].notna(), None)
     both = w["verdict_12"].notna() & w["verdict_21"].notna()
     w["combined"] = np.where(~both, None, np.where(w["verdict_12"] == w["verdict_21"], w["verdict_12"], "inconsistent"))
     return w
@@ -32,25 +58,55 @@ def combine_orders(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, judge: str = "", mode: str = ""
                     ) -> pd.DataFrame:
-    """Per subset × strategy (AGREEMENT_COLUMNS): agreement — share of items whose combined verdict equals
-    the gold label (an item without a verdict in either order counts as a miss, not as left out);
-    agreement_order_12 / _21 — the same per order; position_consistency — share of items whose two orders
-    agree; n — items; no_verdict — (item, order) runs whose replies did not parse (their reasons are in the
-    verdicts' failure column); calls, prompt_tokens — the strategy's cost over the whole table."""
+    """Agreement with the gold label, computed the same way for every strategy and for live or imported
+    verdicts — the statistics of LLMBar's evaluate.py (Zeng et al. 2023; github.com/princeton-nlp/LLMBar,
+    LLMEvaluator/evaluate.py, statistics.json). One row per subset × strategy (× judge, mode, source when the
+    verdicts table has those columns; otherwise judge and mode are the arguments), AGREEMENT_COLUMNS
+    (+ source when present):
+
+    - agreement_order_12, agreement_order_21: share of the n items whose verdict in that order equals the label
+      (LLMBar's correct_False, correct_True);
+    - agreement: their mean, (correct_12 + correct_21) / 2n — LLMBar's reported accuracy (correct_average);
+    - agreement_both: share of items right in both orders (correct_both);
+    - position_consistency: share of items whose two orders both gave a verdict and the same one;
+    - equal_llmbar: LLMBar's "equal" (its positional agreement rate): share of items whose two orders' verdicts
+      are identical, where two missing verdicts count as identical (evaluate.py compares None == None);
+    - n: items; no_verdict: (item, order) runs without a verdict (unparsed reply, refused step, or no row for
+      that order; reasons in the verdicts' failure column); ties: (item, order) runs whose verdict is "tie";
+    - calls, prompt_tokens: the strategy's cost over the whole run (from ``costs``: strategy, calls,
+      prompt_tokens, and judge/mode when it covers several runs; NaN without it).
+
+    A missing verdict counts as wrong in every agreement column (as in LLMBar) and as inconsistent in
+    position_consistency; a "tie" verdict is wrong against a "1"/"2" label and right against a "tie" label."""
     c = combine_orders(verdicts)
+    keys = _run_keys(verdicts)
+    group = [*keys, "subset", "strategy"]
     rows = []
-    for (subset, strat), g in c.groupby(["subset", "strategy"], sort=True):
-        cost = costs.set_index("strategy").loc[strat] if costs is not None and strat in set(costs["strategy"]) else None
-        rows.append({"judge": judge, "mode": mode, "subset": subset, "strategy": strat,
-                     "agreement": float((g["combined"] == g["label"]).mean()),
-                     "agreement_order_12": float((g["verdict_12"] == g["label"]).mean()),
-                     "agreement_order_21": float((g["verdict_21"] == g["label"]).mean()),
-                     "position_consistency": float((g["verdict_12"].notna() & (g["verdict_12"] == g["verdict_21"])).mean()),
-                     "n": int(len(g)),
-                     "no_verdict": int(g["verdict_12"].isna().sum() + g["verdict_21"].isna().sum()),
-                     "calls": int(cost["calls"]) if cost is not None else math.nan,
-                     "prompt_tokens": int(cost["prompt_tokens"]) if cost is not None else math.nan})
-    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+    for key, g in c.groupby(group, sort=True, dropna=False):
+        rec = dict(zip(group, key))
+        n = len(g)
+        right_12, right_21 = g["verdict_12"] == g["label"], g["verdict_21"] == g["label"]
+        same = g["verdict_12"].fillna("<none>") == g["verdict_21"].fillna("<none>")
+        answered = g["verdict_12"].notna() & g["verdict_21"].notna()
+        rec.update(agreement=float((right_12.sum() + right_21.sum()) / (2 * n)),
+                   agreement_order_12=float(right_12.mean()), agreement_order_21=float(right_21.mean()),
+                   agreement_both=float((right_12 & right_21).mean()),
+                   position_consistency=float((same & answered).mean()), equal_llmbar=float(same.mean()), n=int(n),
+                   no_verdict=int(g["verdict_12"].isna().sum() + g["verdict_21"].isna().sum()),
+                   ties=int((g["verdict_12"] == "tie").sum() + (g["verdict_21"] == "tie").sum()))
+        rows.append(rec)
+    out = pd.DataFrame(rows)
+    if "judge" not in keys:
+        out.insert(0, "judge", judge)
+    if "mode" not in keys:
+        out.insert(1, "mode", mode)
+    if costs is not None and len(out):
+        on = ["strategy", *[k for k in ("judge", "mode") if k in costs.columns and k in keys]]
+        out = out.merge(costs[[*on, "calls", "prompt_tokens"]], on=on, how="left")
+    else:
+        out = out.assign(calls=math.nan, prompt_tokens=math.nan)
+    cols = [*AGREEMENT_COLUMNS[:2], *(["source"] if "source" in keys else []), *AGREEMENT_COLUMNS[2:]]
+    return out.reindex(columns=cols)
 
 
 # ---------------------------------------------------------------------------------------------- DHP bridges
@@ -115,25 +171,45 @@ def compare_with_perturbed(perturbed: pd.DataFrame, dataset: pd.DataFrame, judge
         ["dataset", "judge", "item_id", "perturbation", "severity", "level", "order", "winner"]]
 
 
+PAIRWISE_D_COLUMNS = ["dataset", "judge", "perturbation", "severity", "level", "n_items", "original_wins",
+                      "perturbed_wins", "ties", "inconsistent", "unparsed", "share_original", "p", "D"]
+
+
 def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Per perturbation: share of (item, order) comparisons the original wins, and a one-sided exact
-    binomial (sign) test that the original wins more often than the perturbed copy
-    (``scipy.stats.binomtest(wins, wins + losses, 0.5, alternative="greater")``; ties and unparsed replies
-    are left out of the test and counted), turned into D = log_0.05(p). Columns: dataset, judge,
-    perturbation, severity, level, original_wins, perturbed_wins, ties, unparsed, share_original, p, D."""
+    """Per perturbation (PAIRWISE_D_COLUMNS): does the judge prefer the original to its perturbed copy when it
+    sees both? The two orders of one item are one trial, not two: per item, both orders naming the same
+    winner give one outcome (original_wins, perturbed_wins or ties); orders that disagree are counted in
+    ``inconsistent``; an item with a missing winner in either order (unparsed reply, or no row for that order)
+    in ``unparsed``. The one-sided exact binomial (sign) test counts the wins and losses only:
+    ``scipy.stats.binomtest(wins, wins + losses, 0.5, alternative="greater")``, turned into D = log_0.05(p);
+    ties, inconsistent and unparsed items are left out of it (p and D NaN when no item has a win or a loss).
+    share_original = original_wins / n_items. Input: compare_with_perturbed's table (dataset, judge, item_id,
+    perturbation, severity, level, order "op"/"po", winner)."""
     from scipy.stats import binomtest
 
     from dhp.analysis.discernment import discernment_score
 
+    key = ["dataset", "judge", "perturbation", "severity", "level"]
+    missing = [c for c in [*key, "item_id", "order", "winner"] if c not in comparisons.columns]
+    if missing:
+        raise DHPError(f"The comparisons table lacks column(s) {missing}.",
+                       "pass the table dhp.analysis.decomposition.compare_with_perturbed returns.")
+    dup = comparisons.duplicated([*key, "item_id", "order"])
+    if dup.any():
+        raise DHPError(f"{int(dup.sum())} duplicate comparison(s) of the same item, perturbation and order.",
+                       "keep one comparison per item × perturbation × severity × order.")
+    w = (comparisons.assign(winner=comparisons["winner"].astype(object))
+         .set_index([*key, "item_id", "order"])["winner"].unstack("order").reindex(columns=["op", "po"]))
+    both = w["op"].notna() & w["po"].notna()
+    outcome = pd.Series(np.where(~both, "unparsed", np.where(w["op"] == w["po"], w["op"], "inconsistent")),
+                        index=w.index)
     rows = []
-    for key, g in comparisons.groupby(["dataset", "judge", "perturbation", "severity", "level"], sort=True):
-        wins = int((g["winner"] == "original").sum())
-        losses = int((g["winner"] == "perturbed").sum())
-        ties = int((g["winner"] == "tie").sum())
-        unparsed = int(g["winner"].isna().sum())
+    for k, g in outcome.groupby(level=key, sort=True):
+        counts = g.value_counts()
+        wins, losses = int(counts.get("original", 0)), int(counts.get("perturbed", 0))
         p = float(binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue) if wins + losses else math.nan
-        rows.append(dict(zip(["dataset", "judge", "perturbation", "severity", "level"], key),
-                         original_wins=wins, perturbed_wins=losses, ties=ties, unparsed=unparsed,
-                         share_original=wins / len(g) if len(g) else math.nan, p=p,
+        rows.append(dict(zip(key, k), n_items=int(len(g)), original_wins=wins, perturbed_wins=losses,
+                         ties=int(counts.get("tie", 0)), inconsistent=int(counts.get("inconsistent", 0)),
+                         unparsed=int(counts.get("unparsed", 0)), share_original=wins / len(g), p=p,
                          D=float(discernment_score(p)) if math.isfinite(p) else math.nan))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=PAIRWISE_D_COLUMNS)

@@ -1,18 +1,29 @@
 """Pairwise judge strategies (DnA-Eval, Li et al.; LLMBar, Zeng et al. 2023): which of two responses to an
 instruction is better? Each strategy is one registered function; every one runs with the two responses in
-both orders ("12": output_1 shown first; "21": output_2 first) and maps its verdict back to the dataset's
-labelling, so position bias can be measured.
+both orders ("12": output_1 shown first as Output (a); "21": output_2 first) and maps its verdict back to the
+dataset's labelling, so position bias can be measured.
 
-- ``direct``: an overall 1–5 score for each response in separate calls; the higher wins.
-- ``cot``: the same, with an explanation before the score ("Score: X" parsed by dhp.judging.parse_reply).
-- ``dna`` (decompose and aggregate): (a) three aspects proposed from the instruction alone; (b) both
-  responses scored on each aspect, one inference per aspect; (c) aspect weights in percent proposed from
-  the instruction and aspects (:func:`parse_weights`); (d) f = Σ w·s computed here, the higher wins.
-- ``chain_of_aspects`` (ablation): (a) and (b) as in dna, then the LLM itself turns the aspect scores into
-  overall scores.
+- ``vanilla``: LLMBar's Vanilla evaluator (Zeng et al. 2023, §3 "Vanilla"): one prompt with the evaluation
+  rules, the instruction and both outputs; the reply is "Output (a)" or "Output (b)" (:func:`parse_choice`).
+- ``direct``: DnA-Eval's direct-scoring baseline (Li et al. §4.1 "Baselines", appendix B): one prompt with the
+  instruction and BOTH responses; an overall 1–5 score for each ("Output (a): x / Output (b): y",
+  :func:`parse_pair`); the higher wins, equal scores are a tie.
+- ``cot``: DnA-Eval's CoT baseline: the same prompt, an explanation first, then the two scores (the last
+  "Output (a): x ... Output (b): y" in the reply is read).
+- ``direct_pointwise``: each response scored alone in its own call (1–5, ``mode`` logprobs or sample through
+  dhp.judging.score_prompts). The order is then only a relabelling — its position consistency is 1 by
+  construction, so it is NOT the paper's baseline; kept for comparison with DHP's pointwise scoring.
+- ``dna`` (decompose and aggregate, Li et al. §3): (a) three aspects proposed from the instruction alone;
+  (b) both responses scored on each aspect, one inference per aspect; (c) aspect weights in percent proposed
+  from the instruction and aspects (:func:`parse_weights`); (d) f = Σ w·s computed here, the higher wins.
+- ``chain_of_aspects`` (ablation, Li et al. Table 2): (a) and (b) as in dna, then the LLM itself turns the
+  aspect scores into overall scores.
 
-All calls go through dhp.calls / dhp.judging.score_prompts: cached, any backend. A step whose reply does not
-parse gives a NaN verdict with its reason — never a guessed label.
+dna and chain_of_aspects use the same rule for when the aspects are usable (:func:`aspects_unusable`): three
+aspects, each with a score for both responses in this order; otherwise the (item, order) gets a NaN verdict
+with the reason and no further call is made for it. All calls go through dhp.calls / dhp.judging.score_prompts:
+cached, any backend, temperature 0. A step whose reply does not parse gives a None verdict with its reason —
+never a guessed label.
 """
 
 from __future__ import annotations
@@ -25,17 +36,23 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from dhp.prompts import fill, load
 from dhp.errors import DHPError
+from dhp.prompts import fill, load
 
-__all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_weights", "parse_aspects",
-           "verdict_from", "VERDICT_COLUMNS"]
+__all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
+           "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS"]
 
 STRATEGIES: dict[str, Callable] = {}
 ORDERS = ("12", "21")
-WEIGHT_TOLERANCE = 5.0  # percentage points a weight sum may be off 100 before it is renormalised and flagged
+N_ASPECTS = 3  # DnA-Eval's default number of aspects (Li et al. §4.1); the aspects prompt asks for three
+WEIGHT_TOLERANCE = 5.0  # percentage points a weight sum may be off 100 and still be used (renormalised, flagged)
+#: The verdicts table, one row per item × strategy × order: the one schema live runs and imported LLMBar
+#: results share (an import adds judge, mode, source). verdict is "1", "2", "tie" or None, in the dataset's
+#: labelling whatever the order; label is the gold "1", "2" (or "tie" in a user's own file).
 VERDICT_COLUMNS = ["item_id", "subset", "strategy", "order", "aspects", "aspect_scores_1", "aspect_scores_2",
                    "weights", "f1", "f2", "verdict", "label", "failure"]
+MAX_TOKENS = {"vanilla": 8, "direct": 16, "cot": 200, "aspects": 96, "aspect_scores": 16, "weights": 24,
+              "aggregate": 16}
 
 
 def strategy(name: str):
@@ -68,41 +85,87 @@ def _template(name: str) -> str:
 
 _PAIR = re.compile(r"output\s*\(?a\)?\s*[:=]\s*(\d+(?:\.\d+)?).*?output\s*\(?b\)?\s*[:=]\s*(\d+(?:\.\d+)?)",
                    re.IGNORECASE | re.DOTALL)
+# a line that starts (after spaces, quotes, markdown) with "Output (a)", "Output a" or "(a)"
+_CHOICE = re.compile(r"^[\s\"'*#>`-]*(?:output\s*\(([ab])\)|output\s+([ab])\b|\(([ab])\))",
+                     re.IGNORECASE | re.MULTILINE)
 
 
-def parse_pair(text: str | None) -> tuple[float, float, str]:
+def parse_pair(text: str | None, last: bool = False) -> tuple[float, float, str]:
     """Scores of Output (a) and Output (b) from "Output (a): 4 ... Output (b): 3" on the 1–5 scale:
-    (s_a, s_b, "") or (NaN, NaN, reason)."""
-    m = _PAIR.search(str(text or ""))
-    if not m:
+    (s_a, s_b, "") or (NaN, NaN, reason). ``last``: read the last such pair (CoT: the scores follow the
+    explanation, which may quote scores of its own)."""
+    found = list(_PAIR.finditer(str(text or "")))
+    if not found:
         return math.nan, math.nan, f"no 'Output (a): x / Output (b): y' in reply: {str(text or '')[:80]!r}"
+    m = found[-1] if last else found[0]
     a, b = float(m.group(1)), float(m.group(2))
     if not (1 <= a <= 5 and 1 <= b <= 5):
         return math.nan, math.nan, f"out of scale: {m.group(1)}, {m.group(2)}"
     return a, b, ""
 
 
+def parse_choice(text: str | None) -> tuple[str | None, str]:
+    """LLMBar Vanilla's answer: ("a" | "b", "") when lines of the reply start with "Output (a)" or "Output (b)"
+    (also "Output a", "(a)"), else (None, reason). LLMBar's own parser takes (a) whenever any line starts with
+    it; here a reply naming both at line starts is ambiguous and gives None with the reason."""
+    got = {next(g for g in m.groups() if g).lower() for m in _CHOICE.finditer(str(text or ""))}
+    if len(got) == 1:
+        return got.pop(), ""
+    if not got:
+        return None, f"no line starting with 'Output (a)' or 'Output (b)' in reply: {str(text or '')[:80]!r}"
+    return None, f"names both outputs: {str(text or '')[:80]!r}"
+
+
+_PERCENT = re.compile(r"(-?\d+(?:\.\d+)?)\s*%")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# a numbered-list marker: "1." / "2)" / "(3)" at a line start or after a space, followed by more text
+_LIST_INDEX = re.compile(r"(?:^|(?<=\s))\(?\d+[.)](?=[ \t]+\S)", re.MULTILINE)
+
+
 def parse_weights(text: str | None, k: int) -> tuple[list[float] | None, str]:
-    """k aspect weights in percent from a reply like "50% 30% 20%" (percent signs optional).
+    """k aspect weights in percent from the reply (DnA-Eval appendix B: percentages on one line, sum 100).
 
-    Returns (weights summing to 1, note): note "" when the numbers sum to 100 ± WEIGHT_TOLERANCE;
-    "renormalised: sum was S" when they were rescaled; (None, reason) when fewer than k non-negative
-    numbers are given or they sum to 0."""
-    nums = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s*%?", str(text or ""))]
-    if len(nums) < k:
-        return None, f"{len(nums)} weights for {k} aspects in reply: {str(text or '')[:80]!r}"
-    w = nums[:k]
-    total = sum(w)
-    if total <= 0:
-        return None, "weights sum to 0"
-    note = "" if abs(total - 100) <= WEIGHT_TOLERANCE else f"renormalised: sum was {total:g}"
-    return [x / total for x in w], note
+    Which numbers are weights: when any number carries a percent sign, only those do ("1. 50% 2. 30% 3. 20%"
+    is [50, 30, 20]: list indices are not weights); k + 1 percentages whose last equals the sum of the others
+    (± WEIGHT_TOLERANCE) are k weights and their total. Otherwise the bare numbers after numbered-list markers
+    ("1.", "2)") are removed ("50 30 20" is read). Returns (weights summing to 1, note): note "" when the
+    numbers sum to exactly 100, "renormalised: sum was S" when they sum to 100 ± WEIGHT_TOLERANCE and were
+    rescaled (used, and flagged); (None, reason) when there are not exactly k of them, one is negative, or
+    the sum is further from 100 — such a reply is never used."""
+    s = str(text or "")
+    pct = [float(x) for x in _PERCENT.findall(s)]
+    if pct:
+        nums, kind = pct, "percentages"
+        if len(nums) == k + 1 and abs(sum(nums[:k]) - nums[k]) <= WEIGHT_TOLERANCE:
+            nums = nums[:k]  # "50% 30% 20% (total 100%)"
+    else:
+        nums, kind = [float(x) for x in _NUMBER.findall(_LIST_INDEX.sub(" ", s))], "numbers"
+    if len(nums) != k:
+        return None, f"{len(nums)} {kind} for {k} aspects in reply: {s[:80]!r}"
+    if any(x < 0 for x in nums):
+        return None, f"negative weight in reply: {s[:80]!r}"
+    total = sum(nums)
+    if abs(total - 100) > WEIGHT_TOLERANCE:
+        return None, f"weights sum to {total:g}, not 100 ± {WEIGHT_TOLERANCE:g}: {s[:80]!r}"
+    return [x / total for x in nums], "" if total == 100 else f"renormalised: sum was {total:g}"
 
 
-def parse_aspects(text: str | None, k: int = 3) -> list[str]:
+def parse_aspects(text: str | None, k: int = N_ASPECTS) -> list[str]:
     """Up to k questions from a numbered or line-separated reply (the prompt already wrote "1.")."""
     lines = [re.sub(r"^\s*(?:\d+[.)]|[-*•])\s*", "", ln).strip() for ln in ("1. " + str(text or "")).splitlines()]
     return [ln for ln in lines if len(ln) > 3][:k]
+
+
+def aspects_unusable(aspects: list[str], s1, s2, reasons=()) -> str:
+    """Why the aspect scores of one (item, order) cannot be aggregated ("" when they can): fewer than
+    N_ASPECTS aspects, or an aspect without a score for both responses (``reasons``: the parse failures).
+    dna and chain_of_aspects both refuse exactly these cases."""
+    if len(aspects) < N_ASPECTS:
+        return f"{len(aspects)} aspects proposed, {N_ASPECTS} needed"
+    bad = [i + 1 for i, (x, y) in enumerate(zip(s1, s2)) if not (math.isfinite(x) and math.isfinite(y))]
+    if bad:
+        return f"no score on aspect(s) {bad}" + (f" ({'; '.join(r for r in reasons if r)})" if any(reasons) else "")
+    return ""
 
 
 def verdict_from(f1: float, f2: float) -> str | None:
@@ -118,6 +181,8 @@ def _chat(ctx: Context, prompts: list[str], max_tokens: int) -> list[tuple[str |
     from dhp import calls
     from dhp.backends import ChatRequest
 
+    if not prompts:
+        return []
     reqs = [ChatRequest.make([{"role": "user", "content": p}], max_tokens, 0.0, ctx.seed) for p in prompts]
     out = calls.chat(ctx.judge, reqs, ctx.cache, progress=ctx.progress, desc="pairwise")
     res = []
@@ -133,6 +198,11 @@ def _oriented(item, order: str) -> tuple[str, str]:
     return (item.output_1, item.output_2) if order == "12" else (item.output_2, item.output_1)
 
 
+def _back(a, b, order: str):
+    """Values about (Output (a), Output (b)) as shown in ``order`` -> about (output_1, output_2)."""
+    return (a, b) if order == "12" else (b, a)
+
+
 def _row(item, name, order, **kw) -> dict:
     base = {"item_id": item.item_id, "subset": item.subset, "strategy": name, "order": order, "aspects": "",
             "aspect_scores_1": "", "aspect_scores_2": "", "weights": "", "f1": math.nan, "f2": math.nan,
@@ -141,15 +211,54 @@ def _row(item, name, order, **kw) -> dict:
     return base
 
 
-def _pointwise(name: str, template: str, items: pd.DataFrame, ctx: Context, mode: str, max_tokens) -> list[dict]:
+def _both_orders(ctx: Context, items: pd.DataFrame, template: str) -> list[tuple[object, str, str | None, str]]:
+    """One call per item and order with the instruction and both responses: (item, order, reply, why)."""
+    t = _template(template)
+    jobs = [(it, order) for it in items.itertuples() for order in ORDERS]
+    prompts = [fill(t, dict(zip(("instruction", "response_a", "response_b"), (it.instruction, *_oriented(it, order)))))
+               for it, order in jobs]
+    return [(it, order, txt, why) for (it, order), (txt, why) in zip(jobs, _chat(ctx, prompts, MAX_TOKENS[template]))]
+
+
+@strategy("vanilla")
+def vanilla(items: pd.DataFrame, ctx: Context) -> list[dict]:
+    rows = []
+    for it, order, txt, why in _both_orders(ctx, items, "vanilla"):
+        choice, reason = parse_choice(txt) if txt is not None else (None, why)
+        verdict = None if choice is None else _back("1", "2", order)[0 if choice == "a" else 1]
+        rows.append(_row(it, "vanilla", order, verdict=verdict, failure=reason))
+    return rows
+
+
+def _scored_pair(name: str, items: pd.DataFrame, ctx: Context) -> list[dict]:
+    rows = []
+    for it, order, txt, why in _both_orders(ctx, items, name):
+        sa, sb, reason = parse_pair(txt, last=(name == "cot")) if txt is not None else (math.nan, math.nan, why)
+        f1, f2 = _back(sa, sb, order)
+        rows.append(_row(it, name, order, f1=f1, f2=f2, verdict=verdict_from(f1, f2), failure=reason))
+    return rows
+
+
+@strategy("direct")
+def direct(items: pd.DataFrame, ctx: Context) -> list[dict]:
+    return _scored_pair("direct", items, ctx)
+
+
+@strategy("cot")
+def cot(items: pd.DataFrame, ctx: Context) -> list[dict]:
+    return _scored_pair("cot", items, ctx)
+
+
+@strategy("direct_pointwise")
+def direct_pointwise(items: pd.DataFrame, ctx: Context) -> list[dict]:
     from dhp.judging import score_prompts
 
-    t = _template(template)
+    t = _template("direct_pointwise")
     prompts = pd.DataFrame([{"item_id": it.item_id, "which": w, "metric": "score",
                              "prompt": fill(t, {"instruction": it.instruction, "response": getattr(it, f"output_{w}")})}
                             for it in items.itertuples() for w in (1, 2)])
-    scored = score_prompts(prompts, judge=ctx.judge, mode=mode, n_samples=1, seed=ctx.seed, cache=ctx.cache,
-                           max_tokens=max_tokens, progress=ctx.progress)
+    scored = score_prompts(prompts, judge=ctx.judge, mode=ctx.mode, n_samples=1, seed=ctx.seed, cache=ctx.cache,
+                           progress=ctx.progress)
     ctx.calls += int(len(scored))
     ctx.prompt_tokens += int(scored["prompt_tokens"].sum())
     s = scored.set_index(["item_id", "which"])
@@ -158,74 +267,75 @@ def _pointwise(name: str, template: str, items: pd.DataFrame, ctx: Context, mode
         f1, f2 = float(s.at[(it.item_id, 1), "score"]), float(s.at[(it.item_id, 2), "score"])
         why = "; ".join(x for x in (s.at[(it.item_id, 1), "failure"], s.at[(it.item_id, 2), "failure"]) if x)
         for order in ORDERS:  # separate calls: the order is only the labelling, consistent by construction
-            rows.append(_row(it, name, order, f1=f1, f2=f2, verdict=verdict_from(f1, f2), failure=why))
+            rows.append(_row(it, "direct_pointwise", order, f1=f1, f2=f2, verdict=verdict_from(f1, f2), failure=why))
     return rows
 
 
-@strategy("direct")
-def direct(items: pd.DataFrame, ctx: Context) -> list[dict]:
-    return _pointwise("direct", "direct", items, ctx, ctx.mode, None)
-
-
-@strategy("cot")
-def cot(items: pd.DataFrame, ctx: Context) -> list[dict]:
-    return _pointwise("cot", "cot", items, ctx, "sample", 120)
-
-
 def _decompose(items: pd.DataFrame, ctx: Context) -> dict:
-    """Aspects per item (a) and aspect-wise pair scores per item and order (b)."""
-    asp_replies = _chat(ctx, [fill(_template("aspects"), {"instruction": it.instruction}) for it in items.itertuples()], 96)
+    """Aspects per item (a) and aspect-wise pair scores per item and order (b). An item with fewer than
+    N_ASPECTS aspects is not scored (it would be refused anyway)."""
+    asp_replies = _chat(ctx, [fill(_template("aspects"), {"instruction": it.instruction}) for it in items.itertuples()],
+                        MAX_TOKENS["aspects"])
     aspects = {it.item_id: (parse_aspects(txt), why) for it, (txt, why) in zip(items.itertuples(), asp_replies)}
     jobs, prompts = [], []
     t = _template("aspect_scores")
     for it in items.itertuples():
-        for a_i, aspect in enumerate(aspects[it.item_id][0]):
+        found = aspects[it.item_id][0]
+        for a_i, aspect in enumerate(found if len(found) >= N_ASPECTS else []):
             for order in ORDERS:
                 ra, rb = _oriented(it, order)
                 jobs.append((it.item_id, order, a_i))
                 prompts.append(fill(t, {"aspect": aspect, "instruction": it.instruction, "response_a": ra,
                                          "response_b": rb}))
     scores: dict = {}
-    for (iid, order, a_i), (txt, why) in zip(jobs, _chat(ctx, prompts, 16)):
-        sa, sb, reason = parse_pair(txt)
-        # back to the dataset's labelling: s1 is output_1's score whatever position it was shown in
-        s1, s2 = (sa, sb) if order == "12" else (sb, sa)
-        scores[(iid, order, a_i)] = (s1, s2, why or reason)
+    for (iid, order, a_i), (txt, why) in zip(jobs, _chat(ctx, prompts, MAX_TOKENS["aspect_scores"])):
+        sa, sb, reason = parse_pair(txt) if txt is not None else (math.nan, math.nan, why)
+        s1, s2 = _back(sa, sb, order)  # s1 is output_1's score whatever position it was shown in
+        scores[(iid, order, a_i)] = (s1, s2, reason)
     return {"aspects": aspects, "scores": scores}
 
 
 def _aspect_vectors(d: dict, it, order: str):
+    """(aspects, s1, s2, refusal): the item's aspects, the aspect scores of output_1 and output_2 in this order,
+    and why they cannot be aggregated ("" when they can)."""
     aspects, why = d["aspects"][it.item_id]
-    k = len(aspects)
-    got = [d["scores"][(it.item_id, order, a)] for a in range(k)]
+    got = [d["scores"].get((it.item_id, order, a), (math.nan, math.nan, "")) for a in range(len(aspects))]
     s1 = np.array([g[0] for g in got], dtype=float)
     s2 = np.array([g[1] for g in got], dtype=float)
-    reasons = [g[2] for g in got if g[2]]
-    if k < 3:
-        reasons.insert(0, f"{k} aspects proposed, 3 needed" + (f" ({why})" if why else ""))
-    return aspects, s1, s2, reasons
+    refusal = aspects_unusable(aspects, s1, s2, [g[2] for g in got])
+    if refusal and len(aspects) < N_ASPECTS and why:
+        refusal += f" ({why})"
+    return aspects, s1, s2, refusal
+
+
+def _scores_text(s) -> str:
+    return ";".join(f"{x:g}" for x in s)
 
 
 @strategy("dna")
 def dna(items: pd.DataFrame, ctx: Context) -> list[dict]:
     d = _decompose(items, ctx)
     t = _template("weights")
-    weight_replies = _chat(ctx, [fill(t, {"instruction": it.instruction, "aspect_list": "\n".join(
-        f"{i + 1}. {a}" for i, a in enumerate(d["aspects"][it.item_id][0]))}) for it in items.itertuples()], 24)
+    usable = [it for it in items.itertuples() if len(d["aspects"][it.item_id][0]) >= N_ASPECTS]
+    prompts = [fill(t, {"instruction": it.instruction, "aspect_list": "\n".join(
+        f"{i + 1}. {a}" for i, a in enumerate(d["aspects"][it.item_id][0]))}) for it in usable]
+    weight_replies = dict(zip([it.item_id for it in usable], _chat(ctx, prompts, MAX_TOKENS["weights"])))
     rows = []
-    for it, (wtxt, wwhy) in zip(items.itertuples(), weight_replies):
+    for it in items.itertuples():
+        wtxt, wwhy = weight_replies.get(it.item_id, (None, ""))
+        w, note = parse_weights(wtxt, N_ASPECTS) if wtxt is not None else (None, wwhy)
         for order in ORDERS:
-            aspects, s1, s2, reasons = _aspect_vectors(d, it, order)
-            w, note = parse_weights(wtxt, len(aspects)) if aspects else (None, "no aspects")
-            if w is None:
-                reasons.append(wwhy or note)
+            aspects, s1, s2, refusal = _aspect_vectors(d, it, order)
+            reasons = [refusal] if refusal else []
+            if w is None and note:  # no note: no weights were asked (too few aspects)
+                reasons.append(f"weights: {note}")
             elif note:
                 reasons.append(note)  # renormalised weights are used, and flagged
-            ok = w is not None and len(aspects) == 3 and np.isfinite(s1).all() and np.isfinite(s2).all()
+            ok = w is not None and not refusal
             f1 = float(np.dot(w, s1)) if ok else math.nan
             f2 = float(np.dot(w, s2)) if ok else math.nan
             rows.append(_row(it, "dna", order, aspects=" | ".join(aspects), f1=f1, f2=f2, verdict=verdict_from(f1, f2),
-                             aspect_scores_1=";".join(f"{x:g}" for x in s1), aspect_scores_2=";".join(f"{x:g}" for x in s2),
+                             aspect_scores_1=_scores_text(s1), aspect_scores_2=_scores_text(s2),
                              weights=";".join(f"{x:.3f}" for x in w) if w else "", failure="; ".join(reasons)))
     return rows
 
@@ -234,40 +344,45 @@ def dna(items: pd.DataFrame, ctx: Context) -> list[dict]:
 def chain_of_aspects(items: pd.DataFrame, ctx: Context) -> list[dict]:
     d = _decompose(items, ctx)
     t = _template("aggregate")
-    jobs, prompts = [], []
+    jobs, prompts, refused = [], [], []
     for it in items.itertuples():
         for order in ORDERS:
-            aspects, s1, s2, _ = _aspect_vectors(d, it, order)
-            sa, sb = (s1, s2) if order == "12" else (s2, s1)  # as shown in this order
+            aspects, s1, s2, refusal = _aspect_vectors(d, it, order)
+            if refusal:  # the same cases dna refuses: no call, a NaN verdict with the reason
+                refused.append(_row(it, "chain_of_aspects", order, aspects=" | ".join(aspects), failure=refusal,
+                                    aspect_scores_1=_scores_text(s1), aspect_scores_2=_scores_text(s2)))
+                continue
+            sa, sb = _back(s1, s2, order)  # as shown in this order
             ra, rb = _oriented(it, order)
             lines = "\n".join(f"{q} — Output (a): {x:g}, Output (b): {y:g}" for q, x, y in zip(aspects, sa, sb))
-            jobs.append((it, order))
+            jobs.append((it, order, aspects, s1, s2))
             prompts.append(fill(t, {"instruction": it.instruction, "response_a": ra, "response_b": rb,
                                      "score_list": lines}))
-    rows = []
-    for (it, order), (txt, why) in zip(jobs, _chat(ctx, prompts, 16)):
-        aspects, s1, s2, reasons = _aspect_vectors(d, it, order)
-        fa, fb, reason = parse_pair(txt)
-        f1, f2 = (fa, fb) if order == "12" else (fb, fa)
-        if why or reason:
-            reasons.append(why or reason)
+    rows = list(refused)
+    for (it, order, aspects, s1, s2), (txt, why) in zip(jobs, _chat(ctx, prompts, MAX_TOKENS["aggregate"])):
+        fa, fb, reason = parse_pair(txt) if txt is not None else (math.nan, math.nan, why)
+        f1, f2 = _back(fa, fb, order)
         rows.append(_row(it, "chain_of_aspects", order, aspects=" | ".join(aspects), f1=f1, f2=f2,
-                         verdict=verdict_from(f1, f2), aspect_scores_1=";".join(f"{x:g}" for x in s1),
-                         aspect_scores_2=";".join(f"{x:g}" for x in s2), failure="; ".join(reasons)))
+                         verdict=verdict_from(f1, f2), aspect_scores_1=_scores_text(s1),
+                         aspect_scores_2=_scores_text(s2), failure=reason))
     return rows
 
 
-def run_strategies(items: pd.DataFrame, strategies=("direct", "dna"), judge="embedded", mode="logprobs",
+def run_strategies(items: pd.DataFrame, strategies=("vanilla", "direct", "dna"), judge="embedded", mode="logprobs",
                    cache=None, seed: int = 0, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the named strategies on a pairwise table (dhp.datasets.llmbar). Returns (verdicts, costs):
     verdicts has VERDICT_COLUMNS, one row per item × strategy × order (verdict in the dataset's labelling);
-    costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol)."""
+    costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol).
+    ``mode`` ("logprobs" or "sample") is used by direct_pointwise only; the other strategies read the text
+    their prompt asks for, generated at temperature 0."""
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise DHPError(f"Unknown pairwise strategy {unknown}.", f"use some of {sorted(STRATEGIES)}.")
     rows, costs = [], []
+    position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:
         ctx = Context(judge, mode, cache, seed, progress)
-        rows += STRATEGIES[name](items, ctx)
+        # rows in the items' order, each item's "12" then "21", whatever order the strategy made them in
+        rows += sorted(STRATEGIES[name](items, ctx), key=lambda r: position[(r["item_id"], r["order"])])
         costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS), pd.DataFrame(costs)
