@@ -14,13 +14,13 @@ Story Cloze is only read from a user-supplied copy (`path=` or env `DHP_STORYCLO
 Answer Equivalence from `path=`, env `DHP_AE_PATH` or `<data root>/answer_equivalence/`.
 """
 
-from dhp.datasets.custom import load_custom
+from dhp.datasets.custom import load_custom, load_items
 from dhp.datasets.downloader import download
 from dhp.datasets.files import (
     COLUMNS, DATASETS, PAPER_TABLE2, SELECTION_SIZE, DataChecksumWarning, data_root, dataset_files, upstream_url,
 )
 from dhp.datasets.lengths import reference_lengths, table2_comparison
-from dhp.datasets.selection import POOLS, SELECTION_RULES, load_dataset, load_items, load_many, select_ids
+from dhp.datasets.selection import POOLS, SELECTION_RULES, load_dataset, load_many, select_ids
 
 __all__ = [
     "COLUMNS", "DATASETS", "PAPER_TABLE2", "POOLS", "SELECTION_RULES", "SELECTION_SIZE", "DataChecksumWarning",

@@ -13,8 +13,8 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
 from dhp.schema import TASK_METRICS
-from dhp.datasets.selection import _frame
-
+from dhp.datasets.files import DATASETS
+from dhp.datasets.selection import _frame, load_dataset, select_ids
 
 
 _REQUIRED = ("item_id", "source", "reference")
@@ -175,3 +175,15 @@ def _row_task(p: Path, where: str, rec: dict, task: str | None) -> str:
         raise DHPError(f"{p} {where}: unknown task {row_task!r}.",
                        f"use one of {sorted(TASK_METRICS)}.")
     return row_task
+
+
+def load_items(dataset: str | os.PathLike, n_items: int, seed: int = 0, data_dir: str | os.PathLike | None = None,
+               path: str | os.PathLike | None = None) -> pd.DataFrame:
+    """The items of a run: ``dataset`` is one of DATASETS (loaded with its selection rule) or the path of your own
+    CSV/JSONL file (dhp.datasets.load_custom), from which ``n_items`` are drawn with the same seeded rule. Every
+    method that takes a dataset loads it here, so a bring-your-own file works on every route."""
+    if str(dataset) in DATASETS:
+        return load_dataset(str(dataset), n_items=n_items, seed=seed, data_dir=data_dir, path=path)
+    table = load_custom(dataset)
+    ids = select_ids(list(table["item_id"]), n_items, seed)
+    return table.set_index("item_id", drop=False).loc[ids].reset_index(drop=True)

@@ -159,20 +159,6 @@ def _require_sumpubmed_pool(files: dict, seed: int, n_items) -> None:
             "run dhp.datasets.download(dest, ['sumpubmed'], sumpubmed='all') and pass data_dir=dest.")
 
 
-def load_items(dataset: str | os.PathLike, n_items: int, seed: int = 0, data_dir: str | os.PathLike | None = None,
-               path: str | os.PathLike | None = None) -> pd.DataFrame:
-    """The items of a run: ``dataset`` is one of DATASETS (loaded with its selection rule) or the path of your own
-    CSV/JSONL file (dhp.datasets.load_custom), from which ``n_items`` are drawn with the same seeded rule. Every
-    method that takes a dataset loads it here, so a bring-your-own file works on every route."""
-    from dhp.datasets.custom import load_custom
-
-    if str(dataset) in DATASETS:
-        return load_dataset(str(dataset), n_items=n_items, seed=seed, data_dir=data_dir, path=path)
-    table = load_custom(dataset)
-    ids = select_ids(list(table["item_id"]), n_items, seed)
-    return table.set_index("item_id", drop=False).loc[ids].reset_index(drop=True)
-
-
 def load_many(
     names: Iterable[str] | None = None,
     n_items: int = SELECTION_SIZE,
