@@ -69,6 +69,24 @@ def test_attacks_are_a_family_that_runs_only_when_named():
     ("word_exchange", TEXTS[0], TEXTS[0].replace("the budget", "budget the"), TEXTS[0].replace("budget", "plan")),
     ("abbreviation", TEXTS[0], TEXTS[0].replace("Monday", "Mon."), TEXTS[0] + " More text."),
     ("repetition", TEXTS[0], TEXTS[0].replace("on Monday.", "on Monday, on Monday."), TEXTS[0].replace("budget", "plan")),
+    # restated, not repeated word for word (as in the paper's example); a lone "not" is the negation attack
+    ("repetition", TEXTS[0], TEXTS[0].replace("too expensive", "too expensive and cost too much"),
+     TEXTS[0].replace("approved", "did not approve")),
+    ("passive_voice", TEXTS[0], TEXTS[0].replace("The council approved the budget", "The budget was approved by the council"),
+     TEXTS[0].replace("The council approved the budget", "The council approved it")),
+    ("inversion", TEXTS[0], TEXTS[0].replace("Officials in Boston will meet again next week.",
+                                             "Next week, officials in Boston will meet again."),
+     TEXTS[0].replace("However, the", "Therefore, the")),
+    ("incorrect_verb_form", TEXTS[0], TEXTS[0].replace("approved", "approving").replace("said", "say"),
+     TEXTS[0].replace("approved", "aproved")),
+    ("spelling_mistake", TEXTS[0], TEXTS[0].replace("approved", "aproved").replace("budget", "budgte")
+     .replace("expensive", "expensiv").replace("Officials", "Oficials"), TEXTS[0].replace("approved", "rejected")),
+    ("uncommon_phrase", TEXTS[0], TEXTS[0].replace("approved", "ratified").replace("too expensive", "exorbitant"),
+     TEXTS[0].replace("Boston", "Denver")),
+    ("complex_sentence", TEXTS[0], TEXTS[0].replace("The council approved", "The council, which had met for hours, approved"),
+     TEXTS[0].replace("The council approved the budget on Monday. ", "")),
+    ("conflicting_fact", TEXTS[0], TEXTS[0].replace("said the plan was too expensive", "praised the plan as cheap"),
+     TEXTS[0] + " The mayor later resigned."),
 ])
 def test_each_llm_check_accepts_its_edit_and_rejects_another(attack, original, good, bad):
     assert CHECKS[attack](original, good) is None
