@@ -66,9 +66,13 @@ def paired_drops(scores: pd.DataFrame) -> pd.DataFrame:
     (drop = original - perturbed, so a positive drop means the attack lowered the score).
     Repeated rows for the same key (e.g. several samples) are averaged first, ignoring NaN.
     Pairs where either side is NaN are dropped. Originals with an empty/NaN attack are shared by
-    all attacks of the same item, aspect and description type.
+    all attacks of the same item, aspect and description type. An optional ``instruction`` column
+    (dhp.judging.aspects) must hold one value: scores asked with and without the mitigation are not pooled.
     """
     _require(scores, REQUIRED_ASPECT_COLUMNS, "scores")
+    if "instruction" in scores and scores["instruction"].nunique() > 1:
+        raise DHPError(f"The scores mix prompt instructions {sorted(scores['instruction'].unique())}.",
+                       "analyse each instruction's scores on their own (e.g. scores[scores.instruction == 'paper']).")
     bad = set(scores["variant"].dropna().unique()) - {"original", "perturbed"}
     if bad:
         raise DHPError(f"Unknown variant value(s): {sorted(bad)}.", 'use only "original" and "perturbed".')
