@@ -3,7 +3,12 @@ criteria?", Table 2), registered as perturbations of the family "criteria_confus
 named (``perturb(..., perturbations=CONFUSION_ATTACKS)``), never in a default DHP run.
 
 Every attack has an LLM version (a one-shot Auto-CoT prompt in dhp/prompts/perturb/<attack>_single.txt, used
-with an LLM perturber, validated by the attack's own ``llm_check``); nine also have a rule version built on
+with an LLM perturber, validated by the attack's own ``llm_check`` in ``CHECKS``: a check of what the edit is —
+passive constructions and subordinate clauses from spaCy's parse, verb inflections from lemminflect, spellings
+within 2 character edits, phrases inserted with every original word kept — not a cap on changed words. Each
+accepts the paper's own Table 2 example of its attack, and 9 of the 306 (check, other attack's example)
+pairs, all between look-alike edits, e.g. a restating repetition and a complement; tests/test_attacks.py);
+nine also have a rule version built on
 spaCy's parser, tagger and NER and on lemminflect (dhp.perturb.attacks). With ``perturber="rule"`` the nine
 run and the other nine are skipped with a reason; the ``method`` column says which version made a row.
 """
