@@ -298,3 +298,11 @@ def test_a_judge_without_usable_pairs_gets_nan_shares_not_zero():
     row = summary.set_index("description_type").loc["detailed"]
     assert row["n_S_T"] == 0 and row["n_S_F"] == 0
     assert np.isnan(row[["share_ST_D_gt_1", "share_SF_invariant", "share_SF_dropped", "confusion_index"]].astype(float)).all()
+
+
+def test_scores_of_two_instructions_are_not_pooled():
+    scores = _scores(lambda a, s: 0.0, n_items=5)
+    both = pd.concat([scores.assign(instruction="paper"), scores.assign(instruction="mitigated")])
+    with pytest.raises(DHPError, match="instruction"):
+        paired_drops(both)
+    assert len(paired_drops(scores.assign(instruction="paper"))) == len(paired_drops(scores))
