@@ -113,7 +113,7 @@ class AspectJudge(Backend):
             prompt = r.messages[0][1]
             criterion = re.search(r"Criterion:\n(\w[\w -]*):", prompt).group(1).lower()
             candidate = prompt.split("\nSummary:\n", 1)[1].split("\n\nHow to answer", 1)[0]
-            article = prompt.split("\nSource:\n", 1)[1].split("\n\nSummary:", 1)[0]
+            article = prompt.split("\nSource:\n", 1)[1].split("\n\nCriterion:", 1)[0]
             reference = article.removeprefix("Article: ").removesuffix(" More background follows.")
             damaged = candidate.strip() != reference.strip()
             low = damaged and (("not" in candidate.split() or "n't" in candidate) and "contradiction" in criterion

@@ -11,7 +11,10 @@ that as a mitigation (§6), and ``instruction="mitigated"`` adds it, so its effe
 
 Aspects that compare the text with its source (faithfulness, non-contradiction, non-hallucination,
 informativeness, adequacy; and overall quality, which covers them) are only asked when the item has a
-source; the others read the text alone, but the source is shown either way, as in the paper.
+source; the others read the text alone, but the source is shown either way, as in the paper. The prompt
+holds the paper's parts in our words (Table 18: the task, the criterion, the source, the text, the answer
+form) with the source before the criterion, so that all prompts of one item share the instructions and the
+source as a prefix (the embedded backend and vLLM/llama.cpp servers compute a shared prefix once).
 """
 
 from __future__ import annotations
@@ -105,7 +108,8 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
         temperature = TEMPERATURE if mode == "sample" else 0.0
     backend = get_backend(judge)
     ordered = prompts.assign(instruction=prompts["instruction"] if "instruction" in prompts else "paper")
-    # Sorted by item and aspect so variants sharing the instruction + criterion + source prefix are adjacent.
+    # Sorted by item and aspect: the prompts of one item share the instructions + source prefix, the variants
+    # of one aspect share it up to the criterion; adjacent prompts let the backend reuse the shared part.
     ordered = ordered.sort_values(["dataset", "item_id", "aspect", "description_type", "variant"],
                                   kind="stable").reset_index(drop=True)
     scored = score_prompts(ordered.assign(metric=ordered["aspect"]), judge=backend, mode=mode, n_samples=n_samples,
