@@ -306,3 +306,14 @@ def test_scores_of_two_instructions_are_not_pooled():
     with pytest.raises(DHPError, match="instruction"):
         paired_drops(both)
     assert len(paired_drops(scores.assign(instruction="paper"))) == len(paired_drops(scores))
+
+
+def test_share_invariant_is_nan_when_no_s_f_cell_could_be_tested():
+    # 2 items: every cell has 2 pairs, too few for the equivalence test. Before: share_SF_invariant = 0.0,
+    # which reads as "the judge is never invariant".
+    scores = _scores(lambda a, s: 0.0, n_items=2)
+    summary = confusion_summary(confusion_cells(scores, load_expectations())).iloc[0]
+    assert summary["n_S_F"] > 0 and summary["n_SF_tested"] == 0 and np.isnan(summary["share_SF_invariant"])
+    # with 8 items every cell is tested and the share counts the tested cells
+    summary = confusion_summary(confusion_cells(_scores(lambda a, s: 0.0, n_items=8), load_expectations())).iloc[0]
+    assert summary["n_SF_tested"] == summary["n_S_F"] and summary["share_SF_invariant"] == 1.0

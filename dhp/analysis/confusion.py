@@ -248,7 +248,8 @@ def confusion_summary(cells: pd.DataFrame, description_types=()) -> pd.DataFrame
     Output columns: description_type, n_S_T, n_S_F, n_SF_tested (S_F cells with enough pairs for the
     equivalence test), share_ST_D_gt_1 (share of S_T cells with D > 1, i.e. adjusted p < 0.05),
     share_ST_dropped (share of S_T cells with a significant drop at alpha), share_SF_invariant (share of S_F
-    cells shown invariant; an untestable cell is not shown invariant), share_SF_dropped (share of S_F cells
+    cells shown invariant, among the n_SF_tested cells the test could be run on: NaN when none could, since
+    "0 shown invariant" would read as a verdict on the judge), share_SF_dropped (share of S_F cells
     with a significant drop), confusion_index (significant drops on S_F divided by significant drops on S_T
     or S_F; NaN when there is none). All decisions read p values adjusted as `confusion_cells` says, the
     same for S_T and S_F. Shares are NaN for an empty set.
@@ -262,15 +263,15 @@ def confusion_summary(cells: pd.DataFrame, description_types=()) -> pd.DataFrame
         grp = groups.get(dtype, cells.iloc[:0])
         st, sf = grp[grp["set"] == "S_T"], grp[grp["set"] == "S_F"]
         sig_st, sig_sf = int(st["significant_drop"].sum()), int(sf["significant_drop"].sum())
-        tested = int(sf["p_equivalence"].notna().sum()) if "p_equivalence" in sf else len(sf)
+        tested_sf = sf[sf["p_equivalence"].notna()] if "p_equivalence" in sf else sf
         rows.append({
             "description_type": dtype,
             "n_S_T": len(st),
             "n_S_F": len(sf),
-            "n_SF_tested": tested,
+            "n_SF_tested": len(tested_sf),
             "share_ST_D_gt_1": float((st["D"] > 1).mean()) if len(st) else np.nan,
             "share_ST_dropped": float(st["significant_drop"].mean()) if len(st) else np.nan,
-            "share_SF_invariant": float(sf["invariant"].mean()) if len(sf) else np.nan,
+            "share_SF_invariant": float(tested_sf["invariant"].mean()) if len(tested_sf) else np.nan,
             "share_SF_dropped": float(sf["significant_drop"].mean()) if len(sf) else np.nan,
             "confusion_index": sig_sf / (sig_st + sig_sf) if sig_st + sig_sf else np.nan,
         })
