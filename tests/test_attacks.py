@@ -330,7 +330,8 @@ def test_multiword_connective_replacement_verifies():
 # Hu et al. 2024, Table 2 shows each of the 18 attacks applied to one summary. The examples are read from
 # the paper's text at test time (../shared/papers; skipped where it is absent), never copied into the repo.
 
-PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "hu2024_llm_evaluators_confusing_criteria.txt"
+PAPER = (Path(__file__).resolve().parents[1].parent / "shared" / "papers"
+         / "hu2024_llm_evaluators_confusing_criteria.txt")
 TABLE2_NAMES = {  # attack -> its row label in Table 2, in the table's order
     "repetition": "Repetition", "passive_voice": "Passive Voice", "inversion": "Inversion",
     "improper_connective": "Improper Connective", "sentence_exchange": "Sentence Exchange",

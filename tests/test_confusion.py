@@ -170,7 +170,8 @@ def test_directional_and_equivalence_edge_cases():
     e = equivalence_test(drops, delta=0.2).set_index("attack")
     for cell, n in (("a", 4), ("b", 3), ("c", 1)):  # fewer than 5 pairs: no test, and the note says why
         assert np.isnan(e.loc[cell, "p_equivalence"]) and not e.loc[cell, "invariant"]
-        assert e.loc[cell, "equivalence_note"].startswith(f"{n} pair(s)") and "at least 5" in e.loc[cell, "equivalence_note"]
+        note = e.loc[cell, "equivalence_note"]
+        assert note.startswith(f"{n} pair(s)") and "at least 5" in note
 
 
 def test_two_equal_drops_are_not_shown_invariant():
@@ -227,7 +228,8 @@ def test_invariance_is_decided_on_the_adjusted_equivalence_p():
     rows = []
     for k in range(8):
         for attack, d in (("hypernym", d1[k]), ("abbreviation", d2[k]), ("sentence_deletion", d3[k])):
-            rows += [(k, attack, "fluency", "gold", "original", 4.0), (k, attack, "fluency", "gold", "perturbed", 4.0 - d)]
+            rows += [(k, attack, "fluency", "gold", "original", 4.0),
+                     (k, attack, "fluency", "gold", "perturbed", 4.0 - d)]
     scores = pd.DataFrame(rows, columns=["item_id", "attack", "aspect", "description_type", "variant", "score"])
     cells = confusion_cells(scores, load_expectations()).set_index("attack")
     raw = cells.loc["abbreviation", "p_equivalence"]

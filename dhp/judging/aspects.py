@@ -93,8 +93,9 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     (:func:`dhp.judging.parsing.parse_rating`: the one acceptance rule applied from the "Rating:" label on).
     ``temperature`` None: 1.0 in sample mode (the paper's), 0 in logprobs mode. ``mode="logprobs"``: one
     greedy reply, scored by the expected value of the 1–5 tokens at the rating's position (the position is
-    found by matching the reply to its most likely tokens, which only a greedy reply is). Returns ASPECT_SCORE_COLUMNS; ``score`` is NaN with its
-    ``failure`` reason when no reply holds a rating. This is the scores table dhp.analysis.confusion reads."""
+    found by matching the reply to its most likely tokens, which only a greedy reply is).
+    Returns ASPECT_SCORE_COLUMNS; ``score`` is NaN with its ``failure`` reason when no reply holds a rating.
+    This is the scores table dhp.analysis.confusion reads."""
     from dhp.backends import get_backend
     from dhp.judging.pointwise import score_prompts
 
@@ -103,13 +104,13 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
                        "use mode='sample' (the paper's setting) or 'logprobs'.")
     if int(n_samples) < 1 or int(max_tokens) < 1:
         raise DHPError(f"n_samples and max_tokens must be >= 1 (got {n_samples}, {max_tokens}).",
-                       f"pass n_samples={N_SAMPLES} and max_tokens={MAX_TOKENS} (the defaults) or smaller positive values.")
+                       f"pass positive values (the paper's: n_samples={N_SAMPLES}, max_tokens={MAX_TOKENS}).")
     if temperature is None:
         temperature = TEMPERATURE if mode == "sample" else 0.0
     backend = get_backend(judge)
     ordered = prompts.assign(instruction=prompts["instruction"] if "instruction" in prompts else "paper")
-    # Sorted by item and aspect: the prompts of one item share the instructions + source prefix, the variants
-    # of one aspect share it up to the criterion; adjacent prompts let the backend reuse the shared part.
+    # Sorted by item and aspect: the prompts of one item share the instructions + source, the variants of one
+    # aspect also the criterion; adjacent prompts let the backend reuse the shared prefix.
     ordered = ordered.sort_values(["dataset", "item_id", "aspect", "description_type", "variant"],
                                   kind="stable").reset_index(drop=True)
     scored = score_prompts(ordered.assign(metric=ordered["aspect"]), judge=backend, mode=mode, n_samples=n_samples,
