@@ -168,9 +168,75 @@ def test_directional_and_equivalence_edge_cases():
     assert d.loc["a", "p_directional"] == 1.0 and d.loc["a", "D"] == 0.0
     assert d.loc["b", "D"] == pytest.approx(np.log(d.loc["b", "p_directional"]) / np.log(0.05))
     e = equivalence_test(drops, delta=0.2).set_index("attack")
-    assert e.loc["a", "p_equivalence"] == 0.0 and e.loc["a", "invariant"]  # constant zero drops
-    assert e.loc["b", "p_equivalence"] == 1.0 and not e.loc["b", "invariant"]  # constant drops beyond margin
-    assert np.isnan(e.loc["c", "p_equivalence"]) and not e.loc["c", "invariant"]  # n < 2
+    for cell, n in (("a", 4), ("b", 3), ("c", 1)):  # fewer than 5 pairs: no test, and the note says why
+        assert np.isnan(e.loc[cell, "p_equivalence"]) and not e.loc[cell, "invariant"]
+        note = e.loc[cell, "equivalence_note"]
+        assert note.startswith(f"{n} pair(s)") and "at least 5" in note
+
+
+def test_two_equal_drops_are_not_shown_invariant():
+    # Before: p_equivalence = 0.0 ("invariant") from two identical numbers.
+    drops = pd.DataFrame({"attack": "a", "aspect": "fluency", "description_type": "term", "drop": [0.0, 0.0]})
+    e = equivalence_test(drops).iloc[0]
+    assert np.isnan(e["p_equivalence"]) and not e["invariant"] and e["equivalence_note"]
+
+
+@pytest.mark.parametrize("n", [5, 6, 9])
+def test_equal_drops_get_the_exact_sign_test_not_zero(n):
+    """n equal drops inside the margin: the t test is 0/0; the exact sign test of "median outside the margin"
+    (n of n pairs inside, each at most 1/2 likely under that null) gives scipy's binomial p = 0.5**n."""
+    inside = pd.DataFrame({"attack": "a", "aspect": "fluency", "description_type": "term", "drop": [0.0] * n})
+    outside = inside.assign(attack="b", drop=0.5)
+    e = equivalence_test(pd.concat([inside, outside]), delta=0.2).set_index("attack")
+    assert e.loc["a", "p_equivalence"] == pytest.approx(stats.binomtest(n, n, 0.5, alternative="greater").pvalue)
+    assert e.loc["a", "p_equivalence"] > 0 and e.loc["a", "equivalence_method"] == "sign (equal drops)"
+    assert e.loc["a", "invariant"]  # 1/32 at n = 5 is below 0.05 before any adjustment
+    assert e.loc["b", "p_equivalence"] == 1.0 and not e.loc["b", "invariant"]
+
+
+def test_s_t_hits_and_s_f_drops_use_the_same_adjusted_p():
+    """An S_T cell and an S_F cell with the same six drops must get the same decision. Before: the S_T cell
+    counted as a hit on raw p (1/64, D = 1.39) while the S_F cell was judged on Holm-adjusted p (4/64)."""
+    exp = load_expectations().set_index(["attack", "aspect"])["set"]
+    assert exp[("hypernym", "informativeness")] == "S_T" and exp[("hypernym", "fluency")] == "S_F"
+    rows = []
+    for item in range(6):
+        for attack in ("hypernym", "repetition"):
+            for aspect in ("informativeness", "fluency"):
+                drop = 0.5 + 0.1 * item if attack == "hypernym" else 0.0
+                rows += [(item, attack, aspect, "detailed", "original", 4.0),
+                         (item, attack, aspect, "detailed", "perturbed", 4.0 - drop)]
+    scores = pd.DataFrame(rows, columns=["item_id", "attack", "aspect", "description_type", "variant", "score"])
+    cells = confusion_cells(scores, load_expectations()).set_index(["attack", "aspect"])
+    hit, miss = cells.loc[("hypernym", "informativeness")], cells.loc[("hypernym", "fluency")]
+    assert hit["p_directional"] == pytest.approx(1 / 64) and hit["p_directional_adj"] == pytest.approx(4 / 64)
+    assert not hit["significant_drop"] and hit["D"] < 1 and not miss["significant_drop"]
+    summary = confusion_summary(cells.reset_index()).iloc[0]
+    assert summary["share_ST_D_gt_1"] == 0 and summary["share_ST_dropped"] == 0 and summary["share_SF_dropped"] == 0
+    # every decision reads the adjusted p, with D > 1 exactly when that p < 0.05
+    assert ((cells["D"] > 1) == cells["significant_drop"]).all()
+    assert cells["D"].to_numpy() == pytest.approx(np.log(cells["p_directional_adj"].to_numpy()) / np.log(0.05))
+
+
+def test_invariance_is_decided_on_the_adjusted_equivalence_p():
+    # Three cells of 8 pairs: drops tightly around 0 (clearly equivalent), around 0.1 with a wide spread
+    # (raw TOST p = 0.032), and around 0.5 (not equivalent). Holm over this family of three puts the middle
+    # one at 2 x 0.032 > 0.05: not shown invariant, although its raw p is below 0.05.
+    d1 = 0.01 * np.array([-1, 1, -2, 2, -1, 1, 0.5, -0.5])
+    d2 = 0.1 + 0.12 * np.array([-1, 1, -1, 1, -1, 1, -1, 1])
+    d3 = 0.5 + d1
+    rows = []
+    for k in range(8):
+        for attack, d in (("hypernym", d1[k]), ("abbreviation", d2[k]), ("sentence_deletion", d3[k])):
+            rows += [(k, attack, "fluency", "gold", "original", 4.0),
+                     (k, attack, "fluency", "gold", "perturbed", 4.0 - d)]
+    scores = pd.DataFrame(rows, columns=["item_id", "attack", "aspect", "description_type", "variant", "score"])
+    cells = confusion_cells(scores, load_expectations()).set_index("attack")
+    raw = cells.loc["abbreviation", "p_equivalence"]
+    assert raw == pytest.approx(stats.ttest_1samp(d2, 0.2, alternative="less").pvalue) and 0.025 < raw < 0.05
+    assert cells["p_equivalence_adj"].to_numpy() == pytest.approx(adjust(cells["p_equivalence"].to_numpy(), "holm"))
+    assert not cells.loc["abbreviation", "invariant"] and cells.loc["abbreviation", "p_equivalence_adj"] > 0.05
+    assert cells.loc["hypernym", "invariant"] and not cells.loc["sentence_deletion", "invariant"]
 
 
 def test_tost_matches_manual_t_tests():
@@ -234,3 +300,22 @@ def test_a_judge_without_usable_pairs_gets_nan_shares_not_zero():
     row = summary.set_index("description_type").loc["detailed"]
     assert row["n_S_T"] == 0 and row["n_S_F"] == 0
     assert np.isnan(row[["share_ST_D_gt_1", "share_SF_invariant", "share_SF_dropped", "confusion_index"]].astype(float)).all()
+
+
+def test_scores_of_two_instructions_are_not_pooled():
+    scores = _scores(lambda a, s: 0.0, n_items=5)
+    both = pd.concat([scores.assign(instruction="paper"), scores.assign(instruction="mitigated")])
+    with pytest.raises(DHPError, match="instruction"):
+        paired_drops(both)
+    assert len(paired_drops(scores.assign(instruction="paper"))) == len(paired_drops(scores))
+
+
+def test_share_invariant_is_nan_when_no_s_f_cell_could_be_tested():
+    # 2 items: every cell has 2 pairs, too few for the equivalence test. Before: share_SF_invariant = 0.0,
+    # which reads as "the judge is never invariant".
+    scores = _scores(lambda a, s: 0.0, n_items=2)
+    summary = confusion_summary(confusion_cells(scores, load_expectations())).iloc[0]
+    assert summary["n_S_F"] > 0 and summary["n_SF_tested"] == 0 and np.isnan(summary["share_SF_invariant"])
+    # with 8 items every cell is tested and the share counts the tested cells
+    summary = confusion_summary(confusion_cells(_scores(lambda a, s: 0.0, n_items=8), load_expectations())).iloc[0]
+    assert summary["n_SF_tested"] == summary["n_S_F"] and summary["share_SF_invariant"] == 1.0

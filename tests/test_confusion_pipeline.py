@@ -4,6 +4,7 @@ statistics on a scripted judge, the LLM path against a real llama_cpp.server, an
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
@@ -69,6 +70,26 @@ def test_attacks_are_a_family_that_runs_only_when_named():
     ("word_exchange", TEXTS[0], TEXTS[0].replace("the budget", "budget the"), TEXTS[0].replace("budget", "plan")),
     ("abbreviation", TEXTS[0], TEXTS[0].replace("Monday", "Mon."), TEXTS[0] + " More text."),
     ("repetition", TEXTS[0], TEXTS[0].replace("on Monday.", "on Monday, on Monday."), TEXTS[0].replace("budget", "plan")),
+    # restated, not repeated word for word (as in the paper's example); a lone "not" is the negation attack
+    ("repetition", TEXTS[0], TEXTS[0].replace("too expensive", "too expensive and cost too much"),
+     TEXTS[0].replace("approved", "did not approve")),
+    ("passive_voice", TEXTS[0],
+     TEXTS[0].replace("The council approved the budget", "The budget was approved by the council"),
+     TEXTS[0].replace("The council approved the budget", "The council approved it")),
+    ("inversion", TEXTS[0], TEXTS[0].replace("Officials in Boston will meet again next week.",
+                                             "Next week, officials in Boston will meet again."),
+     TEXTS[0].replace("However, the", "Therefore, the")),
+    ("incorrect_verb_form", TEXTS[0], TEXTS[0].replace("approved", "approving").replace("said", "say"),
+     TEXTS[0].replace("approved", "aproved")),
+    ("spelling_mistake", TEXTS[0], TEXTS[0].replace("approved", "aproved").replace("budget", "budgte")
+     .replace("expensive", "expensiv").replace("Officials", "Oficials"), TEXTS[0].replace("approved", "rejected")),
+    ("uncommon_phrase", TEXTS[0], TEXTS[0].replace("approved", "ratified").replace("too expensive", "exorbitant"),
+     TEXTS[0].replace("Boston", "Denver")),
+    ("complex_sentence", TEXTS[0],
+     TEXTS[0].replace("The council approved", "The council, which had met for hours, approved"),
+     TEXTS[0].replace("The council approved the budget on Monday. ", "")),
+    ("conflicting_fact", TEXTS[0], TEXTS[0].replace("said the plan was too expensive", "praised the plan as cheap"),
+     TEXTS[0] + " The mayor later resigned."),
 ])
 def test_each_llm_check_accepts_its_edit_and_rejects_another(attack, original, good, bad):
     assert CHECKS[attack](original, good) is None
@@ -76,25 +97,32 @@ def test_each_llm_check_accepts_its_edit_and_rejects_another(attack, original, g
 
 
 class AspectJudge(Backend):
-    """Drops the score only on the aspect an attack targets (negation -> non-contradiction, sentence
-    deletion -> informativeness): a judge without confusion."""
+    """Drops the rating only on the aspect an attack targets (negation -> non-contradiction, sentence
+    deletion -> informativeness): a judge without confusion. It answers in the paper's format, an analysis
+    that itself holds a digit, then "Rating:"; and records the requests it was sent."""
 
     identity = "scripted:aspects"
     model = "scripted"
     deterministic = True
 
+    def __init__(self):
+        self.requests = []
+
     def chat_many(self, requests, on_result=None):
         out = []
         for i, r in enumerate(requests):
+            self.requests.append(r)
             prompt = r.messages[0][1]
             criterion = re.search(r"Criterion:\n(\w[\w -]*):", prompt).group(1).lower()
-            candidate = prompt.split("Summary:\n\n", 1)[1].split("\n\nReply with", 1)[0]
-            article = prompt.split("Source:\n\n", 1)[1].split("\n\nCriterion:", 1)[0]
+            candidate = prompt.split("\nSummary:\n", 1)[1].split("\n\nHow to answer", 1)[0]
+            article = prompt.split("\nSource:\n", 1)[1].split("\n\nCriterion:", 1)[0]
             reference = article.removeprefix("Article: ").removesuffix(" More background follows.")
             damaged = candidate.strip() != reference.strip()
             low = damaged and (("not" in candidate.split() or "n't" in candidate) and "contradiction" in criterion
                                or len(candidate) < len(reference) - 20 and "informativeness" in criterion)
-            c = Completion(text="2" if low else "5", top_logprobs=None, prompt_tokens=5, completion_tokens=1)
+            reply = f"Analysis: 3 sentences read; {'a problem' if low else 'fine'}.\nRating: {2 if low else 5}"
+            c = Completion(text=reply, top_logprobs=None, prompt_tokens=5, completion_tokens=12,
+                           texts=[reply] * r.n)
             out.append(c)
             if on_result:
                 on_result(i, c)
@@ -109,16 +137,45 @@ def test_scripted_judge_without_confusion_gets_index_zero(tmp_path):
     items = _items()
     variants = perturb(items, perturbations=["negation", "sentence_deletion"])
     criteria = crit.load_criteria()
-    prompts = aspect_prompts(variants, items, criteria, description_types=["gold"])
+    prompts = aspect_prompts(variants, items, criteria)
+    assert set(prompts["description_type"]) == {"detailed"}  # the paper's main results use "detailed"
     assert set(prompts["aspect"]) == set(crit.ASPECTS) and len(prompts) == len(items) * 3 * 11
-    scores = score_aspects(prompts, AspectJudge(), mode="sample", cache=tmp_path / "c.sqlite")
-    assert scores["score"].notna().all()
+    judge = AspectJudge()
+    scores = score_aspects(prompts, judge, cache=tmp_path / "c.sqlite")
+    # the paper's setting: one request per prompt asking for 10 replies at temperature 1.0
+    assert len(judge.requests) == len(prompts)
+    assert {(r.n, r.temperature) for r in judge.requests} == {(10, 1.0)}
+    assert scores["score"].notna().all() and (scores["n_valid"] == 10).all()
+    assert set(scores["score"]) == {2.0, 5.0}  # the rating after the analysis, never the analysis' "3"
     cells = cf.confusion_cells(scores, crit.load_expectations())
     neg = cells.set_index(["attack", "aspect"])
-    assert neg.loc[("negation", "non_contradiction"), "D"] > 1  # 10 pairs, all dropped: p = 1/1024
+    assert neg.loc[("negation", "non_contradiction"), "D"] > 1  # 10 pairs, all dropped: p = 1/1024, x 22 cells
     assert neg.loc[("negation", "fluency"), "mean_drop"] == 0
     summary = cf.confusion_summary(cells).iloc[0]
     assert summary["confusion_index"] == 0 and summary["share_ST_D_gt_1"] > 0
+
+
+def test_default_prompt_is_the_papers_and_mitigation_is_an_option():
+    """Default: analyse, then rate, and no instruction to ignore what the criterion does not mention (the
+    paper's setting); instruction="mitigated" adds that sentence and nothing else (Hu et al. 2024, §6)."""
+    from dhp.datasets import criteria_hu2024 as crit
+    from dhp.errors import DHPError
+    from dhp.judging.aspects import INSTRUCTIONS, aspect_prompts
+
+    items = _items(1)
+    variants = perturb(items, perturbations=["negation"])
+    criteria = crit.load_criteria()
+    paper = aspect_prompts(variants, items, criteria, aspects=["fluency"])
+    mitigated = aspect_prompts(variants, items, criteria, aspects=["fluency"], instruction="mitigated")
+    sentence = INSTRUCTIONS["mitigated"].strip()
+    for p in paper["prompt"]:
+        assert "must not change" not in p and "criterion only" not in p
+        assert p.index('"Analysis:"') < p.index('"Rating:"') and p.rstrip().endswith("Answer:")
+    assert (paper["instruction"] == "paper").all() and (mitigated["instruction"] == "mitigated").all()
+    for a, b in zip(paper["prompt"], mitigated["prompt"]):
+        assert sentence in b and b.replace(" " + sentence, "") == a
+    with pytest.raises(DHPError, match="instruction"):
+        aspect_prompts(variants, items, criteria, instruction="strict")
 
 
 @pytest.mark.slow
@@ -150,3 +207,82 @@ def test_spacy_entities_with_rule_fallback():
     assert kinds.get("1,200") == "number" and kinds.get("Monday") == "day"  # rules keep numbers and dates
     lower = text.lower()  # no capitals: NER finds nothing, the rules stand in
     assert find_entities(lower) == find_entities(lower, use_ner=False)
+
+
+@pytest.mark.parametrize("reply,want", [
+    ("Analysis: 2 of the 3 sentences are fluent.\nRating: 4", 4.0),
+    ("Analysis: fine.\n**Rating:** 5", 5.0),
+    ("Analysis: fine.\nRating (1-5): 3 out of 5", 3.0),
+    ("Rating: 2\nAnalysis: many errors.", 2.0),  # the first "Rating:" is the answer
+    ("Analysis: fine.\nRating: 4/10", None),  # another scale
+    ("Analysis: fine.\nRating: 6", None),  # out of scale
+    ("Analysis: it deserves a 4.", None),  # no rating line: the analysis' numbers are never read
+    ("Analysis: a good rating overall, 4", None),
+])
+def test_rating_is_read_after_the_analysis(reply, want):
+    import math
+
+    from dhp.judging.parsing import parse_rating
+
+    score, why = parse_rating(reply, "fluency")
+    if want is None:
+        assert math.isnan(score) and why
+    else:
+        assert score == want and why == ""
+
+
+class LogprobJudge(Backend):
+    """Greedy replies with per-token logprobs: the analysis holds a chosen "3", the rating position has
+    P(4) = 0.6, P(5) = 0.4 (expected 4.4)."""
+
+    identity = "scripted:logprobs"
+    model = "scripted"
+    deterministic = True
+
+    def chat_many(self, requests, on_result=None):
+        toks = [("Analysis", {}), (":", {}), (" 3", {" 2": -2.0}), (" errors", {}), (".\n", {}), ("Rating", {}),
+                (":", {}), (" 4", {" 5": math.log(0.4) - 0.01}), ("", {})]
+        tops = [{t: -0.01, **alts} for t, alts in toks]
+        tops[7] = {" 4": math.log(0.6), " 5": math.log(0.4)}
+        text = "".join(t for t, _ in toks)
+        out = []
+        for i, r in enumerate(requests):
+            c = Completion(text=text, top_logprobs=tops, prompt_tokens=5, completion_tokens=len(toks))
+            out.append(c)
+            if on_result:
+                on_result(i, c)
+        return out
+
+
+def test_logprobs_mode_reads_the_rating_position_not_a_digit_of_the_analysis(tmp_path):
+    from dhp.judging.aspects import score_aspects
+    from dhp.judging.parsing import rating_logprobs, score_from_logprobs
+
+    prompts = pd.DataFrame({"dataset": "d", "item_id": "1", "attack": "", "variant": "original", "method": "",
+                            "aspect": "fluency", "description_type": "detailed", "instruction": "paper",
+                            "prompt": ["Rate it."]})
+    got = score_aspects(prompts, LogprobJudge(), mode="logprobs", cache=tmp_path / "c.sqlite")
+    assert got["score"].iloc[0] == pytest.approx(4.4)
+    reply = LogprobJudge().chat_many([None])[0]
+    assert score_from_logprobs(reply.top_logprobs)[0] < 3.5  # read from the start: the analysis' "3"
+    assert rating_logprobs(reply.text.replace("errors", "faults"), reply.top_logprobs) == []  # text != tokens
+
+
+def test_notebook_defaults_to_the_papers_descriptions_and_prompt_and_the_demo_params_exist():
+    """Notebook 07 uses the "detailed" descriptions of the paper's main results and the paper's prompt;
+    its speed knobs (n_samples, max_tokens) are parameters; every key params/demo.yaml passes is declared."""
+    import ast
+    import json
+
+    import yaml
+
+    from dhp.io import project_root
+
+    nb = json.loads((project_root() / "notebooks" / "07_criteria_confusion.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    params = {t.id: ast.literal_eval(node.value) for node in ast.parse("".join(cell["source"])).body
+              if isinstance(node, ast.Assign) for t in node.targets}
+    assert params["description_types"] == ["detailed"] and params["instruction"] == "paper"
+    assert params["mode"] == "sample" and {"n_samples", "max_tokens"} <= set(params)
+    demo = yaml.safe_load((project_root() / "params" / "demo.yaml").read_text())
+    assert set(demo["notebook_params"]["07_criteria_confusion"]) <= set(params)

@@ -112,6 +112,8 @@ def _confusion(scores: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05,
     summary = cf.confusion_summary(cells, description_types=list(dict.fromkeys(scores["description_type"])))
     summary.insert(0, "mode", scores["mode"].iloc[0] if "mode" in scores and len(scores) else "")
     summary.insert(0, "judge", scores["judge"].iloc[0] if "judge" in scores and len(scores) else "")
+    # "paper" or "mitigated" (dhp.judging.aspects.INSTRUCTIONS): runs of both can be stacked and compared
+    summary.insert(2, "instruction", scores["instruction"].iloc[0] if "instruction" in scores and len(scores) else "")
     return {"confusion_cells.csv": cells, "confusion_summary.csv": summary}
 
 

@@ -7,7 +7,14 @@ the attack they belong to, or leave ``attack`` empty/NaN when one original score
 
 A judge that understands the criteria should lower its score on the cells in S_T (attack hurts the
 aspect) and keep it level on the cells in S_F (attack leaves the aspect alone). We test the first with a
-one-sided Wilcoxon signed-rank test and the second with a TOST equivalence test on the mean drop.
+one-sided Wilcoxon signed-rank test and the second with a TOST equivalence test on the mean drop (the
+paper reports mean drops only, §5; the tests are the workbench's).
+
+Multiple testing: every decision (a significant drop, on S_T or S_F; an invariant cell) is taken on a p value
+adjusted within its family, and the families are the same for S_T and S_F: per description type, the
+directional tests of all its attack x aspect cells form one family and the equivalence tests of all its
+cells another (Holm by default, Benjamini-Hochberg with adjust_method="bh"). Neither set is judged on raw
+p while the other is adjusted.
 Everything here is plain pandas/numpy/scipy; nothing calls a model.
 """
 
@@ -31,6 +38,9 @@ ATTACK_ORDER = (
     "abbreviation", "hypernym", "sentence_deletion", "complement", "continuation", "different_entity",
     "conflicting_fact", "negation",
 )
+#: The equivalence test needs this many pairs: with fewer, no test of the drop (t, sign or signed-rank)
+#: can reach p < 0.05, and a "shown invariant" from 2 or 3 pairs would be noise.
+MIN_PAIRS_EQUIVALENCE = 5
 ASPECT_ORDER = (
     "fluency", "coherence", "grammaticality", "simplicity", "readability", "faithfulness",
     "non_contradiction", "non_hallucination", "informativeness", "adequacy", "overall_quality",
@@ -56,9 +66,13 @@ def paired_drops(scores: pd.DataFrame) -> pd.DataFrame:
     (drop = original - perturbed, so a positive drop means the attack lowered the score).
     Repeated rows for the same key (e.g. several samples) are averaged first, ignoring NaN.
     Pairs where either side is NaN are dropped. Originals with an empty/NaN attack are shared by
-    all attacks of the same item, aspect and description type.
+    all attacks of the same item, aspect and description type. An optional ``instruction`` column
+    (dhp.judging.aspects) must hold one value: scores asked with and without the mitigation are not pooled.
     """
     _require(scores, REQUIRED_ASPECT_COLUMNS, "scores")
+    if "instruction" in scores and scores["instruction"].nunique() > 1:
+        raise DHPError(f"The scores mix prompt instructions {sorted(scores['instruction'].unique())}.",
+                       "analyse each instruction's scores on their own (e.g. scores[scores.instruction == 'paper']).")
     bad = set(scores["variant"].dropna().unique()) - {"original", "perturbed"}
     if bad:
         raise DHPError(f"Unknown variant value(s): {sorted(bad)}.", 'use only "original" and "perturbed".')
@@ -96,7 +110,8 @@ def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
     attack, aspect, description_type, n_pairs, mean_drop, p_directional, D.
     The test is on original - perturbed with alternative="greater" and zero_method="wilcox"
     (zero differences are discarded). p_directional is 1.0 when there are no pairs or every
-    difference is zero. D = log(p) / log(0.05), so D > 1 exactly when p < 0.05 and D = 0 when p = 1.
+    difference is zero. D = log(p) / log(0.05) of this one test, unadjusted, so D > 1 exactly when p < 0.05
+    and D = 0 when p = 1 (`confusion_cells` recomputes D from the adjusted p).
     """
     _require(drops, CELL_KEYS + ["drop"], "drops")
     rows = []
@@ -110,14 +125,18 @@ def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _tost(d: np.ndarray, delta: float) -> float:
-    if d.size < 2:
-        return np.nan
-    if np.ptp(d) == 0:  # constant drops: the t statistic is undefined, the answer is not
-        return 0.0 if abs(d[0]) < delta else 1.0
+def _tost(d: np.ndarray, delta: float) -> tuple[float, str, str]:
+    """(p, method, note) of the equivalence test on drops ``d``; p NaN with the note saying why."""
+    if d.size < MIN_PAIRS_EQUIVALENCE:
+        return np.nan, "", f"{d.size} pair(s); the equivalence test needs at least {MIN_PAIRS_EQUIVALENCE}"
+    if np.ptp(d) == 0:
+        # Equal drops: the t statistic is 0/0 and says nothing. What they do show is that every pair
+        # landed inside (or outside) the margin: the exact sign test of "the median drop lies outside the
+        # margin" gives p = 0.5**n (never 0; 1/32 at n = 5).
+        return (0.5 ** d.size if abs(d[0]) < delta else 1.0), "sign (equal drops)", ""
     p_low = stats.ttest_1samp(d, -delta, alternative="greater").pvalue
     p_high = stats.ttest_1samp(d, delta, alternative="less").pvalue
-    return float(max(p_low, p_high))
+    return float(max(p_low, p_high)), "t (TOST)", ""
 
 
 def equivalence_test(drops: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05) -> pd.DataFrame:
@@ -125,10 +144,16 @@ def equivalence_test(drops: pd.DataFrame, delta: float = 0.2, alpha: float = 0.0
 
     Two one-sided one-sample t-tests: mean > -delta and mean < +delta; p_equivalence is the larger
     of their p values. Output, one row per (attack, aspect, description_type):
-    attack, aspect, description_type, n_pairs, mean_drop, p_equivalence, invariant
-    (invariant = p_equivalence < alpha; False when p_equivalence is NaN).
-    Edge cases: fewer than 2 pairs -> p_equivalence NaN; all drops identical (zero variance) ->
-    p_equivalence 0.0 if |drop| < delta else 1.0, since the sample leaves no doubt either way.
+    attack, aspect, description_type, n_pairs, mean_drop, p_equivalence, equivalence_method,
+    equivalence_note, invariant (invariant = unadjusted p_equivalence < alpha; False when p is NaN;
+    confusion_cells decides on the adjusted p).
+    Edge cases:
+    - fewer than MIN_PAIRS_EQUIVALENCE (5) pairs: p_equivalence NaN, equivalence_note says so;
+    - all drops equal (zero variance, n >= 5): the t test is undefined (0/0), so no p from it. n equal drops
+      inside the margin are n out of n pairs inside it, which the exact sign test of H0 "the median drop
+      is outside (-delta, delta)" turns into p = 0.5**n (1/32 at n = 5, smaller only with more pairs);
+      equal drops on or outside the margin give p = 1. equivalence_method says which test gave p:
+      "t (TOST)" or "sign (equal drops)".
     """
     _require(drops, CELL_KEYS + ["drop"], "drops")
     if not delta > 0:
@@ -137,8 +162,9 @@ def equivalence_test(drops: pd.DataFrame, delta: float = 0.2, alpha: float = 0.0
     for key, grp in drops.groupby(CELL_KEYS, sort=False):
         d = grp["drop"].to_numpy(dtype=float)
         d = d[~np.isnan(d)]
-        rows.append((*key, int(d.size), float(d.mean()) if d.size else np.nan, _tost(d, delta)))
-    out = pd.DataFrame(rows, columns=CELL_KEYS + ["n_pairs", "mean_drop", "p_equivalence"])
+        rows.append((*key, int(d.size), float(d.mean()) if d.size else np.nan, *_tost(d, delta)))
+    out = pd.DataFrame(rows, columns=CELL_KEYS + ["n_pairs", "mean_drop", "p_equivalence", "equivalence_method",
+                                                  "equivalence_note"])
     out["invariant"] = (out["p_equivalence"] < alpha).fillna(False).astype(bool)
     return out
 
@@ -180,29 +206,38 @@ def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: flo
     `expectations` needs attack, aspect and set (as from `load_expectations`); cells absent from it
     get set "excluded". Output, one row per (attack, aspect, description_type):
     attack, aspect, description_type, set, mean_drop, n_pairs, p_directional, p_directional_adj, D,
-    significant_drop, p_equivalence, invariant.
-    p_directional_adj is adjusted (holm or bh) across all cells of the same description_type, S_T,
-    S_F and excluded alike; significant_drop = p_directional_adj < alpha. D uses the raw p value.
+    significant_drop, p_equivalence, p_equivalence_adj, equivalence_method, equivalence_note, invariant.
+    Both p values are adjusted (holm or bh) within one family per description type: the directional tests
+    of all its cells (S_T, S_F and excluded alike) and, separately, the equivalence tests of all its cells
+    with a p value. Every decision reads the adjusted p: significant_drop = p_directional_adj < alpha (the
+    S_T hits and the S_F drops alike), D = log(p_directional_adj) / log(0.05) (so D > 1 exactly when the
+    adjusted p < 0.05), invariant = p_equivalence_adj < alpha (False where the test could not be done:
+    equivalence_note says why).
     A judge without a single usable original/perturbed pair gets no cells (an empty table), not an error:
     confusion_summary then reports its description types with NaN shares.
     """
     _require(expectations, ["attack", "aspect", "set"], "expectations")
     cols = ["attack", "aspect", "description_type", "set", "mean_drop", "n_pairs", "p_directional",
-            "p_directional_adj", "D", "significant_drop", "p_equivalence", "invariant"]
+            "p_directional_adj", "D", "significant_drop", "p_equivalence", "p_equivalence_adj",
+            "equivalence_method", "equivalence_note", "invariant"]
     drops = paired_drops(scores)
     if drops.empty:
         return pd.DataFrame(columns=cols)
-    direc = directional_test(drops)
-    equiv = equivalence_test(drops, delta=delta, alpha=alpha)[CELL_KEYS + ["p_equivalence", "invariant"]]
+    direc = directional_test(drops).drop(columns="D")
+    equiv = equivalence_test(drops, delta=delta, alpha=alpha)[
+        CELL_KEYS + ["p_equivalence", "equivalence_method", "equivalence_note"]]
     cells = direc.merge(equiv, on=CELL_KEYS, how="left")
     exp = expectations[["attack", "aspect", "set"]].drop_duplicates(["attack", "aspect"])
     cells = cells.merge(exp, on=["attack", "aspect"], how="left")
     cells["set"] = cells["set"].fillna("excluded")
     cells["p_directional_adj"] = np.nan
+    cells["p_equivalence_adj"] = np.nan
     for _, idx in cells.groupby("description_type", sort=False).groups.items():
-        cells.loc[idx, "p_directional_adj"] = adjust(cells.loc[idx, "p_directional"].to_numpy(), adjust_method)
+        for raw in ("p_directional", "p_equivalence"):
+            cells.loc[idx, f"{raw}_adj"] = adjust(cells.loc[idx, raw].to_numpy(dtype=float), adjust_method)
+    cells["D"] = np.log(cells["p_directional_adj"].astype(float)) / np.log(0.05)
     cells["significant_drop"] = (cells["p_directional_adj"] < alpha).astype(bool)
-    cells["invariant"] = cells["invariant"].fillna(False).astype(bool)
+    cells["invariant"] = (cells["p_equivalence_adj"] < alpha).astype(bool)
     return cells[cols].reset_index(drop=True)
 
 
@@ -210,29 +245,37 @@ def confusion_summary(cells: pd.DataFrame, description_types=()) -> pd.DataFrame
     """Per description_type summary of `confusion_cells` (plus a row for each of ``description_types`` that
     has no cell, i.e. no usable pair: counts 0, shares NaN).
 
-    Output columns: description_type, n_S_T, n_S_F, share_ST_D_gt_1 (share of S_T cells with D > 1),
-    share_SF_invariant (share of S_F cells passing the equivalence test), share_SF_dropped (share of
-    S_F cells with a significant drop), confusion_index (significant drops on S_F divided by
-    significant drops on S_T or S_F; NaN when there is none). Shares are NaN for an empty set.
+    Output columns: description_type, n_S_T, n_S_F, n_SF_tested (S_F cells with enough pairs for the
+    equivalence test), share_ST_D_gt_1 (share of S_T cells with D > 1, i.e. adjusted p < 0.05),
+    share_ST_dropped (share of S_T cells with a significant drop at alpha), share_SF_invariant (share of S_F
+    cells shown invariant, among the n_SF_tested cells the test could be run on: NaN when none could, since
+    "0 shown invariant" would read as a verdict on the judge), share_SF_dropped (share of S_F cells
+    with a significant drop), confusion_index (significant drops on S_F divided by significant drops on S_T
+    or S_F; NaN when there is none). All decisions read p values adjusted as `confusion_cells` says, the
+    same for S_T and S_F. Shares are NaN for an empty set.
     """
     _require(cells, ["description_type", "set", "D", "significant_drop", "invariant"], "cells")
+    cols = ["description_type", "n_S_T", "n_S_F", "n_SF_tested", "share_ST_D_gt_1", "share_ST_dropped",
+            "share_SF_invariant", "share_SF_dropped", "confusion_index"]
     rows = []
     groups = dict(list(cells.groupby("description_type", sort=False)))
     for dtype in [*groups, *[t for t in description_types if t not in groups]]:
         grp = groups.get(dtype, cells.iloc[:0])
         st, sf = grp[grp["set"] == "S_T"], grp[grp["set"] == "S_F"]
         sig_st, sig_sf = int(st["significant_drop"].sum()), int(sf["significant_drop"].sum())
+        tested_sf = sf[sf["p_equivalence"].notna()] if "p_equivalence" in sf else sf
         rows.append({
             "description_type": dtype,
             "n_S_T": len(st),
             "n_S_F": len(sf),
+            "n_SF_tested": len(tested_sf),
             "share_ST_D_gt_1": float((st["D"] > 1).mean()) if len(st) else np.nan,
-            "share_SF_invariant": float(sf["invariant"].mean()) if len(sf) else np.nan,
+            "share_ST_dropped": float(st["significant_drop"].mean()) if len(st) else np.nan,
+            "share_SF_invariant": float(tested_sf["invariant"].mean()) if len(tested_sf) else np.nan,
             "share_SF_dropped": float(sf["significant_drop"].mean()) if len(sf) else np.nan,
             "confusion_index": sig_sf / (sig_st + sig_sf) if sig_st + sig_sf else np.nan,
         })
-    return pd.DataFrame(rows, columns=["description_type", "n_S_T", "n_S_F", "share_ST_D_gt_1",
-                                       "share_SF_invariant", "share_SF_dropped", "confusion_index"])
+    return pd.DataFrame(rows, columns=cols)
 
 
 def mean_drop_table(cells: pd.DataFrame, description_type: str = "detailed") -> pd.DataFrame:

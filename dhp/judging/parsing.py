@@ -89,3 +89,43 @@ def score_from_logprobs(top_logprobs: list[dict[str, float]] | None, metric: str
             mass = float(p.sum())
             return float(np.dot(np.array(VALID_SCORES), p) / mass), min(mass, 1.0)
     return math.nan, 0.0
+
+
+# Analyse-then-rate replies (Hu et al. 2024, App. C.2: "Analysis: ..." then "Rating: <1-5>" on its own line).
+_RATING_LABEL = re.compile(r"\brating\b[*_\s]*(?:\(\s*1\s*-\s*5\s*\))?[*_\s]*[:=]", re.IGNORECASE)
+
+
+def rating_offset(text: str | None) -> int | None:
+    """Character offset of the first "Rating:" label of an analyse-then-rate reply, or None without one."""
+    m = _RATING_LABEL.search(str(text or ""))
+    return m.start() if m else None
+
+
+def parse_rating(text: str | None, metric: str | None = None) -> tuple[float, str]:
+    """The 1–5 rating that follows the analysis in an analyse-then-rate reply: the text from the first
+    "Rating:" label on, read by :func:`parse_reply` (the one acceptance rule); numbers in the analysis are
+    never read. ``(NaN, reason)`` without a "Rating:" label or when what follows it is not one 1–5 score."""
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return math.nan, "no reply"
+    at = rating_offset(text)
+    if at is None:
+        return math.nan, f"no 'Rating:' after the analysis: {str(text).strip()[-80:]!r}"
+    return parse_reply(str(text)[at:], metric)
+
+
+def rating_logprobs(text: str, top_logprobs: list[dict[str, float]] | None) -> list[dict[str, float]]:
+    """The positions of ``top_logprobs`` from the one holding the "Rating:" label on, so that
+    :func:`score_from_logprobs` reads the rating, not a digit of the analysis. Needs the reply to be the
+    chosen (most likely) tokens, as in greedy decoding; [] when it is not or there is no label."""
+    at = rating_offset(text)
+    if at is None or not top_logprobs:
+        return []
+    end = 0
+    for i, pos in enumerate(top_logprobs):
+        tok = max(pos, key=pos.get)
+        if str(text)[end:end + len(tok)] != tok:
+            return []  # the reply is not the chosen tokens: positions cannot be matched to the text
+        end += len(tok)
+        if end > at:
+            return top_logprobs[i:]
+    return []

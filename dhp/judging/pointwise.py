@@ -47,7 +47,7 @@ from dhp.calls import Call
 from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMNS, TASK_METRICS, metrics_for
 from dhp.judging.prompts import _CUT_MARK, build_prompt, likelihood_prefix
-from dhp.judging.parsing import parse_reply, score_from_logprobs
+from dhp.judging.parsing import parse_rating, parse_reply, rating_logprobs, score_from_logprobs
 
 MODES = ("sample", "logprobs", "likelihood")
 # logprobs replies get a few tokens past the digit so "1. Read ..." or "3 out of 10" can be told from a score.
@@ -65,6 +65,7 @@ class _Row:
     call: Call | None  # None: failed before any call (e.g. the candidate alone does not fit)
     truncated: bool = False
     upfront_failure: str = ""
+    analysis_first: bool = False  # an analyse-then-rate reply: read the rating after the analysis
 
 
 def _chat_request(content: str, mode: str, n_samples: int, seed: int, max_new: int, temperature: float
@@ -74,8 +75,9 @@ def _chat_request(content: str, mode: str, n_samples: int, seed: int, max_new: i
                             n=n_samples if mode == "sample" else 1)
 
 
-def _row_value(mode: str, metric: str, got: list, n_expected: int) -> dict:
-    """Score of one row from its stored replies (None where a reply is missing)."""
+def _row_value(mode: str, metric: str, got: list, n_expected: int, analysis_first: bool = False) -> dict:
+    """Score of one row from its stored replies (None where a reply is missing). ``analysis_first``: the
+    replies analyse, then rate ("Rating: 4"): the rating after the analysis is read (parse_rating)."""
     values: list[float] = []
     reasons: list[str] = []
     masses: list[float] = []
@@ -87,10 +89,11 @@ def _row_value(mode: str, metric: str, got: list, n_expected: int) -> dict:
             v = g.value / g.completion_tokens if g.completion_tokens else math.nan
             why = "" if math.isfinite(v) else "no candidate tokens to score"
         else:
-            v, why = parse_reply(g.text, metric)
+            v, why = (parse_rating if analysis_first else parse_reply)(g.text, metric)
             if mode == "logprobs" and math.isfinite(v):
                 if g.top_logprobs:
-                    v, mass = score_from_logprobs(g.top_logprobs, metric)
+                    tops = rating_logprobs(g.text, g.top_logprobs) if analysis_first else g.top_logprobs
+                    v, mass = score_from_logprobs(tops, metric)
                     masses.append(mass)
                     why = "" if math.isfinite(v) else "no score token in the reply's logprobs"
                 else:
@@ -128,7 +131,7 @@ def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expecte
             out.append({**rec, "truncated": r.truncated})
             continue
         got = [store.get(k) for k in r.call.keys]
-        val = _row_value(mode, r.metric, got, n_expected)
+        val = _row_value(mode, r.metric, got, n_expected, r.analysis_first)
         call_errors = sorted({errors.get(k, "no result") for k, g in zip(r.call.keys, got) if g is None})
         reasons = list(dict.fromkeys(call_errors + val.pop("reasons")))
         rec.update(val, failure="; ".join(reasons)[:300] if val["n_failed"] else "",
@@ -165,7 +168,8 @@ PROMPT_SCORE_COLUMNS = ["score", "rating", "n_valid", "n_failed", "failure", "pr
 def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mode: str = "logprobs",
                   n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
                   max_tokens: int | None = None, temperature: float = 0.0, progress: bool = True,
-                  max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES) -> pd.DataFrame:
+                  max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
+                  analysis_first: bool = False) -> pd.DataFrame:
     """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`score_perturbed`).
 
     ``prompts``: one row per question, column ``prompt`` (the full user message), optional ``metric``
@@ -174,6 +178,9 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     (NaN when no valid score), ``rating`` (ordinal 1-5: most frequent parsed rating in sample mode, ties to
     the lower; expected score rounded half up in logprobs mode), ``n_valid``, ``n_failed``, ``failure`` (reason, "" when ok),
     ``prob_mass``, ``prompt_tokens``, ``completion_tokens``; run statistics in ``attrs["judge_stats"]``.
+    ``analysis_first``: the prompts ask for an analysis, then "Rating: <1-5>"; each reply's rating is read
+    after the analysis (:func:`dhp.judging.parsing.parse_rating`; in logprobs mode the expected score at the
+    rating's position, :func:`dhp.judging.parsing.rating_logprobs`).
     """
     if not isinstance(prompts, pd.DataFrame) or "prompt" not in prompts.columns:
         raise DHPError("score_prompts needs a DataFrame with a 'prompt' column.",
@@ -192,7 +199,7 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
             rows.append(_Row({"_i": i}, metric or "", None, upfront_failure="empty prompt"))
             continue
         call = calls_mod.plan_chat(backend, _chat_request(text, mode, n, seed, max_new, temperature))
-        rows.append(_Row({"_i": i}, metric or "", call))
+        rows.append(_Row({"_i": i}, metric or "", call, analysis_first=analysis_first))
     scored, stats = _score_rows(backend, rows, mode, n, cache, False, None, progress,
                                 f"score {backend.identity}", max_consecutive_failures)
     values = pd.DataFrame(scored).sort_values("_i")
