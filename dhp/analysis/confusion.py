@@ -26,12 +26,23 @@ from scipy import stats
 
 from dhp.errors import DHPError
 
-__all__ = ["adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "directional_test",
-           "equivalence_test", "mean_drop_table", "paired_drops"]
+__all__ = ["adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "confusion_tables",
+           "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]
 
 #: Columns of the aspect scores table (dhp.judging.aspects) the statistics need.
 REQUIRED_ASPECT_COLUMNS = ["item_id", "attack", "aspect", "description_type", "variant", "score"]
 CELL_KEYS = ["attack", "aspect", "description_type"]
+#: Multiple-testing adjustments of `adjust`: Holm (family-wise error rate) and Benjamini-Hochberg (false discovery).
+ADJUST_METHODS = ("holm", "bh")
+#: What tells apart the runs a run folder may hold: each is analysed on its own (scores asked with and without
+#: the mitigation are never pooled, and neither are two judges or two modes).
+RUN_KEYS = ["judge", "mode", "instruction"]
+CELL_COLUMNS = ["attack", "aspect", "description_type", "set", "mean_drop", "n_pairs", "p_directional",
+                "p_directional_adj", "D", "significant_drop", "p_equivalence", "p_equivalence_adj",
+                "equivalence_method", "equivalence_note", "invariant"]
+SUMMARY_COLUMNS = ["description_type", "n_S_T", "n_S_F", "n_SF_tested", "share_ST_D_gt_1", "share_ST_dropped",
+                   "share_SF_invariant", "share_SF_dropped", "confusion_index"]
+CORRELATION_COLUMNS = ["description_type", "aspect", "other_aspect", "pearson_r"]
 ATTACK_ORDER = (
     "repetition", "passive_voice", "inversion", "improper_connective", "sentence_exchange",
     "incorrect_verb_form", "word_exchange", "spelling_mistake", "uncommon_phrase", "complex_sentence",
@@ -217,9 +228,7 @@ def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: flo
     confusion_summary then reports its description types with NaN shares.
     """
     _require(expectations, ["attack", "aspect", "set"], "expectations")
-    cols = ["attack", "aspect", "description_type", "set", "mean_drop", "n_pairs", "p_directional",
-            "p_directional_adj", "D", "significant_drop", "p_equivalence", "p_equivalence_adj",
-            "equivalence_method", "equivalence_note", "invariant"]
+    cols = CELL_COLUMNS
     drops = paired_drops(scores)
     if drops.empty:
         return pd.DataFrame(columns=cols)
@@ -235,7 +244,7 @@ def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: flo
     for _, idx in cells.groupby("description_type", sort=False).groups.items():
         for raw in ("p_directional", "p_equivalence"):
             cells.loc[idx, f"{raw}_adj"] = adjust(cells.loc[idx, raw].to_numpy(dtype=float), adjust_method)
-    cells["D"] = np.log(cells["p_directional_adj"].astype(float)) / np.log(0.05)
+    cells["D"] = np.log(cells["p_directional_adj"].astype(float)) / np.log(0.05) + 0.0  # + 0.0: p = 1 gives 0, not -0
     cells["significant_drop"] = (cells["p_directional_adj"] < alpha).astype(bool)
     cells["invariant"] = (cells["p_equivalence_adj"] < alpha).astype(bool)
     return cells[cols].reset_index(drop=True)
@@ -255,8 +264,7 @@ def confusion_summary(cells: pd.DataFrame, description_types=()) -> pd.DataFrame
     same for S_T and S_F. Shares are NaN for an empty set.
     """
     _require(cells, ["description_type", "set", "D", "significant_drop", "invariant"], "cells")
-    cols = ["description_type", "n_S_T", "n_S_F", "n_SF_tested", "share_ST_D_gt_1", "share_ST_dropped",
-            "share_SF_invariant", "share_SF_dropped", "confusion_index"]
+    cols = SUMMARY_COLUMNS
     rows = []
     groups = dict(list(cells.groupby("description_type", sort=False)))
     for dtype in [*groups, *[t for t in description_types if t not in groups]]:
@@ -300,6 +308,13 @@ def aspect_correlations(scores: pd.DataFrame, description_type: str = "detailed"
     Rows of the pivot are (item_id, variant, attack) and columns are aspects (paper order); repeated
     scores are averaged; correlations use pairwise-complete rows (pandas DataFrame.corr).
     """
+    corr = _aspect_wide(scores, description_type).corr(method="pearson")
+    corr.index.name, corr.columns.name = "aspect", "aspect"
+    return corr
+
+
+def _aspect_wide(scores: pd.DataFrame, description_type: str) -> pd.DataFrame:
+    """One row per (item_id, variant, attack), one column per aspect (paper order): the mean score."""
     _require(scores, REQUIRED_ASPECT_COLUMNS, "scores")
     sub = scores[scores["description_type"] == description_type].copy()
     if sub.empty:
@@ -308,7 +323,53 @@ def aspect_correlations(scores: pd.DataFrame, description_type: str = "detailed"
     sub["score"] = pd.to_numeric(sub["score"], errors="coerce")
     sub["attack"] = sub["attack"].fillna("")
     wide = sub.pivot_table(index=["item_id", "variant", "attack"], columns="aspect", values="score", aggfunc="mean")
-    wide = wide.reindex(columns=_ordered(sub["aspect"], ASPECT_ORDER))
+    return wide.reindex(columns=_ordered(sub["aspect"], ASPECT_ORDER))
+
+
+def _correlation_rows(scores: pd.DataFrame, description_type: str) -> pd.DataFrame:
+    """`aspect_correlations` as a long table (CORRELATION_COLUMNS + n_texts: the texts both aspects scored)."""
+    wide = _aspect_wide(scores, description_type)
     corr = wide.corr(method="pearson")
-    corr.index.name, corr.columns.name = "aspect", "aspect"
-    return corr
+    seen = wide.notna().astype(int)
+    both = seen.T @ seen  # texts with a score on both aspects: what each r rests on
+    return pd.DataFrame([{"description_type": description_type, "aspect": a, "other_aspect": b,
+                          "pearson_r": float(corr.loc[a, b]), "n_texts": int(both.loc[a, b])}
+                         for a in corr.index for b in corr.columns], columns=[*CORRELATION_COLUMNS, "n_texts"])
+
+
+def confusion_tables(scores: pd.DataFrame, expectations: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05,
+                     adjust_method: str = "holm") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Cells, summary and inter-aspect correlations of every judge × mode × instruction in ``scores``.
+
+    ``scores``: the aspect scores of a run folder (dhp.judging.aspects), which may hold several judges, modes and
+    instructions: each (RUN_KEYS) is analysed on its own — `confusion_cells` (its description types each with
+    their own adjustment family), `confusion_summary` (a description type without a usable pair gets NaN shares)
+    and `aspect_correlations`. Several datasets of one judge × mode × instruction are pooled, as the paper
+    merges its four tasks (App. B); an item is known by its dataset and item_id, so equal ids of two datasets
+    are not paired. ``expectations``: attack, aspect, set (the paper's Table 19, dhp.datasets.criteria_hu2024).
+
+    Returns (cells, summary, correlations) with columns RUN_KEYS + CELL_COLUMNS, RUN_KEYS + SUMMARY_COLUMNS and
+    RUN_KEYS + CORRELATION_COLUMNS + n_texts (one row per ordered pair of aspects, the diagonal included;
+    pearson_r is NaN where the two aspects share fewer than two texts with a score, or one of them is constant).
+    """
+    _require(scores, RUN_KEYS + REQUIRED_ASPECT_COLUMNS, "scores")
+    keyed = scores.copy()
+    if "dataset" in keyed:
+        keyed["item_id"] = keyed["dataset"].astype(str) + "/" + keyed["item_id"].astype(str)
+    cells, summary, correlations = [], [], []
+    for key, grp in keyed.groupby(RUN_KEYS, sort=True):
+        who = dict(zip(RUN_KEYS, key))
+        dtypes = list(dict.fromkeys(grp["description_type"]))
+        c = confusion_cells(grp, expectations, delta=delta, alpha=alpha, adjust_method=adjust_method)
+        cells.append(c.assign(**who))
+        summary.append(confusion_summary(c, description_types=dtypes).assign(**who))
+        correlations += [_correlation_rows(grp, d).assign(**who) for d in dtypes]
+    return (_stacked(cells, RUN_KEYS + CELL_COLUMNS), _stacked(summary, RUN_KEYS + SUMMARY_COLUMNS),
+            _stacked(correlations, RUN_KEYS + CORRELATION_COLUMNS + ["n_texts"]))
+
+
+def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns]
