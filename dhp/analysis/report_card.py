@@ -14,7 +14,9 @@ The card is a tidy long table (CARD_COLUMNS), one row per judge × mode × metho
 - value, lo, hi: the number and its interval where the method gives one (NaN otherwise);
 - n: items, cells, pairs or targets behind the number (NaN when the table does not say);
 - status: "ok"; "no usable scores" (the method ran but the judge's replies gave no number: e.g. no LLMBar
-  verdict in any order); "no significant drop" (a confusion index of 0/0); or "not run".
+  verdict in any order); "no significant drop" (a confusion index of 0/0); "too few pairs (< 5)" (no S_F cell
+  had the 5 pairs the equivalence test needs); "no S_T cell" / "no S_F cell" (the aspects asked have none);
+  or "not run".
 """
 
 from __future__ import annotations
@@ -61,16 +63,30 @@ def dhp_rows(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def confusion_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    """Criteria confusion (confusion_summary.csv): share of S_T cells with D > 1, share of S_F cells shown
-    invariant, confusion index, per description type."""
-    # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
-    return _frame([card_row(r["judge"], r["mode"], "criteria_confusion", m, r["description_type"], r[m],
-                            n=r["n_S_T"] if m == "share_ST_D_gt_1" else r["n_S_F"] if m.startswith("share_SF")
-                            else math.nan,
-                            nan_status="no significant drop" if m == "confusion_index" and r["n_S_T"] + r["n_S_F"] > 0
-                            else "no usable scores")
-                   for r in summary.to_dict("records")
-                   for m in ("share_ST_D_gt_1", "share_SF_invariant", "confusion_index")])
+    """Criteria confusion (confusion_summary.csv): share of S_T cells with D > 1 (n: the S_T cells), share of S_F
+    cells shown invariant (n: the S_F cells the equivalence test could run on, n_SF_tested), confusion index, per
+    description type — and per instruction: the scope of a run with the §6 mitigation is
+    "<description type>/mitigated", so it sits next to the paper's setting instead of replacing it."""
+    rows = []
+    for r in summary.to_dict("records"):
+        instruction = str(r.get("instruction") or "paper")
+        scope = r["description_type"] if instruction == "paper" else f"{r['description_type']}/{instruction}"
+        n_st, n_sf, n_tested = r["n_S_T"], r["n_S_F"], r.get("n_SF_tested", math.nan)
+        # why a share is missing: no cell at all means no usable pair; cells of the other set mean the scores were
+        # usable but this set was empty (the aspects asked) or, for invariance, no S_F cell had 5 pairs
+        scored = n_st + n_sf > 0
+        rows.append(card_row(r["judge"], r["mode"], "criteria_confusion", "share_ST_D_gt_1", scope,
+                             r["share_ST_D_gt_1"], n=n_st,
+                             nan_status="no S_T cell" if scored else "no usable scores"))
+        rows.append(card_row(r["judge"], r["mode"], "criteria_confusion", "share_SF_invariant", scope,
+                             r["share_SF_invariant"], n=n_tested,
+                             nan_status="too few pairs (< 5)" if n_sf > 0 else "no S_F cell" if scored
+                             else "no usable scores"))
+        # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
+        rows.append(card_row(r["judge"], r["mode"], "criteria_confusion", "confusion_index", scope,
+                             r["confusion_index"],
+                             nan_status="no significant drop" if scored else "no usable scores"))
+    return _frame(rows)
 
 
 def agreement_rows(agreement: pd.DataFrame) -> pd.DataFrame:
