@@ -100,23 +100,6 @@ def _discernment(scores: pd.DataFrame, expert_weights=None, combine: str = "pape
     return {"discernment.csv": disc, "summary.csv": summary}
 
 
-@analysis("criteria_confusion", reads=("confusion_scores.parquet",),
-          writes=("confusion_cells.csv", "confusion_summary.csv"))
-def _confusion(scores: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05,
-               adjust_method: str = "holm") -> dict[str, pd.DataFrame]:
-    """Criteria confusion (Hu et al. 2024): directional and invariance tests per attack × aspect cell."""
-    from dhp.analysis import confusion as cf
-    from dhp.datasets.criteria_hu2024 import load_expectations
-
-    cells = cf.confusion_cells(scores, load_expectations(), delta=delta, alpha=alpha, adjust_method=adjust_method)
-    summary = cf.confusion_summary(cells, description_types=list(dict.fromkeys(scores["description_type"])))
-    summary.insert(0, "mode", scores["mode"].iloc[0] if "mode" in scores and len(scores) else "")
-    summary.insert(0, "judge", scores["judge"].iloc[0] if "judge" in scores and len(scores) else "")
-    # "paper" or "mitigated" (dhp.judging.aspects.INSTRUCTIONS): runs of both can be stacked and compared
-    summary.insert(2, "instruction", scores["instruction"].iloc[0] if "instruction" in scores and len(scores) else "")
-    return {"confusion_cells.csv": cells, "confusion_summary.csv": summary}
-
-
 @analysis("decomposition", reads=("pairwise_verdicts.parquet",), writes=("pairwise_agreement.csv",))
 def _decomposition(verdicts: pd.DataFrame, judge: str = "", mode: str = "") -> dict[str, pd.DataFrame]:
     """DnA-Eval on LLMBar: agreement with the gold preference and position consistency per strategy."""

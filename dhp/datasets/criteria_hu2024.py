@@ -23,7 +23,7 @@ import pandas as pd
 
 from dhp.errors import DHPError
 
-__all__ = ["ASPECT_TREE", "ASPECTS", "aspect_tree", "default_criteria_path", "description", "load_criteria",
+__all__ = ["ASPECT_TREE", "ASPECTS", "DESCRIPTION_TYPES", "aspect_tree", "default_criteria_path", "description", "load_criteria",
            "load_expectations"]
 
 # child -> parent ("" marks the root).
@@ -44,6 +44,10 @@ ASPECTS: tuple[str, ...] = (
     "fluency", "coherence", "grammaticality", "simplicity", "readability", "faithfulness",
     "non_contradiction", "non_hallucination", "informativeness", "adequacy", "overall_quality",
 )
+#: The description types of the released aspect_criteria.json (snake_cased keys); "detailed" is the paper's main
+#: setting (§5), the others are compared in §6 (Figures 14-18).
+DESCRIPTION_TYPES: tuple[str, ...] = ("gold", "simplified", "term", "detailed", "list", "selection1", "selection2",
+                                      "selection3")
 CRITERIA_COLUMNS = ["aspect", "parent", "description_type", "description"]
 _EXPECTATIONS = Path(__file__).resolve().parents[1] / "resources" / "hu2024_expectations.csv"
 

@@ -1,7 +1,10 @@
 """Figures of the criteria-confusion method (Hu et al. 2024): the attack × aspect drop heat-map with the
-S_T / S_F cells outlined, the inter-aspect correlation matrix, and the directional D per attack."""
+S_T / S_F cells outlined, the inter-aspect correlation matrix, the directional D per attack and the
+description-type comparison; :func:`confusion_figures` draws them all from the method's result tables."""
 
 from __future__ import annotations
+
+import re
 
 import matplotlib
 
@@ -13,12 +16,12 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from dhp.analysis.confusion import ASPECT_ORDER, ATTACK_ORDER, RUN_KEYS, mean_drop_table  # noqa: E402
+
 
 def plot_drop_heatmap(cells: pd.DataFrame, description_type: str):
     """Mean score drop per attack (rows) × aspect (columns); S_T cells (should drop) get a solid outline,
     S_F cells (should not move) a dashed one, excluded cells none (the paper's Table 4 with its marks)."""
-    from dhp.analysis.confusion import mean_drop_table
-
     table = mean_drop_table(cells, description_type)
     sets = cells[cells["description_type"] == description_type].set_index(["attack", "aspect"])["set"]
     fig, ax = plt.subplots(figsize=(1 + 0.6 * table.shape[1], 1 + 0.4 * table.shape[0]))
@@ -46,8 +49,6 @@ def plot_aspect_correlations(corr: pd.DataFrame, description_type: str):
 def plot_directional_d(cells: pd.DataFrame, description_type: str):
     """Per attack: the directional D (log_0.05 p of the one-sided Wilcoxon) of its S_T cells, one dot per
     cell, bar = median; the dashed line is D = 1 (p = 0.05)."""
-    from dhp.analysis.confusion import ATTACK_ORDER
-
     st = cells[(cells["description_type"] == description_type) & (cells["set"] == "S_T")]
     order = [a for a in ATTACK_ORDER if a in set(st["attack"])]
     fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(order) + 1), 3.2))
@@ -75,3 +76,40 @@ def plot_description_types(summary: pd.DataFrame):
     ax.set_ylabel("share")
     ax.set_title("Criteria confusion by description type", fontsize=9)
     return fig
+
+
+def _slug(*parts) -> str:
+    """A file-name part from judge, mode, instruction, description type ("embedded:smollm2-135m" -> "embedded-...")."""
+    return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", str(p)).strip("-") for p in parts)
+
+
+def _correlation_matrix(correlations: pd.DataFrame) -> pd.DataFrame:
+    """The long correlation rows of one judge × mode × instruction × description type as the square matrix."""
+    present = set(correlations["aspect"])
+    order = [a for a in ASPECT_ORDER if a in present] + sorted(present - set(ASPECT_ORDER))
+    corr = correlations.pivot(index="aspect", columns="other_aspect", values="pearson_r").reindex(
+        index=order, columns=order).astype(float)
+    corr.index.name, corr.columns.name = "aspect", "aspect"
+    return corr
+
+
+def confusion_figures(cells: pd.DataFrame, summary: pd.DataFrame, correlations: pd.DataFrame) -> dict:
+    """Every figure of the method's result tables (several judges, modes and instructions): per judge × mode ×
+    instruction × description type with cells, the drop heat-map, the inter-aspect correlations and the directional
+    D; per judge × mode × instruction with several description types, their comparison. Name -> figure."""
+    figs = {}
+    for key, grp in cells.groupby(RUN_KEYS, sort=True):
+        mine = correlations
+        for k, v in zip(RUN_KEYS, key):
+            mine = mine[mine[k] == v]
+        for dtype in dict.fromkeys(grp["description_type"]):
+            name = _slug(*key, dtype)
+            figs[f"confusion_drops_{name}"] = plot_drop_heatmap(grp, dtype)
+            corr = mine[mine["description_type"] == dtype]
+            if len(corr):
+                figs[f"confusion_correlations_{name}"] = plot_aspect_correlations(_correlation_matrix(corr), dtype)
+            figs[f"confusion_directional_{name}"] = plot_directional_d(grp, dtype)
+    for key, grp in summary.groupby(RUN_KEYS, sort=True):
+        if grp["description_type"].nunique() > 1:
+            figs[f"confusion_description_types_{_slug(*key)}"] = plot_description_types(grp)
+    return figs

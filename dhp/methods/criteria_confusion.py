@@ -1,0 +1,256 @@
+"""Criteria confusion (Hu et al. 2024, "Are LLM-based evaluators confusing NLG quality criteria?", §3-§6): does
+the judge lower the score of the aspect an attack damages, and leave the other aspects alone?
+
+The 18 aspect-targeted attacks of the paper's Table 2 (dhp.perturb.hu2024; nine with spaCy/lemminflect rules,
+all 18 with an LLM perturber) damage each reference; the judge scores the original and every attacked copy on
+each aspect with the aspect's description of a chosen type (dhp.judging.aspects: the paper's prompt of Table 18,
+analysis then "Rating:", 10 replies at temperature 1.0 in sample mode); the paper's Table 19 says, per attack ×
+aspect, whether the score should drop (S_T) or stay (S_F). The statistics (dhp.analysis.confusion, beyond the
+paper's mean drops): a one-sided Wilcoxon per cell (D = log_0.05 p), a TOST equivalence test per cell, one
+multiple-testing adjustment per description type for every decision, and the confusion index.
+
+Notebook 07 runs its stages one by one: collect_variants → prompts → collect_scores → analyze → card → figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from dhp.analysis import confusion as cf
+from dhp.analysis.report_card import confusion_rows
+from dhp.backends import Backend
+from dhp.config import RunParams
+from dhp.datasets import DATASETS, load_items
+from dhp.datasets.criteria_hu2024 import ASPECTS, DESCRIPTION_TYPES, load_criteria, load_expectations
+from dhp.errors import DHPError
+from dhp.judging import aspects as aj
+from dhp.methods import Method, Table, register
+from dhp.methods.discernment import CUSTOM_SUFFIXES
+from dhp.perturb import perturb, resolve_perturber
+from dhp.perturb.hu2024 import CONFUSION_ATTACKS
+from dhp.perturb.llm import PROMPT_UNITS
+from dhp.perturb.registry import methods_for
+from dhp.plots.confusion import confusion_figures
+from dhp.schema import DATASET_TASK
+
+
+def _known(values: list[str] | None, allowed, what: str) -> list[str] | None:
+    """``values`` when each is one of ``allowed`` and none is named twice (None passes: "all")."""
+    if values is None:
+        return None
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ValueError(f"unknown {what} {bad}; use some of {list(allowed)}")
+    if len(set(values)) < len(values):
+        raise ValueError(f"a {what} is named twice")
+    return values
+
+
+class CriteriaConfusionParams(RunParams):
+    """Parameters of a criteria-confusion run (python -m dhp run --method criteria_confusion; notebook 07)."""
+
+    dataset: str = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
+                                                 "path of your own .csv/.jsonl file (item_id, source, reference, "
+                                                 "task)")
+    n_items: int = Field(2, ge=1, description="references to attack and judge (a seeded sample); the paper "
+                                              "attacks about 1,000 over four tasks, and the equivalence test "
+                                              "needs at least 5")
+    path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
+    description_types: list[str] = Field(["detailed"], min_length=1,
+                                         description="aspect description types to ask with, each its own prompt "
+                                                     f"and adjustment family ({', '.join(DESCRIPTION_TYPES)}); "
+                                                     "the paper's main results use 'detailed'")
+    attacks: list[str] | None = Field(None, description="attacks of the paper's Table 2 to run (None: all 18; "
+                                                        "with perturber 'rule' the nine without a rule are "
+                                                        "skipped with their reason)")
+    aspects: list[str] | None = Field(["fluency", "coherence", "informativeness"],
+                                      description=f"aspects to score ({', '.join(ASPECTS)}; None: all 11, as the "
+                                                  "paper); the default three keep a first run short and hold an "
+                                                  "S_T cell of four rule attacks")
+    perturber: str = Field("rule", description="'rule' (the nine rule attacks) or an LLM judge spec that writes "
+                                               "all 18 with their prompts and validators")
+    instruction: Literal[tuple(aj.INSTRUCTIONS)] = Field(
+        "paper", description="'paper': the paper's prompt; 'mitigated': it also says to judge the given criterion "
+                             "only (the paper's §6 mitigation; runs of both can share a run folder)")
+    n_samples: int = Field(aj.N_SAMPLES, ge=1, description="replies per prompt in sample mode, asked as one "
+                                                           "request (the paper's 10)")
+    temperature: float | None = Field(None, ge=0, description="sampling temperature (None: the paper's 1.0 in "
+                                                              "sample mode, 0 in logprobs mode)")
+    max_tokens: int = Field(aj.MAX_TOKENS, ge=1, description="reply length limit: room for the analysis and the "
+                                                             "rating line (a reply cut off before 'Rating:' is "
+                                                             "NaN with its reason)")
+    delta: float = Field(0.2, gt=0, description="equivalence margin of the invariance test, in score points "
+                                                "(the paper's 'no degradation' threshold)")
+    alpha: float = Field(0.05, gt=0, lt=1, description="significance level of every decision (on adjusted p)")
+    adjust_method: Literal[cf.ADJUST_METHODS] = Field("holm", description="multiple-testing adjustment within "
+                                                                          "each description type: 'holm' or 'bh'")
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str) -> str:
+        if v not in DATASETS and Path(v).suffix.lower() not in CUSTOM_SUFFIXES:
+            raise ValueError(f"unknown dataset; use one of {list(DATASETS)} or the path of a .csv/.jsonl file")
+        return v
+
+    @field_validator("description_types")
+    @classmethod
+    def _known_description_types(cls, v: list[str]) -> list[str]:
+        return _known(v, DESCRIPTION_TYPES, "description type")
+
+    @field_validator("attacks")
+    @classmethod
+    def _known_attacks(cls, v: list[str] | None) -> list[str] | None:
+        return _known(v, CONFUSION_ATTACKS, "attack")
+
+    @field_validator("aspects")
+    @classmethod
+    def _known_aspects(cls, v: list[str] | None) -> list[str] | None:
+        return _known(v, ASPECTS, "aspect")
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+SCORE_COLUMNS = tuple(c for c in aj.ASPECT_SCORE_COLUMNS if c != "failure")  # failure quotes replies: not results
+
+ITEMS = Table("confusion_items.parquet", ("dataset", "task", "item_id", "source", "reference"),
+              "the items: one row per item with its source and reference (the text the attacks damage)",
+              partition=("dataset",), results="none")
+VARIANTS = Table("confusion_variants.parquet", ("dataset", "task", "item_id", "perturbation", "level", "method",
+                                                "text", "status", "reason"),
+                 "one row per item × attack (the original included, perturbation 'original'): the attacked text "
+                 "and whether it was made (status ok / skipped / failed, with the reason)",
+                 partition=("dataset",), results="none")
+SCORES = Table("confusion_scores.parquet", SCORE_COLUMNS,
+               "one row per judge × mode × instruction × item × variant × aspect × description type: the score "
+               "(mean of the replies whose rating parses; NaN with its reason in `failure`), n_valid and "
+               "n_failed replies; attack is '' on the originals, which every attack of the item shares",
+               partition=("dataset", "judge", "mode", "instruction", "description_type"), results="numbers")
+EXPECTATIONS = Table("confusion_expectations.csv", ("attack", "target_aspect", "aspect", "human", "system", "set"),
+                     "the paper's Table 19, one row per attack × aspect: whether annotators (human) and the "
+                     "classification tree (system) expect a drop; set S_T (both), S_F (neither) or excluded. "
+                     "Judge-independent (collected without a model), so results/ does not copy it",
+                     partition=(), results="none")
+CELLS = Table("confusion_cells.csv", tuple(cf.RUN_KEYS + cf.CELL_COLUMNS),
+              "one row per judge × mode × instruction × attack × aspect × description type: set, mean drop, "
+              "pairs, directional p (raw, adjusted) and D, equivalence p (raw, adjusted; the test used, or why "
+              "none could be), significant_drop and invariant (both decided on the adjusted p)")
+SUMMARY = Table("confusion_summary.csv", tuple(cf.RUN_KEYS + cf.SUMMARY_COLUMNS),
+                "one row per judge × mode × instruction × description type: S_T and S_F cells, the share of S_T "
+                "cells with D > 1, of S_F cells shown invariant (among n_SF_tested), dropped, and the confusion "
+                "index (NaN, never 0, where it cannot be computed)")
+CORRELATIONS = Table("confusion_correlations.csv", tuple(cf.RUN_KEYS + cf.CORRELATION_COLUMNS + ["n_texts"]),
+                     "one row per judge × mode × instruction × description type × ordered pair of aspects: the "
+                     "Pearson correlation of their scores over the texts (originals and attacked copies) both "
+                     "scored, and how many those were (the paper's Figures 4, 8-13)")
+
+
+@register
+class CriteriaConfusion(Method):
+    name = "criteria_confusion"
+    title = "Criteria confusion (aspect-targeted attacks)"
+    paper = ("Hu et al. 2024, Are LLM-based evaluators confusing NLG quality criteria? (ACL 2024), §3-§6, "
+             "Tables 2, 18, 19")
+    notebooks = ("07_criteria_confusion",)
+    modes = ("logprobs", "sample")
+    headline = "confusion_index"
+    Params = CriteriaConfusionParams
+    collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
+    produces = (CELLS, SUMMARY, CORRELATIONS)
+
+    # ------------------------------------------------------------------ collect
+    def collect_reference(self, config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:
+        """The paper's Table 19 expectations (no model call): what a run with judge ``recorded`` collects."""
+        return {EXPECTATIONS.name: load_expectations()[list(EXPECTATIONS.columns)]}
+
+    def criteria(self, config: CriteriaConfusionParams) -> pd.DataFrame:
+        """The aspects' descriptions (the authors' aspect_criteria.json under the data root)."""
+        return load_criteria(data_dir=config.data_dir)
+
+    def collect_variants(self, config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:
+        """Stage 1: the items and their attacked copies (rule-based, or written and validated by the perturber;
+        its calls go through the run's cache). No judge call."""
+        attacks = list(config.attacks or CONFUSION_ATTACKS)
+        if config.dataset in DATASET_TASK:
+            methods_for(config.dataset, attacks)  # an attack the dataset's task lacks fails here, up front
+        items = load_items(config.dataset, config.n_items, config.seed, config.data_dir, config.path)
+        perturber = resolve_perturber(config.perturber)[0]
+        variants = perturb(items, seed=config.seed, perturber=perturber or "rule", perturbations=attacks,
+                           progress=config.progress, cache=config.cache)
+        return {ITEMS.name: items, VARIANTS.name: variants}
+
+    def prompts(self, config: CriteriaConfusionParams, items: pd.DataFrame, variants: pd.DataFrame,
+                criteria: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Stage 2a: one prompt per ok variant × aspect × description type (dhp.judging.aspects.aspect_prompts),
+        the text called what the item's task makes it (summary, story ending, answer, translation). A DHPError
+        when there is nothing to ask (e.g. only source aspects and items without a source)."""
+        criteria = self.criteria(config) if criteria is None else criteria
+        parts = []
+        for task, group in items.groupby(items["task"].astype(str), sort=False):
+            ids = set(group["item_id"].astype(str))
+            unit = PROMPT_UNITS.get(task, ("text", ""))[0]
+            parts.append(aj.aspect_prompts(variants[variants["item_id"].astype(str).isin(ids)], group, criteria,
+                                           description_types=config.description_types, aspects=config.aspects,
+                                           unit=unit, instruction=config.instruction))
+        prompts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        if prompts.empty:
+            raise DHPError(f"Nothing to ask the judge: no ok variant × aspect of {config.dataset} "
+                           f"(aspects {config.aspects or 'all'}).",
+                           "check the variants' status and reason, and give aspects that read the text alone "
+                           "(fluency, coherence, ...) when the items have no source.")
+        return prompts
+
+    def collect_scores(self, config: CriteriaConfusionParams, prompts: pd.DataFrame,
+                       judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
+        """Stage 2b: every prompt scored by the judge (dhp.judging.aspects.score_aspects; cached calls)."""
+        backend = self._live(config, judge)
+        scores = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
+                                  temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed,
+                                  cache=config.cache, progress=config.progress,
+                                  max_consecutive_failures=config.max_consecutive_failures)
+        # scores.attrs["judge_stats"] (calls made, cache hits: they vary between runs) goes to judge_stats.json
+        return {SCORES.name: scores}
+
+    def collect(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
+        backend = self._live(config, judge)  # a bad judge spec or an exposed key fails before any work
+        resolve_perturber(config.perturber)
+        criteria = self.criteria(config)  # a missing criteria file fails before the perturber is paid
+        reference = self.collect_reference(config)
+        first = self.collect_variants(config)
+        prompts = self.prompts(config, first[ITEMS.name], first[VARIANTS.name], criteria)
+        return {**reference, **first, **self.collect_scores(config, prompts, backend)}
+
+    def _live(self, config: CriteriaConfusionParams, judge) -> Backend:
+        self.check_mode(config)
+        backend = self.backend(config, judge)
+        if backend is None:
+            raise DHPError("Judge 'recorded' calls no model, so it collects no scores.",
+                           "analyze the confusion_scores.parquet already in the run folder with dhp.methods.run "
+                           "(python -m dhp run --method criteria_confusion --judge recorded), or name a live judge.")
+        return backend
+
+    def inputs(self, config: CriteriaConfusionParams) -> list[Path]:
+        return [Path(config.dataset)] if Path(config.dataset).suffix.lower() in CUSTOM_SUFFIXES else []
+
+    # ------------------------------------------------------------------ analyze (pure)
+    def analyze(self, tables: dict[str, pd.DataFrame], config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:
+        """Cells, summary and correlations of every judge × mode × instruction in the run folder's scores."""
+        if EXPECTATIONS.name not in tables:
+            raise DHPError(f"The run folder {config.run_dir} has no {EXPECTATIONS.name}.",
+                           "collect it first (python -m dhp run --method criteria_confusion, or "
+                           "methods.write_tables(m, m.collect_reference(config), run_dir)).")
+        cells, summary, correlations = cf.confusion_tables(tables[SCORES.name], tables[EXPECTATIONS.name],
+                                                           delta=config.delta, alpha=config.alpha,
+                                                           adjust_method=config.adjust_method)
+        return {CELLS.name: cells, SUMMARY.name: summary, CORRELATIONS.name: correlations}
+
+    def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+        return confusion_rows(tables[SUMMARY.name]) if SUMMARY.name in tables else pd.DataFrame()
+
+    def figures(self, tables: dict[str, pd.DataFrame], config: CriteriaConfusionParams) -> dict:
+        if not {CELLS.name, SUMMARY.name, CORRELATIONS.name} <= set(tables):
+            return {}
+        return confusion_figures(tables[CELLS.name], tables[SUMMARY.name], tables[CORRELATIONS.name])
