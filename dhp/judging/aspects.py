@@ -87,7 +87,8 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
 
 def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample", n_samples: int = N_SAMPLES,
                   temperature: float | None = None, max_tokens: int = MAX_TOKENS, seed: int = 0, cache=None,
-                  progress: bool = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> pd.DataFrame:
+                  progress: bool = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
+                  dry_run: bool = False) -> pd.DataFrame:
     """Score the prompts of :func:`aspect_prompts` (any backend). Defaults: the paper's setting, sample mode
     with ``n_samples`` = 10 replies at ``temperature`` = 1.0 in one request, the score being the mean of the
     replies whose rating parses. Each reply's rating is read after its analysis
@@ -96,6 +97,7 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     greedy reply, scored by the expected value of the 1–5 tokens at the rating's position (the position is
     found by matching the reply to its most likely tokens, which only a greedy reply is).
     ``max_consecutive_failures``: stop after this many failed calls in a row (answered calls stay cached).
+    ``dry_run``: call nothing and return the :class:`dhp.calls.Estimate` of the calls not yet cached.
     Returns ASPECT_SCORE_COLUMNS; ``score`` is NaN with its ``failure`` reason when no reply holds a rating.
     This is the scores table dhp.analysis.confusion reads."""
     from dhp.backends import get_backend
@@ -117,7 +119,10 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
                                   kind="stable").reset_index(drop=True)
     scored = score_prompts(ordered.assign(metric=ordered["aspect"]), judge=backend, mode=mode, n_samples=n_samples,
                            seed=seed, cache=cache, max_tokens=max_tokens, temperature=temperature,
-                           progress=progress, analysis_first=True, max_consecutive_failures=max_consecutive_failures)
+                           progress=progress, analysis_first=True, max_consecutive_failures=max_consecutive_failures,
+                           dry_run=dry_run)
+    if dry_run:
+        return scored
     out = ordered.drop(columns="prompt").assign(judge=backend.identity, mode=mode, score=scored["score"].values,
                                                 n_valid=scored["n_valid"].values, n_failed=scored["n_failed"].values,
                                                 failure=scored["failure"].values)

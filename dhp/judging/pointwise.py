@@ -169,7 +169,7 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
                   n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
                   max_tokens: int | None = None, temperature: float = 0.0, progress: bool = True,
                   max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
-                  analysis_first: bool = False) -> pd.DataFrame:
+                  analysis_first: bool = False, dry_run: bool = False) -> pd.DataFrame:
     """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`score_perturbed`).
 
     ``prompts``: one row per question, column ``prompt`` (the full user message), optional ``metric``
@@ -180,7 +180,8 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     ``prob_mass``, ``prompt_tokens``, ``completion_tokens``; run statistics in ``attrs["judge_stats"]``.
     ``analysis_first``: the prompts ask for an analysis, then "Rating: <1-5>"; each reply's rating is read
     after the analysis (:func:`dhp.judging.parsing.parse_rating`; in logprobs mode the expected score at the
-    rating's position, :func:`dhp.judging.parsing.rating_logprobs`).
+    rating's position, :func:`dhp.judging.parsing.rating_logprobs`). ``dry_run``: no call; the
+    :class:`dhp.calls.Estimate` of the calls not yet in the cache instead of the table.
     """
     if not isinstance(prompts, pd.DataFrame) or "prompt" not in prompts.columns:
         raise DHPError("score_prompts needs a DataFrame with a 'prompt' column.",
@@ -200,8 +201,10 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
             continue
         call = calls_mod.plan_chat(backend, _chat_request(text, mode, n, seed, max_new, temperature))
         rows.append(_Row({"_i": i}, metric or "", call, analysis_first=analysis_first))
-    scored, stats = _score_rows(backend, rows, mode, n, cache, False, None, progress,
+    scored, stats = _score_rows(backend, rows, mode, n, cache, dry_run, None, progress,
                                 f"score {backend.identity}", max_consecutive_failures)
+    if dry_run:
+        return scored
     values = pd.DataFrame(scored).sort_values("_i")
     out = prompts.drop(columns=["prompt"]).reset_index(drop=True)
     for c in PROMPT_SCORE_COLUMNS:

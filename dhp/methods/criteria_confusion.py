@@ -170,16 +170,17 @@ class CriteriaConfusion(Method):
         """The aspects' descriptions (the authors' aspect_criteria.json under the data root)."""
         return load_criteria(data_dir=config.data_dir)
 
-    def collect_variants(self, config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:
+    def collect_variants(self, config: CriteriaConfusionParams, dry_run: bool = False) -> dict[str, pd.DataFrame]:
         """Stage 1: the items and their attacked copies (rule-based, or written and validated by the perturber;
-        its calls go through the run's cache). No judge call."""
+        its calls go through the run's cache). No judge call. ``dry_run``: no perturber call either (LLM rows not
+        in the cache are "pending", their estimate in ``attrs["perturber_estimate"]``)."""
         attacks = list(config.attacks or CONFUSION_ATTACKS)
         if config.dataset in DATASET_TASK:
             methods_for(config.dataset, attacks)  # an attack the dataset's task lacks fails here, up front
         items = load_items(config.dataset, config.n_items, config.seed, config.data_dir, config.path)
         perturber = resolve_perturber(config.perturber)[0]
         variants = perturb(items, seed=config.seed, perturber=perturber or "rule", perturbations=attacks,
-                           progress=config.progress, cache=config.cache)
+                           progress=config.progress, cache=config.cache, dry_run=dry_run)
         return {ITEMS.name: items, VARIANTS.name: variants}
 
     def prompts(self, config: CriteriaConfusionParams, items: pd.DataFrame, variants: pd.DataFrame,
@@ -222,6 +223,24 @@ class CriteriaConfusion(Method):
         first = self.collect_variants(config)
         prompts = self.prompts(config, first[ITEMS.name], first[VARIANTS.name], criteria)
         return {**reference, **first, **self.collect_scores(config, prompts, backend)}
+
+    def estimate(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> dict:
+        """What the run would cost, without any model call or written table: {"perturber": dhp.calls.Estimate or
+        None, "judge": dhp.calls.Estimate}. Attacks an LLM has not written yet are estimated with their reference
+        as a stand-in of similar length."""
+        backend = self._live(config, judge)
+        criteria = self.criteria(config)
+        first = self.collect_variants(config, dry_run=True)
+        items, variants = first[ITEMS.name], first[VARIANTS.name]
+        refs = dict(zip(items["item_id"].astype(str), items["reference"]))
+        stand_in = variants.assign(
+            text=variants["text"].where(variants["status"] != "pending", variants["item_id"].astype(str).map(refs)),
+            status=variants["status"].replace("pending", "ok"))
+        prompts = self.prompts(config, items, stand_in, criteria)
+        judge_est = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
+                                     temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed,
+                                     cache=config.cache, dry_run=True)
+        return {"perturber": variants.attrs.get("perturber_estimate"), "judge": judge_est}
 
     def _live(self, config: CriteriaConfusionParams, judge) -> Backend:
         self.check_mode(config)
