@@ -266,23 +266,3 @@ def test_logprobs_mode_reads_the_rating_position_not_a_digit_of_the_analysis(tmp
     reply = LogprobJudge().chat_many([None])[0]
     assert score_from_logprobs(reply.top_logprobs)[0] < 3.5  # read from the start: the analysis' "3"
     assert rating_logprobs(reply.text.replace("errors", "faults"), reply.top_logprobs) == []  # text != tokens
-
-
-def test_notebook_defaults_to_the_papers_descriptions_and_prompt_and_the_demo_params_exist():
-    """Notebook 07 uses the "detailed" descriptions of the paper's main results and the paper's prompt;
-    its speed knobs (n_samples, max_tokens) are parameters; every key params/demo.yaml passes is declared."""
-    import ast
-    import json
-
-    import yaml
-
-    from dhp.io import project_root
-
-    nb = json.loads((project_root() / "notebooks" / "07_criteria_confusion.ipynb").read_text())
-    cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
-    params = {t.id: ast.literal_eval(node.value) for node in ast.parse("".join(cell["source"])).body
-              if isinstance(node, ast.Assign) for t in node.targets}
-    assert params["description_types"] == ["detailed"] and params["instruction"] == "paper"
-    assert params["mode"] == "sample" and {"n_samples", "max_tokens"} <= set(params)
-    demo = yaml.safe_load((project_root() / "params" / "demo.yaml").read_text())
-    assert set(demo["notebook_params"]["07_criteria_confusion"]) <= set(params)
