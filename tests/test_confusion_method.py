@@ -10,14 +10,14 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import ROOT, child_env, run_cli
+from conftest import ROOT, run_cli
 from test_confusion_pipeline import TEXTS, AspectJudge
 
 from dhp import methods
 from dhp.analysis import ANALYSES
 from dhp.analysis import confusion as cf
 from dhp.analysis.report_card import confusion_rows
-from dhp.backends import Backend, Completion
+from dhp.backends import Completion
 from dhp.config import notebook_defaults
 from dhp.errors import DHPError
 
