@@ -15,7 +15,9 @@ adjusted within its family, and the families are the same for S_T and S_F: per d
 directional tests of all its attack x aspect cells form one family and the equivalence tests of all its
 cells another (Holm by default, Benjamini-Hochberg with adjust_method="bh"). Neither set is judged on raw
 p while the other is adjusted.
-Everything here is plain pandas/numpy/scipy; nothing calls a model.
+`confusion_tables` runs it all on a run folder's scores, one judge × mode × instruction at a time (the
+criteria_confusion method's analyze stage, dhp.methods.criteria_confusion). Everything here is plain
+pandas/numpy/scipy: tables in, tables out; nothing calls a model or reads a file.
 """
 
 from __future__ import annotations
