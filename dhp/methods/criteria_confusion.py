@@ -60,6 +60,9 @@ class CriteriaConfusionParams(RunParams):
                                               "attacks about 1,000 over four tasks, and the equivalence test "
                                               "needs at least 5")
     path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
+    mode: Literal["logprobs", "sample"] = Field(
+        "sample", description="'sample' (the paper's setting, App. C.2: n_samples replies at temperature 1.0, "
+                              "averaged) or 'logprobs' (one greedy reply; the expected rating at its position)")
     description_types: list[str] = Field(["detailed"], min_length=1,
                                          description="aspect description types to ask with, each its own prompt "
                                                      f"and adjustment family ({', '.join(DESCRIPTION_TYPES)}); "
