@@ -260,3 +260,60 @@ def test_prompt_batches_never_cut_a_one_token_batch():
         assert batches[0][0] == start and batches[-1][1] == end
         assert all(a < z <= a + size for a, z in batches) and all(z == a2 for (_, z), (a2, _) in zip(batches, batches[1:]))
         assert len(batches) == 1 or all(z - a >= 2 for a, z in batches)
+
+
+# ------------------------------------------------------------------ early stop (ChatRequest.stop_when)
+
+def test_stop_when_is_asked_only_of_backends_that_honour_it_and_keys_stay_otherwise():
+    """Requests without a stop condition keep the cache keys of earlier versions (so HTTP caches stay
+    valid); with one, the key differs (an early-stopped reply is not a fixed-length one)."""
+    from dhp.backends import Backend, Completion
+    from dhp.cache import make_key
+    from dhp.calls import plan_chat
+    from dhp.judging import score_prompts
+
+    seen = []
+
+    class Recording(Backend):
+        identity = model = "recording"
+
+        def chat_many(self, requests, on_result=None):
+            seen.extend(requests)
+            out = [Completion("4", [{"4": -0.1, "3": -2.0}]) for _ in requests]
+            for i, o in enumerate(out):
+                on_result(i, o)
+            return out
+
+    prompts = pd.DataFrame({"prompt": ["Rate it."], "metric": ["coherence"]})
+    plain, stopping = Recording(), Recording()
+    stopping.supports_stop_when = True
+    for b in (plain, stopping):
+        assert score_prompts(prompts, judge=b, progress=False)["score"].tolist() == [pytest.approx(4 - 1 / (1 + np.e ** 1.9))]
+    assert seen[0].stop_when == "" and seen[1].stop_when == "score:coherence"
+    old_params = {"kind": "chat", "max_tokens": 8, "temperature": 0.0, "seed": 0, "logprobs": 20, "stop_after": [],
+                  "n": 1}  # the request parameters of the keys written before stop_when existed
+    old_key = make_key(plain.cache_identity(), [["user", "Rate it."]], old_params, 0)
+    assert plan_chat(plain, seen[0]).keys == (old_key,)
+    assert plan_chat(stopping, seen[1]).keys != (make_key(stopping.cache_identity(), [["user", "Rate it."]],
+                                                          old_params, 0),)
+
+
+@pytest.mark.slow
+def test_embedded_stops_once_the_score_is_decided_and_waits_for_whole_characters():
+    from dhp.judging.parsing import score_stop, stop_condition
+
+    b = get_backend("embedded")
+    msgs = [{"role": "user", "content": f"Article: {SOURCE}\nSummary: {SUMMARY}\nRate the summary 1-5. "
+                                        "Reply with the score only.\nScore:"}]
+    full, short = b.chat_many([ChatRequest.make(msgs, 12, 0.0, 0, 20),
+                               ChatRequest.make(msgs, 12, 0.0, 0, 20, stop_when=score_stop("coherence"))])
+    assert short.text == full.text[:len(short.text)] and short.top_logprobs == full.top_logprobs[:len(short.top_logprobs)]
+    decided = stop_condition(score_stop("coherence"))
+    assert decided(short.text, short.top_logprobs)
+    ids = b.tokenize(short.text)  # no shorter prefix was decided: the stop came at the first possible token
+    assert not any(decided(b.detokenize(ids[:k]), short.top_logprobs[:k]) for k in range(len(ids)))
+    # "4" then the first two bytes of "–" (en dash): undecided until the character is whole ("4–5" is a range)
+    four, dash = b.tokenize("4"), [b.llm.tokenize(bytes([x]), add_bos=False, special=False)[0] for x in "–".encode()]
+    assert len(four) == 1 and len(dash) == 3
+    assert not b._decided(decided, four + dash[:2], None) and not b._decided(decided, four + dash, None)
+    assert b._decided(decided, four + dash + b.tokenize(" x"), None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -59,7 +60,7 @@ class EmbeddedBackend(Backend):
     deterministic = True
 
     def __init__(self, name: str = "smollm2-135m", n_ctx: int = 2048, seed: int = 0,
-                 n_threads: int | None = None, n_batch: int = 512):
+                 n_threads: int | None = None, n_batch: int = 512, early_stop: bool = True):
         if name in ("", "smollm2-135m", "smollm2"):
             self.model_path = smollm2_gguf_path()
             self.model = "smollm2-135m"
@@ -72,6 +73,9 @@ class EmbeddedBackend(Backend):
             raise DHPError(f"Unknown embedded model {name!r}.",
                            "use 'embedded' (SmolLM2-135M) or 'embedded:/path/to/model.gguf'.")
         self.identity = f"embedded:{self.model}"
+        # The judge asks to stop once the score is decided (ChatRequest.stop_when) only when this is on;
+        # off, it asks for the fixed reply length of earlier versions (and their cache keys).
+        self.supports_stop_when = bool(early_stop)
         self.n_ctx = int(n_ctx)
         self.seed = int(seed)
         self.n_threads = n_threads or default_threads()
@@ -176,6 +180,11 @@ class EmbeddedBackend(Backend):
                            f"embedded judge's context of {self.n_ctx} tokens.",
                            "shorten the prompt (the judge truncates sources automatically).")
         computed = self._decode_with_reuse(llm, tokens)
+        stop_when = None
+        if req.stop_when:
+            from dhp.judging.parsing import stop_condition  # not at module top: dhp.judging imports dhp.backends
+
+            stop_when = stop_condition(req.stop_when)
         rng = np.random.default_rng(req.seed)
         n_vocab = llm.n_vocab()
         out: list[int] = []
@@ -201,12 +210,21 @@ class EmbeddedBackend(Backend):
             out.append(tok)
             if len(out) == req.max_tokens or (req.stop_after and self.detokenize([tok]).strip() in req.stop_after):
                 break
+            if stop_when is not None and self._decided(stop_when, out, tops if req.logprobs else None):
+                break
             llm.eval([tok])
             if self.trace is not None:
                 self.trace.append(("decode", tok))
         return Completion(text=self.detokenize(out), top_logprobs=tops if req.logprobs else None,
                           prompt_tokens=len(tokens), completion_tokens=len(out),
                           prompt_tokens_computed=computed)
+
+    def _decided(self, stop_when, out: list[int], tops) -> bool:
+        try:  # strict: text cut inside a UTF-8 character ("4" + half of "–") waits for the rest of it
+            text = self.llm.detokenize(out).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return stop_when(text, tops)
 
     def _generate_n(self, req: ChatRequest) -> Completion:
         first = self._generate(req)
@@ -215,8 +233,7 @@ class EmbeddedBackend(Backend):
         if req.temperature <= 0:  # greedy: every reply would be this one
             first.texts = [first.text] * req.n
             return first
-        others = [self._generate(ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + i,
-                                             req.logprobs, req.stop_after)) for i in range(1, req.n)]
+        others = [self._generate(dataclasses.replace(req, seed=req.seed + i, n=1)) for i in range(1, req.n)]
         first.texts = [first.text] + [o.text for o in others]
         first.calls = req.n
         first.completion_tokens += sum(o.completion_tokens for o in others)
