@@ -315,17 +315,19 @@ def test_embedded_stops_once_the_score_is_decided_and_waits_for_whole_characters
     from dhp.judging.parsing import score_stop, stop_condition
 
     b = get_backend("embedded")
-    msgs = [{"role": "user", "content": f"Article: {SOURCE}\nSummary: {SUMMARY}\nRate the summary 1-5. "
-                                        "Reply with the score only.\nScore:"}]
+    # a prompt SmolLM2 answers with a score and more ("4, Done\n\nThis is a new line.")
+    msgs = [{"role": "user", "content": "Write the number 4, then a new line, then the word Done."}]
     full, short = b.chat_many([ChatRequest.make(msgs, 12, 0.0, 0, 20),
                                ChatRequest.make(msgs, 12, 0.0, 0, 20, stop_when=score_stop("coherence"))])
+    assert short.completion_tokens < full.completion_tokens
     assert short.text == full.text[:len(short.text)] and short.top_logprobs == full.top_logprobs[:len(short.top_logprobs)]
     decided = stop_condition(score_stop("coherence"))
     assert decided(short.text, short.top_logprobs)
     ids = b.tokenize(short.text)  # no shorter prefix was decided: the stop came at the first possible token
     assert not any(decided(b.detokenize(ids[:k]), short.top_logprobs[:k]) for k in range(len(ids)))
     # "4" then the first two bytes of "–" (en dash): undecided until the character is whole ("4–5" is a range)
-    four, dash = b.tokenize("4"), [b.llm.tokenize(bytes([x]), add_bos=False, special=False)[0] for x in "–".encode()]
+    byte_token = {b.llm.detokenize([i]): i for i in reversed(range(b.llm.n_vocab()))}  # byte-level BPE: one per byte
+    four, dash = b.tokenize("4"), [byte_token[bytes([x])] for x in "–".encode()]
     assert len(four) == 1 and len(dash) == 3
     assert not b._decided(decided, four + dash[:2], None) and not b._decided(decided, four + dash, None)
     assert b._decided(decided, four + dash + b.tokenize(" x"), None)
@@ -354,14 +356,17 @@ def test_gemma_identity_is_its_gguf_and_chat_modes_fail_fast():
 @pytest.mark.slow
 @GEMMA
 def test_gemma_likelihood_prefers_clean_text_and_reuses_its_kv_cache_exactly():
-    """Gemma 3 has sliding-window attention layers: the KV-cache reuse must still give the likelihood of
-    a cold model, bit for bit, for a prefix longer than one batch."""
+    """The KV-cache reuse must give the likelihood of a cold model, bit for bit, for a prefix longer than
+    one batch (a reuse of the whole shared prefix does not: see EMBEDDED_MODELS)."""
     b = get_backend("embedded:gemma-3-270m")
     prefix = f"Article:\n{SOURCE * 12}\n\nSummary:\n"
     assert len(b.tokenize(prefix)) > b.n_batch
     b.loglikelihood(prefix.replace("Summary", "Abstract"), SUMMARY)  # another prompt's KV in the cache
     clean = b.loglikelihood(prefix, SUMMARY)
-    assert clean.prompt_tokens_computed < clean.prompt_tokens - 300  # the shared prefix came from the cache
+    # Gemma 3's logits depend on where a prompt is split (EMBEDDED_MODELS): only whole aligned batches of
+    # the shared prefix come from the cache
+    assert b.cache_identity()["prompt_eval"] == f"aligned-{b.n_batch}"
+    assert clean.prompt_tokens_computed == clean.prompt_tokens - b.n_batch
     broken = b.loglikelihood(prefix, SUMMARY.replace("o", ""))
     assert clean.n_tokens > 5 and np.isfinite(clean.mean) and broken.mean < clean.mean
     fresh = EmbeddedBackend("gemma-3-270m")

@@ -60,8 +60,12 @@ def gemma3_270m_gguf_path() -> Path:
     return target
 
 
-#: Embedded models by name: where their GGUF comes from. Any other GGUF: ``embedded:/path/model.gguf``.
-EMBEDDED_MODELS = {"smollm2-135m": smollm2_gguf_path, "gemma-3-270m": gemma3_270m_gguf_path}
+#: Embedded models by name: where their GGUF comes from, and whether a prompt's logits are bit-identical
+#: however its prefix was batched (tested: tests/test_backends.py). SmolLM2's are, so any shared prefix is
+#: reused; Gemma 3's are not (a prompt of 688 tokens split at 665 changes logits by up to 0.13), so its
+#: prompts are evaluated in batches starting at multiples of n_batch, as from an empty cache, and only
+#: whole such batches are reused. Any other GGUF: ``embedded:/path/model.gguf`` (exact prefix reuse).
+EMBEDDED_MODELS = {"smollm2-135m": (smollm2_gguf_path, True), "gemma-3-270m": (gemma3_270m_gguf_path, False)}
 _ALIASES = {"": "smollm2-135m", "smollm2": "smollm2-135m", "gemma3-270m": "gemma-3-270m"}
 
 
@@ -95,8 +99,10 @@ class EmbeddedBackend(Backend):
     def __init__(self, name: str = "smollm2-135m", n_ctx: int = 2048, seed: int = 0,
                  n_threads: int | None = None, n_batch: int = 512, early_stop: bool = True):
         name = _ALIASES.get(name, name)
+        self.exact_prefix_reuse = True
         if name in EMBEDDED_MODELS:
-            self.model_path = EMBEDDED_MODELS[name]()
+            path_of, self.exact_prefix_reuse = EMBEDDED_MODELS[name]
+            self.model_path = path_of()
             self.model = name
         elif name.endswith(".gguf"):
             self.model_path = Path(name).expanduser()
@@ -130,7 +136,8 @@ class EmbeddedBackend(Backend):
         from importlib import metadata
 
         # llama.cpp's version can change logits in the last bits: part of the identity.
-        return {"backend": self.identity, "model": self.fingerprint, "prompt_eval": "exact-prefix",
+        prompt_eval = "exact-prefix" if self.exact_prefix_reuse else f"aligned-{self.n_batch}"
+        return {"backend": self.identity, "model": self.fingerprint, "prompt_eval": prompt_eval,
                 "llama_cpp": metadata.version("llama_cpp_python")}
 
     def _load(self, logits_all: bool):
@@ -209,9 +216,13 @@ class EmbeddedBackend(Backend):
         is split and whichever prefix came from the KV cache (tests/test_backends.py,
         test_embedded_logits_do_not_depend_on_batch_split). So no prompt batch has one token: at least the
         last two tokens are evaluated, and a remainder of one joins the batch before it. A resumed run then
-        reproduces an uninterrupted one, and no shared token is computed twice."""
+        reproduces an uninterrupted one, and no shared token is computed twice. That holds for SmolLM2;
+        a model without ``exact_prefix_reuse`` (Gemma 3) reuses only whole batches aligned at multiples of
+        ``n_batch``, so its prompts are computed in the batches an empty cache would get."""
         valid = self._kv_prompt_len.get(id(llm), 0)  # positions computed as prompt (not generated)
         keep = max(0, min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 2))
+        if not self.exact_prefix_reuse:  # the batches an empty cache would get (see EMBEDDED_MODELS)
+            keep -= keep % self.n_batch
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
         for start, end in prompt_batches(keep, len(tokens), self.n_batch):
             llm.eval(tokens[start:end])
