@@ -373,3 +373,26 @@ def test_gemma_likelihood_prefers_clean_text_and_reuses_its_kv_cache_exactly():
     cold = fresh.loglikelihood(prefix, SUMMARY)
     assert cold.prompt_tokens_computed == cold.prompt_tokens and cold.logprob_sum == clean.logprob_sum
     fresh.close()
+
+
+@pytest.mark.slow
+@GEMMA
+def test_gemma_reuses_only_whole_aligned_batches():
+    """A prompt of 2 x n_batch + 1 tokens is computed as [0, 512), [512, 1023), [1023, 1025) (no one-token
+    batch); a longer prompt sharing its first 1024 tokens computes [512, 1024) whole from an empty cache,
+    so only [0, 512) may come from the KV cache — and the logits must be a cold model's."""
+    b = EmbeddedBackend("gemma-3-270m")
+    b.loglikelihood("Article:", " x")  # loads the all-logits model
+    llm = b._ll_llm
+    text = b.tokenize(f"Article:\n{SOURCE * 40}", add_bos=True)
+    first = text[: 2 * b.n_batch + 1]
+    longer = text[: 2 * b.n_batch + 200]
+    b._decode_with_reuse(llm, first)
+    assert b._decode_with_reuse(llm, longer) == len(longer) - b.n_batch
+    reused = np.array(llm.scores[: len(longer)])
+    cold = EmbeddedBackend("gemma-3-270m")
+    cold.loglikelihood("Article:", " x")
+    assert cold._decode_with_reuse(cold._ll_llm, longer) == len(longer)
+    assert np.array_equal(reused, np.array(cold._ll_llm.scores[: len(longer)]))
+    b.close()
+    cold.close()

@@ -224,11 +224,19 @@ class EmbeddedBackend(Backend):
         if not self.exact_prefix_reuse:  # the batches an empty cache would get (see EMBEDDED_MODELS)
             keep -= keep % self.n_batch
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
-        for start, end in prompt_batches(keep, len(tokens), self.n_batch):
+        batches = prompt_batches(keep, len(tokens), self.n_batch)
+        for start, end in batches:
             llm.eval(tokens[start:end])
         if self.trace is not None:  # benchmarks replay these KV-cache operations with bare llama.cpp calls
             self.trace.append(("prompt", keep, list(tokens)))
-        self._kv_prompt_len[id(llm)] = len(tokens)
+        valid = len(tokens)
+        if not self.exact_prefix_reuse:  # reusable: whole aligned batches only (not one shortened to avoid a
+            valid = keep                 # one-token batch after it, which a longer prompt computes whole)
+            for start, end in batches:
+                if start != valid or end - start != self.n_batch:
+                    break
+                valid = end
+        self._kv_prompt_len[id(llm)] = valid
         return len(tokens) - keep
 
     def _generate(self, req: ChatRequest) -> Completion:
