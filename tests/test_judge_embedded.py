@@ -127,26 +127,34 @@ def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
     pd.testing.assert_frame_equal(resumed, fresh)
 
 
-@pytest.mark.slow
-def test_stopping_after_the_score_digit_keeps_the_logprobs_score(real_items):
-    """Greedy logprobs judging stops right after the first score digit; the score must be the one a
-    full-length reply gives (same logits at every position the score reads)."""
-    from dhp.backends import ChatRequest, get_backend
-    from dhp.judging import build_prompt, score_from_logprobs
+@pytest.fixture(scope="module")
+def handful():
+    """Two real SummEval items, each original with two perturbations (read from ../shared/datasets)."""
+    from dhp import datasets, perturb
 
-    perturbed, dataset = real_items
-    backend = get_backend("embedded")
-    item = dataset.iloc[0].to_dict()
-    checked, saved = 0, 0
-    for cand in perturbed["text"]:
-        msgs = [{"role": "user", "content": build_prompt(item["task"], "fluency", item, cand)}]
-        full, short = backend.chat_many([
-            ChatRequest.make(msgs, 5, 0.0, 0, 20),
-            ChatRequest.make(msgs, 5, 0.0, 0, 20, ("1", "2", "3", "4", "5")),
-        ])
-        assert score_from_logprobs(short.top_logprobs, "fluency") == score_from_logprobs(full.top_logprobs, "fluency")
-        assert short.completion_tokens <= full.completion_tokens
-        saved += full.completion_tokens - short.completion_tokens
-        checked += 1
-    assert checked == len(perturbed) == 3
-    assert saved > 0  # the stop did cut at least one reply short
+    ds = datasets.load_dataset("summeval", n_items=2, seed=0)
+    pt = perturb.perturb(ds, seed=0)
+    keep = (pt["status"] == "ok") & (pt["perturbation"].isin(["original", "char_deletion", "sentence_reorder"])
+                                     & pt["severity"].isin(["none", "major"]))
+    return pt[keep].reset_index(drop=True), ds
+
+
+@pytest.mark.parametrize("mode,kwargs", [("logprobs", {}), ("sample", {"n_samples": 2})])
+def test_early_stop_gives_the_verdicts_of_fixed_length_replies(handful, mode, kwargs):
+    """The embedded judge stops a reply once reply_decided says no continuation can change its verdict;
+    on real SummEval prompts it must give exactly the scores, probability masses and failure reasons of
+    the fixed-length replies (max_tokens) it generated before, in fewer decode steps."""
+    from dhp.backends import get_backend
+
+    pt, ds = handful
+    runs = {}
+    for early in (False, True):
+        backend = get_backend("embedded", early_stop=early)
+        runs[early] = score_perturbed(pt, ds, judge=backend, mode=mode, metrics=["coherence", "fluency"],
+                                      cache=None, progress=False, seed=3, **kwargs)
+    fixed, early = runs[False], runs[True]
+    pd.testing.assert_frame_equal(fixed.drop(columns="completion_tokens"), early.drop(columns="completion_tokens"))
+    # not vacuous: some replies were scored and stopped early, some failed (their reasons compared above)
+    assert (early["completion_tokens"] < fixed["completion_tokens"]).any()
+    assert (early["completion_tokens"] <= fixed["completion_tokens"]).all()
+    assert (fixed["n_failed"] > 0).any() and (fixed["n_valid"] > 0).any()

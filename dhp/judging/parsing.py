@@ -6,6 +6,9 @@ import math
 import re
 
 import numpy as np
+import regex  # for partial matching: reply_decided asks whether a continuation could still match
+
+from dhp.errors import DHPError
 
 
 VALID_SCORES = (1, 2, 3, 4, 5)
@@ -22,12 +25,17 @@ _NUMBER = r"(\d+(?:\.\d+)?)(?![\d])"
 _SCALE = r"(?:\s*(?:/|out\s+of)\s*5(?![\d.,]))?"
 # After a number, these mean it is not one score on the 1-5 scale: a numbered-list echo ("1. Read"),
 # a range ("3-4", "3 to 4"), another scale ("4/10", "3 out of 10"), a decimal comma or a list ("4,5").
-_BAD_AFTER = re.compile(r"^(?:\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
-                        r"|\s*(?:and|or)\s+\d)", re.IGNORECASE)
+_BAD_AFTER = regex.compile(r"^(?:\s*(?:-|–|to)\s*\d|\s*(?:/|out\s+of)\s*\d|\.\d|\s*[,;]\s*\d"
+                        r"|\s*(?:and|or)\s+\d)", regex.IGNORECASE)
 # An unlabelled number at the start followed by "." or ")" and a word is a numbered list ("1. Read the
 # summary"); after a score label ("Coherence: 1. The summary...") it is a score and its explanation.
-_LIST_ECHO = re.compile(r"^[.)]\s*[^\W\d_]")
+_LIST_ECHO = regex.compile(r"^[.)]\s*[^\W\d_]")
 SCALE = (1.0, 5.0)
+
+
+def _clean(text) -> str:
+    """A reply without markdown emphasis and code marks (as the rule reads it; not yet stripped)."""
+    return str(text).replace("*", "").replace("`", "")
 
 
 def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str]:
@@ -42,14 +50,21 @@ def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str
     """
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return math.nan, "no reply"
-    t = str(text).replace("*", "").replace("`", "").strip()
+    t = _clean(text).strip()
     if not t:
         return math.nan, "empty reply"
+    value, why, _ = _verdict(t, metric)
+    return value, why
+
+
+def _verdict(t: str, metric: str | None) -> tuple[float, str, "re.Match | None"]:
+    """parse_reply on a cleaned, stripped, non-empty reply, plus the match that gave the score when it
+    came from the start-of-line pattern (None otherwise)."""
     lab = "|".join(re.escape(x) for x in _labels(metric))
     head = rf"(?:(?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=\-]|is)?\s*)"
     why = ""
-    for pattern in (rf"^[\s\-•>#]*({head})?{_NUMBER}{_SCALE}",
-                    rf"\b((?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*){_NUMBER}{_SCALE}"):
+    for k, pattern in enumerate((rf"^[\s\-•>#]*({head})?{_NUMBER}{_SCALE}",
+                                 rf"\b((?:{lab})\s*(?:\(\s*1\s*-\s*5\s*\))?\s*(?:[:=]|is)\s*){_NUMBER}{_SCALE}")):
         for m in re.finditer(pattern, t, flags=re.IGNORECASE | re.MULTILINE):
             value = float(m.group(2))
             rest = t[m.end():]
@@ -58,8 +73,56 @@ def parse_reply(text: str | None, metric: str | None = None) -> tuple[float, str
             elif not SCALE[0] <= value <= SCALE[1]:
                 why = why or f"out of scale: {m.group(2)}"
             else:
-                return value, ""
-    return math.nan, why or f"unparsable reply: {t[:80]!r}"
+                return value, "", (m if k == 0 else None)
+    return math.nan, why or f"unparsable reply: {t[:80]!r}", None
+
+
+def reply_decided(text: str, metric: str | None = None,
+                  top_logprobs: list[dict[str, float]] | None = None) -> bool:
+    """True when no continuation of the partial reply ``text`` can change :func:`parse_reply`'s verdict
+    (and, given ``top_logprobs`` of the positions generated so far, :func:`score_from_logprobs`'s): a
+    generating backend may stop there and the judge reads the same score as from a longer reply.
+
+    Only a score accepted by the start-of-line pattern can be decided. A NaN is never decided (a later
+    "Score: 4" could still be accepted, and its reason quotes the reply), nor is a score found only
+    after a label anywhere (a later line starting with a number would take precedence). An accepted
+    score stays accepted with the same value unless later text turns what follows it into a rejected
+    form or extends the number or its scale ("4" -> "45", "4." -> "4.5", "4/5" -> "4/50"): every such
+    extension starts with text that the rejection patterns (``_BAD_AFTER``; ``_LIST_ECHO`` without a
+    label) could still match, so the score is decided once neither can match any continuation of what
+    follows it (regex partial matching). "4" and "4\\n" are not decided ("4\\n- 5" is a range), "4\\nThe"
+    is; "1." is not ("1. Read" is a list echo), "1. 1" is. Text cut inside a UTF-8 character must not be
+    passed (the backend waits for the character)."""
+    t = _clean(text).lstrip()
+    if not t.strip():
+        return False
+    _, _, m = _verdict(t.rstrip(), metric)
+    if m is None:
+        return False
+    rest = t[m.end():]  # trailing whitespace kept: "4 " may still become "4 out of 10"
+    if _BAD_AFTER.match(rest, partial=True) or (not m.group(1) and _LIST_ECHO.match(rest, partial=True)):
+        return False
+    return top_logprobs is None or math.isfinite(score_from_logprobs(top_logprobs, metric)[0])
+
+
+STOP_WHEN_SCORED = "score"
+
+
+def score_stop(metric: str | None) -> str:
+    """The ``ChatRequest.stop_when`` value that stops a reply once :func:`reply_decided` (for ``metric``'s
+    labels) says its score is decided."""
+    return f"{STOP_WHEN_SCORED}:{metric or ''}"
+
+
+def stop_condition(stop_when: str):
+    """The test a generating backend applies after each token for ``ChatRequest.stop_when``:
+    ``(text_so_far, top_logprobs_so_far or None) -> bool``; None for ""."""
+    if not stop_when:
+        return None
+    kind, _, metric = stop_when.partition(":")
+    if kind != STOP_WHEN_SCORED:
+        raise DHPError(f"Unknown stop condition {stop_when!r}.", "use dhp.judging.parsing.score_stop(metric).")
+    return lambda text, tops=None: reply_decided(text, metric or None, tops)
 
 
 def parse_score(text: str | None, metric: str | None = None) -> float:

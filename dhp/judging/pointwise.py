@@ -47,10 +47,11 @@ from dhp.calls import Call
 from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMNS, TASK_METRICS, metrics_for
 from dhp.judging.prompts import _CUT_MARK, build_prompt, likelihood_prefix
-from dhp.judging.parsing import parse_rating, parse_reply, rating_logprobs, score_from_logprobs
+from dhp.judging.parsing import parse_rating, parse_reply, rating_logprobs, score_from_logprobs, score_stop
 
 MODES = ("sample", "logprobs", "likelihood")
-# logprobs replies get a few tokens past the digit so "1. Read ..." or "3 out of 10" can be told from a score.
+# logprobs replies get a few tokens past the digit so "1. Read ..." or "3 out of 10" can be told from a score
+# (a backend with supports_stop_when stops sooner, once the reply's verdict is decided).
 DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 8}
 TOP_LOGPROBS = 20
 
@@ -68,11 +69,14 @@ class _Row:
     analysis_first: bool = False  # an analyse-then-rate reply: read the rating after the analysis
 
 
-def _chat_request(content: str, mode: str, n_samples: int, seed: int, max_new: int, temperature: float
-                  ) -> ChatRequest:
+def _chat_request(backend: Backend, content: str, metric: str, mode: str, n_samples: int, seed: int,
+                  max_new: int, temperature: float, early_stop: bool = True) -> ChatRequest:
+    """The request for one score; ``metric`` is the label the reply is parsed with, so the backend's
+    early stop (when it has one) decides with the same rule the judge then applies."""
     messages = [{"role": "user", "content": content}]
+    stop = score_stop(metric) if early_stop and backend.supports_stop_when else ""
     return ChatRequest.make(messages, max_new, temperature, seed, TOP_LOGPROBS if mode == "logprobs" else None,
-                            n=n_samples if mode == "sample" else 1)
+                            n=n_samples if mode == "sample" else 1, stop_when=stop)
 
 
 def _row_value(mode: str, metric: str, got: list, n_expected: int, analysis_first: bool = False) -> dict:
@@ -199,7 +203,9 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
         if not isinstance(text, str) or not text.strip():
             rows.append(_Row({"_i": i}, metric or "", None, upfront_failure="empty prompt"))
             continue
-        call = calls_mod.plan_chat(backend, _chat_request(text, mode, n, seed, max_new, temperature))
+        # an analyse-then-rate reply is read from its "Rating:" line, which the score rule's early stop cannot see
+        call = calls_mod.plan_chat(backend, _chat_request(backend, text, metric or "", mode, n, seed, max_new,
+                                                          temperature, early_stop=not analysis_first))
         rows.append(_Row({"_i": i}, metric or "", call, analysis_first=analysis_first))
     scored, stats = _score_rows(backend, rows, mode, n, cache, dry_run, None, progress,
                                 f"score {backend.identity}", max_consecutive_failures)
@@ -306,7 +312,8 @@ def _plan_judge_rows(backend, groups, mode, ctx, max_new, n, seed, temperature) 
                 rows.append(_Row(meta, metric, calls_mod.plan_loglik(backend, likelihood_prefix(task, it), cand),
                                  truncated))
             else:
-                req = _chat_request(build_prompt(task, metric, it, cand), mode, n, seed, max_new, temperature)
+                req = _chat_request(backend, build_prompt(task, metric, it, cand), metric, mode, n, seed, max_new,
+                                    temperature)
                 rows.append(_Row(meta, metric, calls_mod.plan_chat(backend, req), truncated))
     return rows, n_truncated
 
