@@ -115,14 +115,6 @@ def _confusion(scores: pd.DataFrame, delta: float = 0.2, alpha: float = 0.05,
     return {"confusion_cells.csv": cells, "confusion_summary.csv": summary}
 
 
-@analysis("decomposition", reads=("pairwise_verdicts.parquet",), writes=("pairwise_agreement.csv",))
-def _decomposition(verdicts: pd.DataFrame, judge: str = "", mode: str = "") -> dict[str, pd.DataFrame]:
-    """DnA-Eval on LLMBar: agreement with the gold preference and position consistency per strategy."""
-    from dhp.analysis.decomposition import agreement_table
-
-    return {"pairwise_agreement.csv": agreement_table(verdicts, judge=judge, mode=mode)}
-
-
 def _carry_judge(out: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
     """``out`` labelled with the judge and mode of the table it was computed from, when that table has them."""
     if {"judge", "mode"} <= set(source.columns) and len(source):
