@@ -12,7 +12,10 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from dhp.analysis.decomposition import agreement_table, combine_orders, dna_scores, pairwise_discernment
+from dhp.analysis.decomposition import (BRIDGE_COLUMNS, COMPARISON_COLUMNS, PAIRWISE_D_COLUMNS, agreement_table,
+                                        bridge_table, combine_orders, dna_scores, equal_weights,
+                                        pairwise_discernment, task_weights)
+from dhp.analysis.discernment import discernment
 from dhp.backends import Backend, Completion
 from dhp.datasets.llmbar import load_llmbar, load_pairwise
 from dhp.errors import DHPError
@@ -265,11 +268,12 @@ def test_agreement_table_reproduces_a_published_llmbar_statistics_file():
     assert t["no_verdict"] == 6 and t["position_consistency"] == pytest.approx(0.81)
 
 
-def _comparisons(winners_op, winners_po):
+def _comparisons(winners_op, winners_po, judge="j", mode="logprobs"):
     n = len(winners_op)
-    return pd.DataFrame({"dataset": "d", "judge": "j", "perturbation": "char_typo", "severity": "minor",
-                         "level": "character", "item_id": [f"i{k}" for k in range(n)] * 2,
-                         "order": ["op"] * n + ["po"] * n, "winner": list(winners_op) + list(winners_po)})
+    return pd.DataFrame({"dataset": "d", "judge": judge, "mode": mode, "item_id": [f"i{k}" for k in range(n)] * 2,
+                         "perturbation": "char_typo", "severity": "minor", "level": "character",
+                         "order": ["op"] * n + ["po"] * n, "winner": list(winners_op) + list(winners_po),
+                         "p_1": math.nan, "failure": ""})[COMPARISON_COLUMNS]
 
 
 def test_pairwise_discernment_counts_one_outcome_per_item():
@@ -291,6 +295,24 @@ def test_pairwise_discernment_is_a_one_sided_sign_test_on_consistent_items():
     assert out["share_original"] == pytest.approx(7 / 11)
     with pytest.raises(DHPError, match="duplicate"):
         pairwise_discernment(pd.concat([_comparisons(op, po), _comparisons(op, po)]))
+    with pytest.raises(DHPError, match=r"lacks column\(s\) \['mode'\]"):
+        pairwise_discernment(_comparisons(op, po).drop(columns="mode"))
+
+
+def test_pairwise_discernment_keeps_judges_and_modes_apart():
+    """Two judges (or one judge in two modes) in one comparisons table: one row each, each its own sign test."""
+    both = pd.concat([_comparisons(["original"] * 5, ["original"] * 5, judge="a"),
+                      _comparisons(["perturbed"] * 5, ["perturbed"] * 5, judge="b"),
+                      _comparisons(["original"] * 3 + ["tie"] * 2, ["original"] * 3 + ["tie"] * 2, judge="a",
+                                   mode="sample")])
+    table = pairwise_discernment(both)
+    assert list(table.columns) == PAIRWISE_D_COLUMNS and len(table) == 3
+    out = table.set_index(["judge", "mode"])
+    assert out.loc[("a", "logprobs"), "p"] == pytest.approx(0.5 ** 5)
+    assert out.loc[("b", "logprobs"), "p"] == pytest.approx(1.0) and out.loc[("b", "logprobs"), "D"] == 0.0
+    assert out.loc[("a", "sample"), ["original_wins", "ties"]].tolist() == [3, 2]
+    assert out.loc[("a", "sample"), "p"] == pytest.approx(0.5 ** 3)
+    assert pairwise_discernment(_comparisons([], [])).empty  # no comparison: no row, not a 0
 
 
 def test_dna_scores_is_a_weighted_sum_of_metric_scores_and_nan_when_one_is_missing():
@@ -307,9 +329,47 @@ def test_dna_scores_is_a_weighted_sum_of_metric_scores_and_nan_when_one_is_missi
     assert got == pytest.approx(want)
     s.loc[s.index[0], "score"] = np.nan
     assert dna_scores(s, w)["score"].isna().sum() == 1
-    from dhp.analysis.discernment import discernment
+    from dhp.weights import load_expert_weights
 
-    assert discernment(dna_scores(s, "expert"))["D"].notna().all()  # the DHP statistics read it
+    ew = load_expert_weights()
+    assert discernment(dna_scores(s, task_weights(ew)), expert_weights=ew)["D"].notna().all()  # DHP reads it
+    with pytest.raises(DHPError, match=r"No DnA weight for metric\(s\) \['relevance'\]"):
+        dna_scores(s, w[w["metric"] != "relevance"])
+
+
+def test_dna_weights_expert_average_over_perturbations_and_equal():
+    ew = pd.DataFrame({"task": "summarization", "perturbation": ["a", "a", "b", "b"],
+                       "metric": ["coherence", "fluency"] * 2, "votes": 1, "weight": [0.8, 0.2, 0.4, 0.6]})
+    w = task_weights(ew).set_index("metric")["weight"]
+    assert w.to_dict() == pytest.approx({"coherence": 0.6, "fluency": 0.4})
+    from test_stats_fixtures import synth_scores
+
+    s = synth_scores(n=2, seed=0)
+    eq = equal_weights(s)
+    assert set(eq["metric"]) == set(s["metric"]) and (eq["weight"] == 1.0).all()
+    out = dna_scores(s, eq)  # equal weights: the mean of the metric scores
+    mean = s.groupby(["item_id", "perturbation", "severity"])["score"].mean()
+    assert np.allclose(out.set_index(["item_id", "perturbation", "severity"])["score"].reindex(mean.index), mean)
+
+
+def test_bridge_table_stacks_the_three_d_with_their_kind():
+    from test_stats_fixtures import synth_scores
+
+    s = synth_scores(n=6, seed=2)
+    direct = discernment(s)
+    pairwise = pairwise_discernment(_comparisons(["original"] * 5, ["original"] * 5))
+    out = bridge_table(direct, pd.DataFrame(), pairwise)
+    assert list(out.columns) == BRIDGE_COLUMNS
+    assert (out["kind"].value_counts().to_dict() == {"direct": len(direct), "pairwise": 1})
+    got = out[out["kind"] == "direct"].set_index(["perturbation", "severity"])["D"]
+    assert np.allclose(got, direct.set_index(["perturbation", "severity"])["D"].reindex(got.index))
+    assert bridge_table(None, None, pd.DataFrame()).columns.tolist() == BRIDGE_COLUMNS
+
+
+def test_agreement_table_of_no_verdicts_is_empty_not_zero():
+    empty = pd.DataFrame(columns=["judge", "mode", *VERDICT_COLUMNS, "source"])
+    t = agreement_table(empty)
+    assert t.empty and list(t.columns[:3]) == ["judge", "mode", "source"]
 
 
 def test_llmbar_loader_counts_and_checksums(tmp_path):

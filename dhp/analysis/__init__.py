@@ -100,12 +100,6 @@ def _discernment(scores: pd.DataFrame, expert_weights=None, combine: str = "pape
     return {"discernment.csv": disc, "summary.csv": summary}
 
 
-@analysis("decomposition", reads=("pairwise_verdicts.parquet",), writes=("pairwise_agreement.csv",))
-def _decomposition(verdicts: pd.DataFrame, judge: str = "", mode: str = "") -> dict[str, pd.DataFrame]:
-    """DnA-Eval on LLMBar: agreement with the gold preference and position consistency per strategy."""
-    from dhp.analysis.decomposition import agreement_table
-
-    return {"pairwise_agreement.csv": agreement_table(verdicts, judge=judge, mode=mode)}
 
 
 def _carry_judge(out: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:

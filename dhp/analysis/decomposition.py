@@ -1,6 +1,7 @@
-"""Decompose-and-aggregate analyses: agreement with human preference per strategy (DnA-Eval's Table 2
-layout, with position consistency and cost), and two bridges to DHP — DnA as a pointwise score that the
-discernment statistics read, and pairwise discernment (original and perturbed shown together).
+"""Decompose-and-aggregate analyses (pure: tables in, tables out): agreement with human preference per strategy
+(DnA-Eval's Table 2 layout, with position consistency and cost), and two bridges to DHP — DnA as a pointwise score
+that the discernment statistics read, and pairwise discernment (original and perturbed shown together). The judge
+calls that make these tables are in dhp.methods.decompose_aggregate (collect).
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binomtest
 
+from dhp.analysis.discernment import discernment_score
 from dhp.errors import DHPError
+from dhp.schema import SCORE_COLUMNS
 
-__all__ = ["combine_orders", "agreement_table", "dna_scores", "pairwise_discernment", "compare_with_perturbed",
-           "AGREEMENT_COLUMNS", "PAIRWISE_D_COLUMNS"]
+__all__ = ["combine_orders", "agreement_table", "dna_scores", "task_weights", "equal_weights", "pairwise_discernment",
+           "bridge_table", "AGREEMENT_COLUMNS", "COMPARISON_COLUMNS", "PAIRWISE_D_COLUMNS", "BRIDGE_COLUMNS"]
 
 AGREEMENT_COLUMNS = ["judge", "mode", "subset", "strategy", "agreement", "agreement_order_12", "agreement_order_21",
                      "agreement_both", "position_consistency", "equal_llmbar", "n", "no_verdict", "ties", "calls",
@@ -74,12 +78,16 @@ def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, j
     - n: items; no_verdict: (item, order) runs without a verdict (unparsed reply, refused step, or no row for
       that order; reasons in the verdicts' failure column); ties: (item, order) runs whose verdict is "tie";
     - calls, prompt_tokens: the strategy's cost over the whole run (from ``costs``: strategy, calls,
-      prompt_tokens, and judge/mode when it covers several runs; NaN without it).
+      prompt_tokens, and judge/mode when it covers several runs; NaN where it has no row, e.g. for a recorded
+      judge, whose cost is not known).
 
     A missing verdict counts as wrong in every agreement column (as in LLMBar) and as inconsistent in
     position_consistency; a "tie" verdict is wrong against a "1"/"2" label and right against a "tie" label."""
     c = combine_orders(verdicts)
     keys = _run_keys(verdicts)
+    cols = [*AGREEMENT_COLUMNS[:2], *(["source"] if "source" in keys else []), *AGREEMENT_COLUMNS[2:]]
+    if c.empty:  # no verdict rows (e.g. a run folder holding only the DHP bridge): no row, never a 0
+        return pd.DataFrame(columns=cols)
     group = [*keys, "subset", "strategy"]
     rows = []
     for key, g in c.groupby(group, sort=True, dropna=False):
@@ -105,95 +113,76 @@ def agreement_table(verdicts: pd.DataFrame, costs: pd.DataFrame | None = None, j
         out = out.merge(costs[[*on, "calls", "prompt_tokens"]], on=on, how="left")
     else:
         out = out.assign(calls=math.nan, prompt_tokens=math.nan)
-    cols = [*AGREEMENT_COLUMNS[:2], *(["source"] if "source" in keys else []), *AGREEMENT_COLUMNS[2:]]
     return out.reindex(columns=cols)
 
 
 # ---------------------------------------------------------------------------------------------- DHP bridges
 
-def dna_scores(scores: pd.DataFrame, weights: str | pd.DataFrame = "expert") -> pd.DataFrame:
-    """DnA as a pointwise DHP score: aspects = the task's metrics (already scored one per inference by
-    dhp.judging.score_perturbed), aggregated in code as f = Σ_m w_m s_m. ``weights``: "expert" — the shipped expert
-    weights averaged over the task's perturbations (one weighting per task, fixed before seeing any
-    variant), "equal", or a DataFrame (task, metric, weight). A row lacking any metric's score is NaN.
-    Returns a scores table (same contract) with metric "dna"."""
-    from dhp.weights import load_expert_weights
+def task_weights(expert_weights: pd.DataFrame) -> pd.DataFrame:
+    """DnA's aspect weights per task from an expert-weights table (dhp.weights: task, perturbation, metric,
+    weight): each metric's weight averaged over the task's perturbations — one weighting per task, fixed before
+    any variant is seen. Columns task, metric, weight."""
+    return expert_weights.groupby(["task", "metric"], as_index=False)["weight"].mean()
 
+
+def equal_weights(scores: pd.DataFrame) -> pd.DataFrame:
+    """Every metric of every task in ``scores`` weighted alike (columns task, metric, weight)."""
+    s = scores[scores["metric"] != "likelihood"]
+    return s[["task", "metric"]].drop_duplicates().assign(weight=1.0).reset_index(drop=True)
+
+
+def dna_scores(scores: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
+    """DnA as a pointwise DHP score: aspects = the task's metrics (each already scored in its own inference,
+    dhp.judging.score_perturbed), aggregated in code as f = Σ_m w_m s_m with ``weights`` (task, metric, weight;
+    normalised to sum 1 per task — :func:`task_weights` or :func:`equal_weights`). A row lacking any metric's
+    score is NaN. Returns a scores table (SCORE_COLUMNS) with metric "dna", for every judge × mode in ``scores``."""
     s = scores[scores["metric"] != "likelihood"]
     if s.empty:
         raise DHPError("dna_scores needs metric scores (logprobs or sample mode).", "score with mode='logprobs'.")
-    if isinstance(weights, pd.DataFrame):
-        w = weights
-    elif weights == "expert":
-        ew = load_expert_weights()
-        w = ew.groupby(["task", "metric"], as_index=False)["weight"].mean()
-    elif weights == "equal":
-        w = s[["task", "metric"]].drop_duplicates().assign(weight=1.0)
-    else:
-        raise DHPError(f"Unknown weights {weights!r}.", "use 'expert', 'equal' or a DataFrame (task, metric, weight).")
-    w = w.assign(weight=w["weight"] / w.groupby("task")["weight"].transform("sum"))
+    missing = [c for c in ("task", "metric", "weight") if c not in weights.columns]
+    if missing:
+        raise DHPError(f"The DnA weights table lacks column(s) {missing}.", "give task, metric, weight.")
+    w = weights.assign(weight=weights["weight"] / weights.groupby("task")["weight"].transform("sum"))
     key = ["dataset", "task", "judge", "mode", "item_id", "perturbation", "severity", "level"]
     m = s.merge(w[["task", "metric", "weight"]], on=["task", "metric"], how="left")
     if m["weight"].isna().any():
         raise DHPError(f"No DnA weight for metric(s) {sorted(set(m.loc[m['weight'].isna(), 'metric']))}.",
                        "give a weight for every metric of the task.")
     m["wx"] = m["weight"] * m["score"]
+    # a NaN metric score makes the weighted sum NaN (sum with min_count = all metrics)
     out = m.groupby(key, as_index=False).agg(score=("wx", lambda x: x.sum(min_count=len(x))),
                                             n_valid=("n_valid", "sum"), n_failed=("n_failed", "sum"))
-    # a NaN metric score makes the weighted sum NaN (sum with min_count = all metrics)
     out["metric"] = "dna"
-    from dhp.schema import SCORE_COLUMNS
-
     return out[SCORE_COLUMNS]
 
 
-def compare_with_perturbed(perturbed: pd.DataFrame, dataset: pd.DataFrame, judge="embedded", cache=None,
-                           seed: int = 0, progress: bool = False) -> pd.DataFrame:
-    """Show each ok perturbed variant next to its original, in both orders, and ask which is better.
-    Asked through the pairwise protocol (dhp.judging.pairwise, candidate 1 = the original). Columns:
-    dataset, judge, item_id, perturbation, severity, level, order ("op": original first, "po"), winner
-    ("original", "perturbed", "tie" or None when the reply does not start with a label)."""
-    from dhp.judging.pairwise import compare_pairs
-    from dhp.perturb.llm import PROMPT_UNITS
-
-    ok = perturbed[perturbed["status"] == "ok"]
-    orig = ok[ok["perturbation"] == "original"].set_index("item_id")["text"]
-    source = dataset.set_index(dataset["item_id"].astype(str))["source"]
-    variants = ok[ok["perturbation"] != "original"].reset_index(drop=True)
-    pairs = pd.DataFrame({"pair_id": variants.index, "source": variants["item_id"].astype(str).map(source),
-                          "candidate_1": variants["item_id"].map(orig), "candidate_2": variants["text"],
-                          "unit": [PROMPT_UNITS.get(str(t), ("text", ""))[0] for t in variants["task"]]})
-    v = compare_pairs(pairs, judge, mode="sample", cache=cache, seed=seed, progress=progress)
-    meta = variants.loc[v["pair_id"], ["dataset", "item_id", "perturbation", "severity", "level"]].reset_index(drop=True)
-    winner = v["verdict"].map({"1": "original", "2": "perturbed", "tie": "tie"}).astype(object)
-    return meta.assign(judge=v["judge"].values, order=v["order"].map({"12": "op", "21": "po"}).values,
-                       winner=winner.where(v["verdict"].notna(), None).values)[
-        ["dataset", "judge", "item_id", "perturbation", "severity", "level", "order", "winner"]]
-
-
-PAIRWISE_D_COLUMNS = ["dataset", "judge", "perturbation", "severity", "level", "n_items", "original_wins",
+#: The comparisons table (original and perturbed copy shown together, both orders): one row per item ×
+#: perturbation × severity × order; order "op" shows the original first, "po" the perturbed copy; winner
+#: "original", "perturbed", "tie" or None (no label in the reply: failure says why); p_1 the label probability
+#: of the original (logprobs mode; NaN otherwise).
+COMPARISON_COLUMNS = ["dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "order", "winner",
+                      "p_1", "failure"]
+PAIRWISE_D_COLUMNS = ["dataset", "judge", "mode", "perturbation", "severity", "level", "n_items", "original_wins",
                       "perturbed_wins", "ties", "inconsistent", "unparsed", "share_original", "p", "D"]
 
 
 def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Per perturbation (PAIRWISE_D_COLUMNS): does the judge prefer the original to its perturbed copy when it
-    sees both? The two orders of one item are one trial, not two: per item, both orders naming the same
-    winner give one outcome (original_wins, perturbed_wins or ties); orders that disagree are counted in
+    """Per judge × mode × perturbation (PAIRWISE_D_COLUMNS): does the judge prefer the original to its perturbed
+    copy when it sees both? The two orders of one item are one trial, not two: per item, both orders naming the
+    same winner give one outcome (original_wins, perturbed_wins or ties); orders that disagree are counted in
     ``inconsistent``; an item with a missing winner in either order (unparsed reply, or no row for that order)
     in ``unparsed``. The one-sided exact binomial (sign) test counts the wins and losses only:
     ``scipy.stats.binomtest(wins, wins + losses, 0.5, alternative="greater")``, turned into D = log_0.05(p);
     ties, inconsistent and unparsed items are left out of it (p and D NaN when no item has a win or a loss).
-    share_original = original_wins / n_items. Input: compare_with_perturbed's table (dataset, judge, item_id,
-    perturbation, severity, level, order "op"/"po", winner)."""
-    from scipy.stats import binomtest
-
-    from dhp.analysis.discernment import discernment_score
-
-    key = ["dataset", "judge", "perturbation", "severity", "level"]
+    share_original = original_wins / n_items. Input: the comparisons table (COMPARISON_COLUMNS; dataset, judge,
+    mode, item_id, perturbation, severity, level, order "op"/"po", winner are read)."""
+    key = ["dataset", "judge", "mode", "perturbation", "severity", "level"]
     missing = [c for c in [*key, "item_id", "order", "winner"] if c not in comparisons.columns]
     if missing:
         raise DHPError(f"The comparisons table lacks column(s) {missing}.",
-                       "pass the table dhp.analysis.decomposition.compare_with_perturbed returns.")
+                       "pass the comparisons table of the decompose_aggregate method (bridge_comparisons.parquet).")
+    if comparisons.empty:
+        return pd.DataFrame(columns=PAIRWISE_D_COLUMNS)
     dup = comparisons.duplicated([*key, "item_id", "order"])
     if dup.any():
         raise DHPError(f"{int(dup.sum())} duplicate comparison(s) of the same item, perturbation and order.",
@@ -213,3 +202,23 @@ def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
                          unparsed=int(counts.get("unparsed", 0)), share_original=wins / len(g), p=p,
                          D=float(discernment_score(p)) if math.isfinite(p) else math.nan))
     return pd.DataFrame(rows, columns=PAIRWISE_D_COLUMNS)
+
+
+#: The bridge table: one row per dataset × judge × mode × perturbation × severity × kind, where kind says how the
+#: same judge's D was obtained — "direct" (pointwise metric scores, harmonic-mean p as the DHP paper prints it),
+#: "dna" (the metric scores aggregated with fixed weights into one pointwise score, dna_scores) or "pairwise"
+#: (original and perturbed copy shown together, sign test over items, pairwise_discernment).
+BRIDGE_COLUMNS = ["dataset", "judge", "mode", "perturbation", "severity", "level", "kind", "p", "D", "n_items"]
+BRIDGE_KINDS = ("direct", "dna", "pairwise")
+
+
+def bridge_table(direct: pd.DataFrame, dna: pd.DataFrame, pairwise: pd.DataFrame) -> pd.DataFrame:
+    """The three D of the bridge side by side (BRIDGE_COLUMNS): ``direct`` and ``dna`` are discernment tables
+    (dhp.analysis.discernment.discernment of the metric scores and of dna_scores), ``pairwise`` is
+    pairwise_discernment's table; each may be empty."""
+    parts = [t.assign(kind=kind).reindex(columns=BRIDGE_COLUMNS)
+             for kind, t in zip(BRIDGE_KINDS, (direct, dna, pairwise)) if t is not None and len(t)]
+    if not parts:
+        return pd.DataFrame(columns=BRIDGE_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["dataset", "judge", "mode", "perturbation", "severity"], kind="stable").reset_index(drop=True)

@@ -42,6 +42,14 @@ def _folder(data_dir) -> Path:
     return root / "llmbar"
 
 
+def _sample(n: int, n_items: int | None, seed: int) -> list[int]:
+    """Positions 0..n-1, or a seeded sample of ``n_items`` of them, in file order (the rule of both loaders)."""
+    idx = list(range(n))
+    if n_items is None:
+        return idx
+    return sorted(pd.Series(idx).sample(n=min(int(n_items), n), random_state=seed).tolist())
+
+
 def load_llmbar(subsets=("Natural",), n_items: int | None = None, seed: int = 0, data_dir=None) -> pd.DataFrame:
     """Pairs of the named subsets ("Adversarial" = all four adversarial subsets), optionally a seeded
     sample of ``n_items`` per subset. item_id is "<subset>-<index in the file>"."""
@@ -62,18 +70,17 @@ def load_llmbar(subsets=("Natural",), n_items: int | None = None, seed: int = 0,
             raise DHPError(f"{path} does not match the sha256 of LLMBar's {sub} file.",
                            "use the unmodified upstream file (commit 900616b).")
         recs = json.loads(raw)
-        idx = list(range(len(recs)))
-        if n_items is not None:
-            idx = sorted(pd.Series(idx).sample(n=min(int(n_items), len(idx)), random_state=seed).tolist())
+        idx = _sample(len(recs), n_items, seed)
         rows += [("llmbar", sub, f"{sub}-{i}", recs[i]["input"], recs[i]["output_1"], recs[i]["output_2"],
                   str(recs[i]["label"])) for i in idx]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def load_pairwise(path, subset: str = "mine") -> pd.DataFrame:
+def load_pairwise(path, subset: str = "mine", n_items: int | None = None, seed: int = 0) -> pd.DataFrame:
     """A pairwise file of your own (.csv with header, or .jsonl): item_id, instruction, output_1, output_2,
-    label ("1", "2" or "tie"). Bad input — unreadable file, missing column, duplicate id, empty text, bad
-    label — raises one DHPError naming the file, the row and the fix."""
+    label ("1", "2" or "tie"); optionally a seeded sample of ``n_items`` pairs (the rule of load_llmbar). Bad
+    input — unreadable file, missing column, duplicate id, empty text, bad label — raises one DHPError naming
+    the file, the row and the fix."""
     p = Path(path)
     if not p.is_file():
         raise DHPError(f"Pairwise file {p} not found.", "pass the path of a .csv or .jsonl file.")
@@ -106,4 +113,5 @@ def load_pairwise(path, subset: str = "mine") -> pd.DataFrame:
         raise DHPError(f"{p.name} row {int(bad.idxmax()) + 1}: label {df['label'][bad].iloc[0]!r} is not 1, 2 or tie.",
                        "label each row with the better output: 1, 2 or tie.")
     df["label"] = df["label"].str.strip().str.lower()
+    df = df.iloc[_sample(len(df), n_items, seed)].reset_index(drop=True)
     return df.assign(dataset="llmbar-custom", subset=subset)[COLUMNS]

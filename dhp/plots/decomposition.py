@@ -1,0 +1,70 @@
+"""Figures of the decompose-and-aggregate method (LLMBar, DnA-Eval): agreement with the human label and position
+consistency per strategy, one bar group per judge × mode."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dhp.errors import DHPError  # noqa: E402
+
+__all__ = ["AGREEMENT_MEASURES", "pooled_agreement", "plot_agreement"]
+
+AGREEMENT_MEASURES = ("agreement", "agreement_both", "position_consistency")
+_TITLES = {"agreement": "agreement (mean of the two orders, LLMBar's accuracy)",
+           "agreement_both": "agreement in both orders", "position_consistency": "position consistency"}
+
+
+def pooled_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES) -> pd.DataFrame:
+    """Each measure per judge × mode × strategy over all its subsets: the item-weighted mean Σ n·x / Σ n (the share
+    over the pooled items, as each measure is a share of items). Columns judge, mode, strategy, n, *measures."""
+    missing = [c for c in ("judge", "mode", "strategy", "n", *measures) if c not in agreement.columns]
+    if missing:
+        raise DHPError(f"The agreement table lacks column(s) {missing}.",
+                       "pass pairwise_agreement.csv (dhp.analysis.decomposition.agreement_table).")
+    a = agreement.assign(**{m: agreement[m] * agreement["n"] for m in measures})
+    g = a.groupby(["judge", "mode", "strategy"], sort=False)[["n", *measures]].sum().reset_index()
+    return g.assign(**{m: g[m] / g["n"] for m in measures})
+
+
+def _group_label(judge: str, mode: str) -> str:
+    kind, _, model = str(judge).partition(":")  # backend and model on two lines: neighbouring labels stay apart
+    return f"{kind}:\n{model}\n({mode})" if model else f"{judge}\n({mode})"
+
+
+def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
+    """One panel per measure; in each, one bar group per judge × mode (in table order) and one bar per strategy
+    that judge ran, the measure pooled over the subsets (:func:`pooled_agreement`). A strategy keeps its colour in
+    every group. The dotted line is 0.5: a judge that always names the first-shown response reaches 0.5
+    agreement and 0 position consistency on LLMBar's labels."""
+    pooled = pooled_agreement(agreement, measures)
+    if pooled.empty:
+        raise DHPError("The agreement table has no rows to plot.", "run the decompose_aggregate method first.")
+    groups = list(dict.fromkeys(zip(pooled["judge"], pooled["mode"])))
+    strategies = list(dict.fromkeys(pooled["strategy"]))
+    cmap = plt.get_cmap("tab20" if len(strategies) > 10 else "tab10")
+    colour = {s: cmap(i % cmap.N) for i, s in enumerate(strategies)}
+    per_group = [pooled[(pooled["judge"] == j) & (pooled["mode"] == m)] for j, m in groups]
+    width = max(6.5, 0.16 * len(pooled) + 0.6 * len(groups) + 2.5)
+    fig, axes = plt.subplots(len(measures), 1, figsize=(width, 2.1 * len(measures) + 0.8), sharex=True, squeeze=False)
+    starts = np.cumsum([0] + [len(g) + 1 for g in per_group[:-1]])  # one empty slot between groups
+    for ax, measure in zip(axes[:, 0], measures):
+        for start, g in zip(starts, per_group):
+            x = start + np.arange(len(g))
+            ax.bar(x, g[measure].to_numpy(float), width=0.9, color=[colour[s] for s in g["strategy"]])
+        ax.axhline(0.5, ls=":", color="grey", lw=1)
+        ax.set(ylim=(0, 1), ylabel="share of items")
+        ax.set_title(_TITLES.get(measure, measure), fontsize=9)
+    centres = [start + (len(g) - 1) / 2 for start, g in zip(starts, per_group)]
+    axes[-1, 0].set_xticks(centres, [_group_label(j, m) for j, m in groups], fontsize=7)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[s]) for s in strategies]
+    fig.legend(handles, strategies, title="strategy", fontsize=7, title_fontsize=8, loc="center left",
+               bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.suptitle("LLMBar pairwise judging: items pooled over the subsets", fontsize=10)
+    fig.tight_layout()
+    return fig
