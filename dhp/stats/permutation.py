@@ -1,0 +1,223 @@
+"""Paired permutation tests of two judges scored on the same rows (PERM-BOTH, Deutsch et al. 2021, as in
+google-research/mt-metrics-eval ``stats.PermutationSigDiff``).
+
+Null hypothesis: the two judges are exchangeable. Each judge's scores are z-scored over the rows; a draw
+W (one fair coin per row) builds two hybrids, H1 taking judge a's score where W = 1 and b's elsewhere,
+H2 the complement; Δ* = stat(H1) - stat(H2) against the observed Δ = stat(a) - stat(b):
+
+    p_a_better  = (1 + #{Δ* >= Δ}) / (1 + k)          (one-sided: a beats b; mt-metrics-eval's p-value)
+    p_two_sided = (1 + #{|Δ*| >= |Δ|}) / (1 + k)
+
+(the +1 counts the observed assignment, so no p-value is 0 — mt-metrics-eval reports #/k). For acc*_eq the
+tie threshold is re-optimised on every hybrid, as mt-metrics-eval does when the statistic is
+``KendallWithTiesOpt`` (its ``perm_test="scores"``): the test is of the calibrated statistic itself.
+
+Speed: for acc_eq / acc*_eq a pair of rows (i, j) of one item takes one of four metric differences in a
+hybrid (a_i-a_j, a_i-b_j, b_i-a_j, b_i-b_j, by W_i and W_j) and H2 takes the complementary one. All 4P
+differences are sorted once per pair of judges; a draw then selects one entry per pair and the ε sweep is a
+masked cumulative sum over the presorted entries (O(P) per draw, no sort). tau_b has no grouping, so each
+hybrid costs one scipy Kendall tau (O(n log n)). The draws are one boolean matrix (k × rows) shared by every
+pair of judges (``permutation_draws``), so every pair's test sees the same resamples.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from dhp.errors import DHPError
+from dhp.stats.segment import SegmentPairs
+
+__all__ = ["STATISTICS", "EarlyStop", "WMT_EARLY_STOP", "permutation_draws", "paired_permutation_test",
+           "permutation_table", "PAIR_COLUMNS"]
+
+STATISTICS = ("tau_b", "acc_eq", "acc_eq_calibrated")
+PAIR_COLUMNS = ["statistic", "judge_a", "judge_b", "value_a", "value_b", "delta", "p_a_better", "p_two_sided", "k"]
+_TOL = 1e-12  # Δ* equal to Δ up to float rounding counts as ">=" (the same assignment computed twice)
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """Stop a pair's test after a block of ``block_size`` draws once its one-sided p-value (#/draws, as
+    mt-metrics-eval) is below ``early_min`` or above ``early_max``: the decision at 0.05 is then settled."""
+
+    block_size: int = 100
+    early_min: float = 0.02
+    early_max: float = 0.5
+
+
+WMT_EARLY_STOP = EarlyStop()  # mt-metrics-eval's Task defaults (block 100, 0.02, 0.50)
+
+
+def permutation_draws(n_rows: int, k: int = 1000, seed: int = 0) -> np.ndarray:
+    """k × n_rows fair coins (bool): row r of draw t goes to hybrid 1 from judge a when True."""
+    if k < 1 or n_rows < 1:
+        raise DHPError(f"Permutation draws need k >= 1 and rows >= 1 (got k={k}, rows={n_rows}).",
+                       "pass k >= 1 and at least one scored row.")
+    return np.random.default_rng(seed).random((k, n_rows)) < 0.5
+
+
+def _zscore(x: np.ndarray) -> np.ndarray:
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 0 else x - x.mean()
+
+
+class _AccPair:
+    """acc_eq (calibrate=False: exact ties) or acc*_eq of the two hybrids of judges a and b per draw."""
+
+    def __init__(self, h: np.ndarray, a: np.ndarray, b: np.ndarray, pairs: SegmentPairs, calibrate: bool):
+        i, j = pairs.i, pairs.j
+        self.i, self.j, self.calibrate = i, j, calibrate
+        self.uniform, self.n = pairs.uniform, len(pairs)
+        sh = np.sign(h[i] - h[j])[:, None]
+        # variant v = 2 W_i + W_j (W = 1: the hybrid takes a): 0 b_i-b_j, 1 b_i-a_j, 2 a_i-b_j, 3 a_i-a_j
+        d = np.stack([b[i] - b[j], b[i] - a[j], a[i] - b[j], a[i] - a[j]], axis=1)
+        sd = np.sign(d)
+        base = sd == sh  # correct with exact ties
+        w = None if pairs.uniform else pairs.weight
+        self.base = [base[:, v] if w is None else np.where(base[:, v], w, 0.0) for v in range(4)]
+        if not calibrate:
+            return
+        delta = np.where(sh == 0, (sd != 0).astype(np.int8), -((sd == sh) & (sd != 0)).astype(np.int8)).ravel()
+        absd = np.abs(d).ravel()
+        nz = np.flatnonzero(delta)
+        order = nz[np.lexsort((delta[nz], absd[nz]))]  # by |Δ|, losses before gains within a tie (see _max_gain)
+        self.pair = (order // 4).astype(np.intp)
+        self.var = (order % 4).astype(np.int8)
+        self.var2 = (3 - self.var).astype(np.int8)
+        self.delta = delta[order] if w is None else delta[order] * w[self.pair]
+        self.buf = np.empty(len(order), dtype=self.delta.dtype)
+
+    def _base(self, v: np.ndarray, flip: bool) -> float:
+        if self.uniform:
+            return float(sum(np.count_nonzero(self.base[3 - k if flip else k] & (v == k)) for k in range(4)))
+        return float(sum(self.base[3 - k if flip else k][v == k].sum() for k in range(4)))
+
+    def _max_gain(self, selected: np.ndarray) -> float:
+        # Entries sharing one |Δ| are ordered losses first, so any prefix ending inside such a run is at most
+        # the larger of the sums before and after the run: the max over all prefixes is the max over
+        # thresholds (mt-metrics-eval's candidates: 0 and every |Δ|).
+        np.multiply(self.delta, selected, out=self.buf)
+        cs = np.cumsum(self.buf, dtype=np.int64 if self.uniform else float)
+        return max(float(cs.max()), 0.0) if len(cs) else 0.0
+
+    def __call__(self, w: np.ndarray) -> tuple[float, float]:
+        v = (2 * np.take(w, self.i) + np.take(w, self.j)).astype(np.int8)
+        b1, b2 = self._base(v, False), self._base(v, True)
+        if self.calibrate:
+            g = np.take(v, self.pair)
+            b1 += self._max_gain(g == self.var)
+            b2 += self._max_gain(g == self.var2)
+        return (b1 / self.n, b2 / self.n) if self.uniform else (b1, b2)
+
+
+class _TauPair:
+    """tau_b of the two hybrids per draw (rows pre-sorted by the human score: scipy's first sort is cheap)."""
+
+    def __init__(self, h: np.ndarray, a: np.ndarray, b: np.ndarray):
+        self.order = np.argsort(h, kind="stable")
+        self.h, self.a, self.b = h[self.order], a[self.order], b[self.order]
+
+    def __call__(self, w: np.ndarray) -> tuple[float, float]:
+        wo = w[self.order]
+        h1, h2 = np.where(wo, self.a, self.b), np.where(wo, self.b, self.a)
+        return float(sps.kendalltau(self.h, h1)[0]), float(sps.kendalltau(self.h, h2)[0])
+
+
+def _evaluator(statistic: str, h, a, b, pairs):
+    if statistic == "tau_b":
+        return _TauPair(h, a, b)
+    return _AccPair(h, a, b, pairs, calibrate=statistic == "acc_eq_calibrated")
+
+
+def _check(statistic: str, groups) -> None:
+    if statistic not in STATISTICS:
+        raise DHPError(f"Unknown segment statistic {statistic!r}.", f"use one of {list(STATISTICS)}.")
+    if statistic != "tau_b" and groups is None:
+        raise DHPError(f"{statistic} compares the systems of one item: it needs groups.",
+                       "pass groups= (the item/segment id of each row).")
+
+
+def _run(evaluate, draws: np.ndarray, early_stop: EarlyStop | None) -> dict:
+    """Observed values, Δ and the counts over the draws (stopping early per ``early_stop``)."""
+    value_a, value_b = evaluate(np.ones(draws.shape[1], dtype=bool))
+    delta = value_a - value_b
+    k = len(draws)
+    block = early_stop.block_size if early_stop else k
+    ge = ab = used = 0
+    if not (math.isfinite(value_a) and math.isfinite(value_b)):
+        return {"value_a": value_a, "value_b": value_b, "delta": math.nan, "p_a_better": math.nan,
+                "p_two_sided": math.nan, "k": 0}
+    for t in range(k):
+        s1, s2 = evaluate(draws[t])
+        d = s1 - s2
+        ge += d >= delta - _TOL
+        ab += abs(d) >= abs(delta) - _TOL
+        used = t + 1
+        if early_stop and used % block == 0 and used < k:
+            p = ge / used
+            if p < early_stop.early_min or p > early_stop.early_max:
+                break
+    return {"value_a": value_a, "value_b": value_b, "delta": delta, "p_a_better": (1 + ge) / (1 + used),
+            "p_two_sided": (1 + ab) / (1 + used), "k": used}
+
+
+def paired_permutation_test(human, metric_a, metric_b, groups=None, statistic: str = "acc_eq_calibrated",
+                            k: int = 1000, seed: int = 0, draws: np.ndarray | None = None,
+                            early_stop: EarlyStop | None = None) -> dict:
+    """PERM-BOTH test of judge a against judge b on the same rows (module docstring). Rows where the human
+    or either judge lacks a finite score are left out; ``draws`` (k × all rows, e.g. from
+    ``permutation_draws``) overrides k and seed. Returns value_a, value_b, delta (a - b), p_a_better,
+    p_two_sided and k (draws used); NaN p-values when a value is undefined."""
+    _check(statistic, groups)
+    h, a, b = (np.asarray(x, dtype=float) for x in (human, metric_a, metric_b))
+    if not (len(h) == len(a) == len(b)) or (groups is not None and len(groups) != len(h)):
+        raise DHPError("human, metric_a, metric_b (and groups) differ in length.", "pass one value per row in each.")
+    ok = np.isfinite(h) & np.isfinite(a) & np.isfinite(b)
+    if draws is None:
+        draws = permutation_draws(len(h), k, seed)
+    elif draws.ndim != 2 or draws.shape[1] != len(h):
+        raise DHPError(f"draws has shape {draws.shape}, not (k, {len(h)}).", "draw one coin per row per resample.")
+    pairs = SegmentPairs.from_groups(np.asarray(groups)[ok]) if groups is not None else None
+    if pairs is not None and not len(pairs):
+        return {"value_a": math.nan, "value_b": math.nan, "delta": math.nan, "p_a_better": math.nan,
+                "p_two_sided": math.nan, "k": 0}
+    evaluate = _evaluator(statistic, h[ok], _zscore(a[ok]), _zscore(b[ok]), pairs)
+    return _run(evaluate, draws[:, ok], early_stop)
+
+
+def permutation_table(human, scores, judges, groups=None, statistic: str = "acc_eq_calibrated", k: int = 1000,
+                      seed: int = 0, draws: np.ndarray | None = None,
+                      early_stop: EarlyStop | None = None) -> pd.DataFrame:
+    """Every pair of judges tested on the same rows with one shared matrix of draws. ``scores``: judges ×
+    rows (e.g. ``JudgeScores.scores``), ``judges`` their names; rows where the human or any judge lacks a
+    finite score are left out. Judges are ordered by decreasing value (name breaks ties) and each pair is
+    reported once with judge_a the better one, so delta >= 0 and p_a_better is the one-sided p-value the WMT
+    significance clusters use. Returns PAIR_COLUMNS."""
+    _check(statistic, groups)
+    h = np.asarray(human, dtype=float)
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2 or x.shape != (len(judges), len(h)) or (groups is not None and len(groups) != len(h)):
+        raise DHPError(f"scores has shape {x.shape}; expected (judges={len(judges)}, rows={len(h)}).",
+                       "pass one row of scores per judge, one column per row of human.")
+    ok = np.isfinite(h) & np.isfinite(x).all(axis=0)
+    if draws is None:
+        draws = permutation_draws(len(h), k, seed)
+    draws = draws[:, ok]
+    h, x = h[ok], np.stack([_zscore(r) for r in x[:, ok]])
+    pairs = SegmentPairs.from_groups(np.asarray(groups)[ok]) if groups is not None else None
+    # each judge's own value: the evaluator on an all-True draw is the judge itself (same code path as Δ*)
+    values = {judges[n]: _evaluator(statistic, h, x[n], x[n], pairs)(np.ones(len(h), bool))[0]
+              for n in range(len(judges))}
+    rank = sorted(range(len(judges)), key=lambda n: (-values[judges[n]] if math.isfinite(values[judges[n]])
+                                                     else math.inf, str(judges[n])))
+    rows = []
+    for p, q in itertools.combinations(rank, 2):
+        res = _run(_evaluator(statistic, h, x[p], x[q], pairs), draws, early_stop)
+        rows.append({"statistic": statistic, "judge_a": judges[p], "judge_b": judges[q], **res})
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
