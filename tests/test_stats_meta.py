@@ -328,3 +328,32 @@ def test_paired_bootstrap_of_a_mean():
     assert math.isnan(one["a_lo"]) and math.isnan(one["p_two_sided"])
     assert all(math.isnan(v) for v in percentile_interval([1.0, 2.0], n_units=1))
     assert percentile_interval([1.0, 2.0, 3.0], n_units=3, ci=0.5) == (1.5, 2.5)
+
+
+# ---- the segment view of human alignment and the report card ----
+
+def test_segment_table_reports_acc_star_first_with_its_threshold():
+    from dhp.analysis.alignment import SEGMENT_COLUMNS, segment_level, segment_table
+
+    h, m, g = synth(21, n_items=30, max_sys=5, nan_share=0.0)
+    df = pd.DataFrame({"seg_id": g, "system": 0, "mqm": h, "judge": m})
+    t = segment_table(df, n_boot=40, seed=1)
+    assert list(t.columns) == SEGMENT_COLUMNS and t["statistic"].iloc[0] == "acc_eq_calibrated"
+    star = t.iloc[0]
+    assert (star["value"], star["epsilon"]) == pytest.approx(tie_calibrated_accuracy(h, m, g))
+    assert star["n"] == len(SegmentPairs.from_groups(g)) and star["ci_lo"] <= star["value"] <= star["ci_hi"]
+    assert t.loc[t["statistic"] != "acc_eq_calibrated", "epsilon"].isna().all()
+    assert segment_level(df, variant="acc_eq_calibrated")[0] == pytest.approx(star["value"])
+    with pytest.raises(DHPError, match="variant"):
+        segment_level(df, variant="acc")
+
+
+def test_report_card_puts_acc_star_first_and_uses_it_as_headline_without_a_summary_view():
+    from dhp.analysis.report_card import headline, report_card
+
+    al = pd.DataFrame({"view": "segment", "aspect": "mqm", "statistic": ["tau_b", "acc_eq", "acc_eq_calibrated"],
+                       "value": [0.4, 0.39, 0.53], "ci_lo": np.nan, "ci_hi": np.nan, "n": 10})
+    card = report_card("j", "m", alignment=al)
+    ha = card[card["method"] == "human_alignment"]
+    assert ha["measure"].tolist() == ["segment_acc_eq_calibrated", "segment_tau_b", "segment_acc_eq"]
+    assert headline(card)["human_alignment"].iloc[0] == 0.53
