@@ -5,7 +5,8 @@ variant "acc23" and stats.KendallWithTiesOpt variant "acc23", sample_rate 1.0, a
 tau-b average_by "none") on the 15 MQM-scored systems other than the reference refA (refB included), with
 the refA / src metric variants — the settings of data.GetCorrelations(level "seg", main_refs {"refA"},
 include_human True). Regenerate with:
-    python benchmarks/leaderboard_stats.py --mtme /path/to/mt-metrics-eval --reference-values
+    python benchmarks/leaderboard_stats.py --mtme /path/to/mt-metrics-eval --skip-leaderboard
+(columns "acc_eq mtme", "acc*_eq mtme", "epsilon mtme", "tau_b mtme").
 Skipped when ../shared/datasets (or DHP_DATA_DIR) does not hold wmt22/.
 """
 

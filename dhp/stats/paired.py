@@ -23,7 +23,7 @@ from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.stats.permutation import STATISTICS
-from dhp.stats.segment import SegmentPairs, _pair_terms
+from dhp.stats.segment import SegmentPairs, _pair_terms, sweep_order
 
 __all__ = ["mcnemar_exact", "holm", "paired_bootstrap", "percentile_interval", "item_bootstrap_draws",
            "segment_bootstrap"]
@@ -125,8 +125,7 @@ def _acc_boot(h, x, pairs: SegmentPairs, item_of_pair, counts, calibrate: bool) 
     out = (counts @ base_item) / np.where(denom > 0, denom, np.nan)
     if not calibrate:
         return out
-    nz = np.flatnonzero(delta)
-    order = nz[np.lexsort((delta[nz], absd[nz]))]  # losses before gains within a tie: prefix max = threshold max
+    order = sweep_order(absd, delta)  # prefix max = threshold max
     it = item_of_pair[order]
     wd = delta[order] * w_item[it]
     for t in range(len(counts)):

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from dhp.errors import DHPError
-from dhp.stats.segment import SegmentPairs
+from dhp.stats.segment import SegmentPairs, sweep_order
 
 __all__ = ["STATISTICS", "EarlyStop", "WMT_EARLY_STOP", "permutation_draws", "paired_permutation_test",
            "permutation_table", "PAIR_COLUMNS"]
@@ -80,35 +80,35 @@ class _AccPair:
         sd = np.sign(d)
         base = sd == sh  # correct with exact ties
         w = None if pairs.uniform else pairs.weight
-        self.base = [base[:, v] if w is None else np.where(base[:, v], w, 0.0) for v in range(4)]
+        # bit v of code: variant v is correct with exact ties (the flipped hybrid's variant is 3 - v)
+        self.code = (base * (1 << np.arange(4, dtype=np.uint8))).sum(axis=1).astype(np.uint8)
+        self.w = w
         if not calibrate:
             return
         delta = np.where(sh == 0, (sd != 0).astype(np.int8), -((sd == sh) & (sd != 0)).astype(np.int8)).ravel()
         absd = np.abs(d).ravel()
-        nz = np.flatnonzero(delta)
-        order = nz[np.lexsort((delta[nz], absd[nz]))]  # by |Δ|, losses before gains within a tie (see _max_gain)
+        order = sweep_order(absd, delta)  # by |Δ|, losses before gains within a tie (see _max_gain)
         self.pair = (order // 4).astype(np.intp)
         self.var = (order % 4).astype(np.int8)
         self.var2 = (3 - self.var).astype(np.int8)
         self.delta = delta[order] if w is None else delta[order] * w[self.pair]
         self.buf = np.empty(len(order), dtype=self.delta.dtype)
 
-    def _base(self, v: np.ndarray, flip: bool) -> float:
-        if self.uniform:
-            return float(sum(np.count_nonzero(self.base[3 - k if flip else k] & (v == k)) for k in range(4)))
-        return float(sum(self.base[3 - k if flip else k][v == k].sum() for k in range(4)))
+    def _base(self, v: np.ndarray) -> float:
+        right = np.bitwise_and(np.right_shift(self.code, v), 1)
+        return float(np.count_nonzero(right)) if self.w is None else float(np.dot(self.w, right))
 
     def _max_gain(self, selected: np.ndarray) -> float:
-        # Entries sharing one |Δ| are ordered losses first, so any prefix ending inside such a run is at most
-        # the larger of the sums before and after the run: the max over all prefixes is the max over
-        # thresholds (mt-metrics-eval's candidates: 0 and every |Δ|).
+        # entries in sweep_order: the max over all prefixes is the max over thresholds (mt-metrics-eval's
+        # candidates: 0 and every |Δ|)
         np.multiply(self.delta, selected, out=self.buf)
-        cs = np.cumsum(self.buf, dtype=np.int64 if self.uniform else float)
+        cs = np.cumsum(self.buf, dtype=np.int32 if self.uniform else float)  # |sums| <= 4P
         return max(float(cs.max()), 0.0) if len(cs) else 0.0
 
     def __call__(self, w: np.ndarray) -> tuple[float, float]:
-        v = (2 * np.take(w, self.i) + np.take(w, self.j)).astype(np.int8)
-        b1, b2 = self._base(v, False), self._base(v, True)
+        w8 = w.view(np.int8) if w.dtype == bool else w.astype(np.int8)
+        v = np.take(w8, self.i) * np.int8(2) + np.take(w8, self.j)
+        b1, b2 = self._base(v.view(np.uint8)), self._base((3 - v).view(np.uint8))
         if self.calibrate:
             g = np.take(v, self.pair)
             b1 += self._max_gain(g == self.var)

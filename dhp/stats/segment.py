@@ -33,7 +33,7 @@ from scipy import stats as sps
 from dhp.errors import DHPError
 
 __all__ = ["SegmentPairs", "JudgeScores", "judge_scores", "kendall_tau_b", "pairwise_accuracy",
-           "tie_calibrated_accuracy", "finite_rows"]
+           "tie_calibrated_accuracy", "finite_rows", "sweep_order"]
 
 
 def _as_float(name: str, x) -> np.ndarray:
@@ -135,12 +135,28 @@ def pairwise_accuracy(human, metric, groups, epsilon: float = 0.0) -> float:
     return float(np.dot(pairs.weight, correct))
 
 
+def sweep_order(absd: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Indices of the pairs with δ != 0 sorted by |Δm|, losses (δ < 0) before gains among equal |Δm|.
+
+    With that order any prefix ending inside a run of equal |Δm| sums to at most the larger of the sums
+    before and after the run, so the maximum over prefixes is the maximum over thresholds. (One unstable
+    sort, then only the tied runs re-sorted by δ: several times faster than a two-key lexsort.)"""
+    nz = np.flatnonzero(delta)
+    order = nz[np.argsort(absd[nz])]
+    d = absd[order]
+    tied = np.r_[d[1:] == d[:-1], False] | np.r_[False, d[1:] == d[:-1]]
+    if tied.any():
+        at = np.flatnonzero(tied)
+        run = np.cumsum(np.r_[True, d[1:] != d[:-1]])[at]
+        order[at] = order[at][np.lexsort((delta[order[at]], run))]
+    return order
+
+
 def _sweep(absd: np.ndarray, delta: np.ndarray, weight: np.ndarray) -> tuple[float, float]:
     """Best gain over the baseline and its threshold: max over ε in {0} ∪ {|Δm|} of Σ_{|Δm|<=ε} w δ."""
-    nz = np.flatnonzero(delta)
-    if not len(nz):
+    order = sweep_order(absd, delta)
+    if not len(order):
         return 0.0, 0.0
-    order = nz[np.lexsort((delta[nz], absd[nz]))]
     gains = np.cumsum(weight[order] * delta[order])
     d = absd[order]
     ends = np.flatnonzero(np.r_[d[1:] != d[:-1], True])  # a threshold turns every pair at that |Δm| into a tie
