@@ -357,3 +357,31 @@ def test_report_card_puts_acc_star_first_and_uses_it_as_headline_without_a_summa
     ha = card[card["method"] == "human_alignment"]
     assert ha["measure"].tolist() == ["segment_acc_eq_calibrated", "segment_tau_b", "segment_acc_eq"]
     assert headline(card)["human_alignment"].iloc[0] == 0.53
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tau_b_of_merged_hybrids_equals_scipy_with_ties_within_and_across_judges(seed, monkeypatch):
+    import dhp.stats.permutation as perm
+
+    rng = np.random.default_rng(seed)
+    h = rng.integers(0, 4, 300).astype(float)
+    a = np.clip(h + rng.integers(-1, 2, 300), 0, 4).astype(float)  # integer scores: many ties
+    b = rng.permutation(a)  # same values: equal z-scores across the judges, ties between them too
+    za, zb = perm._zscore(a), perm._zscore(b)
+    fast = perm._TauPair(h, za, zb)
+    for w in [*permutation_draws(300, 8, seed), np.ones(300, bool)]:
+        want = (sps.kendalltau(h, np.where(w, za, zb))[0], sps.kendalltau(h, np.where(w, zb, za))[0])
+        assert fast(w) == pytest.approx(want, abs=1e-14)
+    monkeypatch.setattr(perm.seg, "_kendall_dis", None)  # the fallback gives the same numbers
+    w = permutation_draws(300, 1, seed + 10)[0]
+    assert perm._TauPair(h, za, zb)(w) == pytest.approx(fast(w), abs=1e-14)
+
+
+def test_tau_b_bootstrap_without_scipys_counter_gives_the_same_values(monkeypatch):
+    import dhp.stats.segment as segment
+
+    h, m, g = synth(8, n_items=12, max_sys=4, nan_share=0.0)
+    counts = item_bootstrap_draws(12, 5, seed=2)
+    fast = segment_bootstrap(h, m[None, :], g, "tau_b", counts=counts)
+    monkeypatch.setattr(segment, "_kendall_dis", None)
+    assert segment_bootstrap(h, m[None, :], g, "tau_b", counts=counts) == pytest.approx(fast, abs=1e-14)
