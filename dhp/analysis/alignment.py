@@ -18,7 +18,7 @@ from dhp.errors import DHPError
 from dhp.stats import paired
 from dhp.stats import segment as seg
 
-__all__ = ["summary_level", "system_level", "alignment_table", "segment_level", "segment_table"]
+__all__ = ["summary_level", "system_level", "alignment_table"]
 
 STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
 COLUMNS = ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
