@@ -385,3 +385,26 @@ def test_tau_b_bootstrap_without_scipys_counter_gives_the_same_values(monkeypatc
     fast = segment_bootstrap(h, m[None, :], g, "tau_b", counts=counts)
     monkeypatch.setattr(segment, "_kendall_dis", None)
     assert segment_bootstrap(h, m[None, :], g, "tau_b", counts=counts) == pytest.approx(fast, abs=1e-14)
+
+
+def test_leaderboard_recipe_from_a_long_table():
+    # the recipe of dhp.stats' docstring, end to end on a long table of three judges
+    rng = np.random.default_rng(6)
+    rows = []
+    for item in range(40):
+        for sysname in "ABCD":
+            hum = float(-rng.integers(0, 4))
+            for judge, noise in (("good", 0.2), ("fair", 0.8), ("poor", 3.0)):
+                rows.append({"seg_id": item, "system": sysname, "judge": judge, "human": hum,
+                             "score": hum + rng.normal(0, noise)})
+    from dhp.stats.segment import judge_scores as js_of
+
+    js = js_of(pd.DataFrame(rows))
+    pairs = permutation_table(js.human, js.scores, js.judges, js.groups, "acc_eq_calibrated", k=200)
+    pairs["p_holm"] = holm(pairs["p_two_sided"])
+    values = dict(zip(pairs["judge_a"], pairs["value_a"])) | dict(zip(pairs["judge_b"], pairs["value_b"]))
+    ranks = significance_ranks(values, pairs)
+    assert ranks["judge"].tolist() == ["good", "fair", "poor"] and ranks["rank"].tolist() == [1, 2, 3]
+    assert (pairs["p_holm"] >= pairs["p_two_sided"]).all()
+    boots = segment_bootstrap(js.human, js.scores, js.groups, "acc_eq_calibrated", k=50)
+    assert boots.shape == (3, 50) and np.isfinite(boots).all()
