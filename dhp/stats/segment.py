@@ -2,7 +2,8 @@
 
 Inputs are parallel 1-D arrays over rows (one row = one system's output on one item/segment): ``human``,
 ``metric`` and, for the pairwise accuracies, ``groups`` (the item of each row). Rows where the human or
-the metric score is not finite are left out (mt-metrics-eval drops rows without a gold score the same way).
+the metric score is not finite are left out (mt-metrics-eval drops rows without a gold score; its metrics
+score every row).
 
 - ``kendall_tau_b``: Kendall's tau-b over all rows, no grouping (WMT22's segment-level tau),
   tau_b = (C - D) / sqrt((n0 - n1)(n0 - n2)), n0 = n(n-1)/2, n1 / n2 = pairs tied in metric / human.
@@ -38,7 +39,7 @@ except ImportError:  # pragma: no cover - a scipy without it: callers fall back 
 from dhp.errors import DHPError
 
 __all__ = ["SegmentPairs", "JudgeScores", "judge_scores", "kendall_tau_b", "pairwise_accuracy",
-           "tie_calibrated_accuracy", "finite_rows", "sweep_order"]
+           "tie_calibrated_accuracy", "finite_rows", "sweep_order", "tau_b_of_sorted"]
 
 
 def _as_float(name: str, x) -> np.ndarray:
