@@ -90,8 +90,11 @@ def _dual(kappa: pd.DataFrame | None, local: pd.DataFrame | None, judge: str, mo
 
 
 def _alignment(table: pd.DataFrame, judge: str, mode: str) -> list[dict]:
+    # the segment view's headline, acc*_eq (ties calibrated), before its other statistics (stable sort)
+    records = sorted(_of(table, judge, mode).to_dict("records"),
+                     key=lambda r: r["view"] == "segment" and r["statistic"] != "acc_eq_calibrated")
     return [_row(judge, mode, "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"], r["value"],
-                 r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in _of(table, judge, mode).to_dict("records")]
+                 r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in records]
 
 
 def report_card(judge: str, mode: str, summary: pd.DataFrame | None = None, confusion: pd.DataFrame | None = None,
@@ -151,7 +154,8 @@ def report_cards_from_runs(runs: dict[str, str | os.PathLike | None], judge: str
 
 def headline(card: pd.DataFrame) -> pd.DataFrame:
     """One row per judge × mode, one column per method's headline number (the mean over its scopes of:
-    D_avg, confusion_index, agreement, kappa, summary_spearman), with "not run" where the method did not run."""
+    D_avg, confusion_index, agreement, kappa, summary_spearman — segment_acc_eq_calibrated for human alignment
+    without a summary view), with "not run" where the method did not run."""
     picks = {"dhp": "D_avg", "criteria_confusion": "confusion_index", "decompose_aggregate": "agreement",
              "dual_perspective": "kappa", "human_alignment": "summary_spearman"}
     out = []
@@ -163,6 +167,8 @@ def headline(card: pd.DataFrame) -> pd.DataFrame:
                 row[method] = "not run"
             else:
                 rows = m[m["measure"] == measure]
+                if method == "human_alignment" and not len(rows):  # MT runs have only the segment view
+                    rows = m[m["measure"] == "segment_acc_eq_calibrated"]
                 vals = rows["value"].dropna()
                 # no number: say why, as the card's rows do
                 row[method] = round(float(vals.mean()), 3) if len(vals) else (
