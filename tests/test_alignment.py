@@ -72,7 +72,7 @@ def test_segment_level_tau_b_and_pairwise_accuracy_with_ties():
     acc, pairs = segment_level(df, variant="acc_eq")
     assert pairs == 6 and acc == pytest.approx(5 / 6)
     t = segment_table(df, n_boot=50)
-    assert set(t["statistic"]) == {"tau_b", "acc_eq"} and (t["view"] == "segment").all()
+    assert list(t["statistic"]) == ["acc_eq_calibrated", "tau_b", "acc_eq"] and (t["view"] == "segment").all()
 
 
 def test_wmt22_loaders_align_outputs_scores_and_segments():

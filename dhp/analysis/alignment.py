@@ -16,6 +16,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from dhp.errors import DHPError
+from dhp.stats import paired
+from dhp.stats import segment as seg
 
 __all__ = ["summary_level", "system_level", "dataset_level", "alignment_table"]
 
@@ -94,7 +96,17 @@ def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: flo
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-SEGMENT_VARIANTS = ("tau_b", "acc_eq")
+# acc*_eq first: the segment view's headline (ties calibrated, Deutsch et al. 2023, as WMT since 2023)
+SEGMENT_VARIANTS = ("acc_eq_calibrated", "tau_b", "acc_eq")
+SEGMENT_COLUMNS = COLUMNS + ["epsilon"]
+
+
+def _segment_arrays(df: pd.DataFrame, human: str, judge: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    missing = {"seg_id", human, judge} - set(df.columns)
+    if missing:
+        raise DHPError(f"The segment-level input lacks columns {sorted(missing)}.",
+                       "pass one row per (seg_id, system) with the human and judge scores.")
+    return df[human].to_numpy(float), df[judge].to_numpy(float), df["seg_id"].to_numpy()
 
 
 def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", variant: str = "tau_b") -> tuple[float, int]:
@@ -103,41 +115,42 @@ def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", va
     ``tau_b``: Kendall's tau-b over all (segment, system) rows ("no grouping", as in WMT22's
     segment-level tau), ties handled by tau-b. ``acc_eq``: pairwise accuracy with ties (Deutsch et al.
     2023), grouped by segment: over every pair of systems on the same segment, the share where the judge
-    orders the pair as the humans do, a tie counting as agreement only when both tie (no tie
-    calibration: exact ties). ``df`` needs seg_id, system and the two score columns; NaN rows are left out.
+    orders the pair as the humans do, a tie counting as agreement only when both tie (exact ties), averaged
+    over segments. ``acc_eq_calibrated``: acc*_eq, the same with the judge's ties calibrated — differences
+    up to a threshold ε count as ties, ε chosen to maximise the accuracy (segment_table reports ε; see
+    dhp.stats.segment). ``df`` needs seg_id, system and the two score columns; NaN rows are left out.
     """
     if variant not in SEGMENT_VARIANTS:
         raise DHPError(f"Unknown segment-level variant {variant!r}.", f"use one of {list(SEGMENT_VARIANTS)}.")
-    d = df[np.isfinite(df[human].astype(float)) & np.isfinite(df[judge].astype(float))]
+    h, j, g = _segment_arrays(df, human, judge)
+    ok = np.isfinite(h) & np.isfinite(j)
     if variant == "tau_b":
-        if len(d) < 2:
-            return math.nan, len(d)
-        return float(sps.kendalltau(d[human], d[judge])[0]), len(d)
-    agree = total = 0
-    for _, g in d.groupby("seg_id"):
-        h, j = g[human].to_numpy(float), g[judge].to_numpy(float)
-        iu = np.triu_indices(len(h), 1)
-        sh, sj = np.sign(np.subtract.outer(h, h)[iu]), np.sign(np.subtract.outer(j, j)[iu])
-        agree += int((sh == sj).sum())
-        total += len(sh)
-    return (agree / total if total else math.nan), total
+        return seg.kendall_tau_b(h, j), int(ok.sum())
+    n_pairs = len(seg.SegmentPairs.from_groups(g[ok]))
+    if variant == "acc_eq":
+        return seg.pairwise_accuracy(h, j, g), n_pairs
+    return seg.tie_calibrated_accuracy(h, j, g)[0], n_pairs
 
 
 def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", n_boot: int = 1000, seed: int = 0,
                   ci: float = 0.95, aspect: str = "") -> pd.DataFrame:
-    """alignment.csv rows (view "segment") for both variants, with percentile intervals from resampling
-    segments (all systems of a drawn segment kept; no interval from a single segment)."""
-    rng = np.random.default_rng(seed)
-    segs = df["seg_id"].unique()
-    by_seg = {s: g for s, g in df.groupby("seg_id")}
-    draws = [pd.concat([by_seg[s].assign(seg_id=i) for i, s in enumerate(rng.choice(segs, len(segs)))])
-             for _ in range(n_boot)]
-    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    """alignment.csv rows (view "segment") for every variant, acc*_eq first, with percentile intervals from
+    resampling segments (all systems of a drawn segment kept, the same draws for every variant; acc*_eq
+    re-optimises ε on each resample; no interval from a single segment). ``epsilon``: acc*_eq's tie
+    threshold in the judge's units (NaN for the other variants). Returns SEGMENT_COLUMNS."""
+    h, j, g = _segment_arrays(df, human, judge)
+    ok = np.isfinite(h) & np.isfinite(j)
+    n_segs = len(np.unique(g[ok]))
+    counts = paired.item_bootstrap_draws(len(np.unique(g)), n_boot, seed) if n_boot and len(g) else None
+    lo_q = (1 - ci) / 2
     rows = []
     for variant in SEGMENT_VARIANTS:
         value, n = segment_level(df, human, judge, variant)
-        boots = np.array([segment_level(x, human, judge, variant)[0] for x in draws])
-        lo, hi = _interval(boots, len(segs), lo_q, hi_q)
+        eps = seg.tie_calibrated_accuracy(h, j, g)[1] if variant == "acc_eq_calibrated" else math.nan
+        lo = hi = math.nan
+        if counts is not None:
+            boots = paired.segment_bootstrap(h, j[None, :], g, variant, counts=counts)[0]
+            lo, hi = _interval(boots, n_segs, 100 * lo_q, 100 * (1 - lo_q))
         rows.append({"view": "segment", "aspect": aspect or human, "statistic": variant, "value": value,
-                     "ci_lo": lo, "ci_hi": hi, "n": n})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                     "ci_lo": lo, "ci_hi": hi, "n": n, "epsilon": eps})
+    return pd.DataFrame(rows, columns=SEGMENT_COLUMNS)

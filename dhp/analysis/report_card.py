@@ -109,10 +109,12 @@ def dual_rows(kappa: pd.DataFrame | None, local: pd.DataFrame | None) -> pd.Data
 
 
 def alignment_rows(alignment: pd.DataFrame) -> pd.DataFrame:
-    """Human alignment (alignment.csv): every view × statistic per aspect, with its interval."""
+    """Human alignment (alignment.csv): every view × statistic per aspect, with its interval; in the segment view
+    its headline, acc*_eq (ties calibrated), comes before the other statistics."""
+    records = sorted(alignment.to_dict("records"),
+                     key=lambda r: r["view"] == "segment" and r["statistic"] != "acc_eq_calibrated")
     return _frame([card_row(r["judge"], r["mode"], "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"],
-                            r["value"], r.get("ci_lo"), r.get("ci_hi"), r.get("n"))
-                   for r in alignment.to_dict("records")])
+                            r["value"], r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in records])
 
 
 def headline(card: pd.DataFrame, picks: dict[str, str]) -> pd.DataFrame:

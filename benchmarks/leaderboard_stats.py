@@ -1,0 +1,249 @@
+"""WMT22 zh-en segment-level leaderboard statistics: dhp.stats against google-research/mt-metrics-eval.
+
+Prints (1) acc*_eq (and its ε) of BLEU, chrF, BERTScore, BLEURT-20, COMET-22, MetricX-XXL-MQM and COMETKiwi
+from both implementations (must agree to 0.002, same order); (2) seconds per permutation resample for acc*_eq
+and tau_b, COMET-22 vs BLEURT-20, both implementations measured side by side on the same draws (their
+per-draw values must agree); (3) the time of a full leaderboard over every metric with a refA or source
+variant: values, paired permutation tests of every pair with one shared draw matrix, significance clusters,
+and item-bootstrap intervals, for tau_b and acc*_eq.
+
+mt-metrics-eval is not a dependency and is not vendored. Fetch it and pass its path (or set MTME_PATH):
+    git clone https://github.com/google-research/mt-metrics-eval /tmp/mtme
+    python benchmarks/leaderboard_stats.py --mtme /tmp/mtme
+It needs only numpy and scipy for the parts used here (its data.py imports apache_beam and dacite, used
+only for parallel runs and rating files: stand-in modules are inserted when they are absent). Without it, only dhp.stats' side runs.
+
+Data: <data>/wmt22/mqm_zh-en/zh-en.mqm.seg.score and <data>/wmt22/metric-scores_zh-en/*.seg.score
+(default data: $DHP_DATA_DIR or ../shared/datasets). Settings as mt-metrics-eval's GetCorrelations for
+level "seg" with main_refs {"refA"} and human outputs included: the MQM-scored systems other than refA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.stats as sps
+
+from dhp.stats.clusters import assign_ranks, significance_ranks
+from dhp.stats.paired import item_bootstrap_draws, percentile_interval, segment_bootstrap
+from dhp.stats.permutation import (WMT_EARLY_STOP, _evaluator, _zscore, paired_permutation_test,
+                                   permutation_draws, permutation_table)
+from dhp.stats.segment import SegmentPairs, kendall_tau_b, pairwise_accuracy, tie_calibrated_accuracy
+
+SEVEN = ["BLEU-refA", "chrF-refA", "BERTScore-refA", "BLEURT-20-refA", "COMET-22-refA",
+         "metricx_xxl_MQM_2020-refA", "COMETKiwi-src"]
+PRIMARY = {"BERTScore", "BLEURT-20", "BLEU", "chrF", "COMET-20", "COMET-22", "COMETKiwi", "COMET-QE", "f200spBLEU",
+           "HWTSC-Teacher-Sim", "MATESE-QE", "MATESE", "MEE4", "metricx_xxl_MQM_2020", "MS-COMET-22",
+           "MS-COMET-QE-22", "REUSE", "SEScore", "UniTE", "UniTE-src", "YiSi-1"}  # mt-metrics-eval WMT22_PRIMARIES
+
+
+def read_scores(path: Path) -> dict[str, np.ndarray]:
+    out: dict[str, list[float]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        system, score = line.split("\t")
+        out.setdefault(system, []).append(np.nan if score == "None" else float(score))
+    return {s: np.array(v) for s, v in out.items()}
+
+
+def load(data: Path, primary: bool):
+    mqm = read_scores(data / "mqm_zh-en" / "zh-en.mqm.seg.score")
+    systems = sorted(s for s, v in mqm.items() if np.isfinite(v).any() and s != "refA")
+    human = np.concatenate([mqm[s] for s in systems])  # system-major, as mt-metrics-eval's vectors
+    groups = np.tile(np.arange(len(mqm[systems[0]])), len(systems))
+    metrics = {}
+    for f in sorted((data / "metric-scores_zh-en").glob("*.seg.score")):
+        name = f.name[: -len(".seg.score")]
+        base, ref = name.rsplit("-", 1)
+        if ref not in ("refA", "src") or (primary and base not in PRIMARY):
+            continue
+        scores = read_scores(f)
+        metrics[name] = np.concatenate([scores[s] for s in systems])
+    return systems, human, groups, metrics
+
+
+def import_mtme(path: str | None):
+    if not path:
+        return None
+    sys.path.insert(0, path)
+    for module in ("apache_beam", "dacite"):  # imported by data.py / ratings.py for parts not used here
+        try:
+            __import__(module)
+        except ImportError:
+            sys.modules[module] = types.ModuleType(module)
+    from mt_metrics_eval import data as mdata
+    from mt_metrics_eval import stats as mstats
+    return mstats, mdata
+
+
+class FixedDraws:
+    """Feeds mt-metrics-eval's np.random.binomial the given draws, so both sides resample identically."""
+
+    def __init__(self, draws):
+        self.it, self.orig = iter(draws.astype(int)), np.random.binomial
+
+    def __enter__(self):
+        np.random.binomial = lambda n, p, size: next(self.it)
+
+    def __exit__(self, *exc):
+        np.random.binomial = self.orig
+
+
+def section_values(mt, systems, human, groups, metrics):
+    print("\n## acc*_eq (ties calibrated, grouped by item) of the seven metrics, both implementations")
+    rows = []
+    for name in SEVEN:
+        x = metrics[name]
+        t = time.perf_counter()
+        ours, eps = tie_calibrated_accuracy(human, x, groups)
+        t_ours = time.perf_counter() - t
+        row = {"metric": name, "acc*_eq dhp": ours, "epsilon dhp": eps, "s dhp": t_ours,
+               "acc_eq dhp": pairwise_accuracy(human, x, groups), "tau_b dhp": kendall_tau_b(human, x)}
+        if mt:
+            mstats = mt[0]
+            gold = [None if not np.isfinite(v) else float(v) for v in human]
+            t = time.perf_counter()
+            val, meps, _ = mstats.KendallWithTiesOpt(gold, list(x), "acc23", len(systems), "item", 1.0)
+            row.update({"acc*_eq mtme": val, "epsilon mtme": meps, "s mtme": time.perf_counter() - t})
+            corr = mstats.Correlation(len(systems), gold, list(x))
+            row["acc_eq mtme"] = corr.KendallVariants(average_by="item", variant="acc23")[0]
+            row["tau_b mtme"] = corr.Kendall(average_by="none")[0]
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+    if mt:
+        worst = (df["acc*_eq dhp"] - df["acc*_eq mtme"]).abs().max()
+        same = list(df.sort_values("acc*_eq dhp", ascending=False)["metric"]) == \
+            list(df.sort_values("acc*_eq mtme", ascending=False)["metric"])
+        print(f"max |acc*_eq dhp - mtme| = {worst:.2e} (must be <= 0.002); same order: {same}")
+        assert worst <= 0.002 and same
+    return df
+
+
+def section_resample(mt, systems, human, groups, metrics, n_mtme_acc: int, n_mtme_tau: int, n_ours: int):
+    print("\n## Seconds per permutation resample, COMET-22-refA vs BLEURT-20-refA (28,125 scores each)")
+    a, b = metrics["COMET-22-refA"], metrics["BLEURT-20-refA"]
+    draws = permutation_draws(len(human), max(n_ours, n_mtme_acc, n_mtme_tau), seed=1)
+    pairs = SegmentPairs.from_groups(groups)
+    out = {}
+    for statistic, n_mt in (("acc_eq_calibrated", n_mtme_acc), ("tau_b", n_mtme_tau)):
+        ev = _evaluator(statistic, human, _zscore(a), _zscore(b), pairs if statistic != "tau_b" else None)
+        t = time.perf_counter()
+        ours = [ev(w) for w in draws[:n_ours]]
+        s_ours = (time.perf_counter() - t) / n_ours
+        line = f"{statistic:18s} dhp.stats {s_ours * 1e3:9.2f} ms/resample ({n_ours} draws)"
+        if mt:
+            mstats = mt[0]
+            gold = [None if not np.isfinite(v) else float(v) for v in human]
+            ca, cb = mstats.Correlation(len(systems), gold, list(a)), mstats.Correlation(len(systems), gold, list(b))
+            params = mstats.PermutationSigDiffParams(block_size=10 ** 9)
+            t = time.perf_counter()
+            with FixedDraws(draws[:n_mt]):
+                if statistic == "tau_b":  # mt-metrics-eval's 'kendall' correlation is scipy's
+                    res = mstats.PermutationSigDiff(cb, ca, sps.kendalltau, "none", n_mt, params)
+                else:
+                    res = mstats.PermutationSigDiff(cb, ca, mstats.KendallWithTiesOpt, "item", n_mt, params,
+                                                    variant="acc23", sample_rate=1.0)
+            s_mt = (time.perf_counter() - t) / n_mt
+            diff = max(abs(c2 - o[0]) + abs(c1 - o[1]) for (c2, c1), o in zip(res[3], ours))
+            line += (f" | mt-metrics-eval {s_mt * 1e3:9.2f} ms/resample ({n_mt} draws) | speed-up {s_mt / s_ours:7.1f}x"
+                     f" | max per-draw difference {diff:.1e}")
+            assert diff < 1e-9
+            out[statistic] = (s_ours, s_mt)
+        print(line, flush=True)
+    return out
+
+
+def section_leaderboard(mt, human, groups, metrics, k: int, early, n_boot: int, seed: int):
+    names = list(metrics)
+    print(f"\n## Full leaderboard: {len(names)} metrics, {len(names) * (len(names) - 1) // 2} pairs, k = {k} "
+          f"resamples, early stop {early}, bootstrap {n_boot} item resamples")
+    scores = np.stack([metrics[n] for n in names])
+    draws = permutation_draws(len(human), k, seed)
+    counts = item_bootstrap_draws(len(np.unique(groups)), n_boot, seed) if n_boot else None
+    tables, times = {}, {}
+    for statistic in ("acc_eq_calibrated", "tau_b"):
+        t = time.perf_counter()
+        pairs = permutation_table(human, scores, names, groups, statistic, draws=draws, early_stop=early)
+        t_perm = time.perf_counter() - t
+        values = {n: v for n, v in zip(list(pairs["judge_a"]) + list(pairs["judge_b"]),
+                                       list(pairs["value_a"]) + list(pairs["value_b"]))}
+        t = time.perf_counter()
+        ranks = significance_ranks(values, pairs)
+        t_rank = time.perf_counter() - t
+        t = time.perf_counter()
+        if counts is not None:
+            boots = segment_bootstrap(human, scores, groups, statistic, counts=counts)
+            ci = {n: percentile_interval(boots[i], len(counts[0])) for i, n in enumerate(names)}
+        else:
+            ci = {n: (np.nan, np.nan) for n in names}
+        t_boot = time.perf_counter() - t
+        ranks["ci_lo"] = [ci[j][0] for j in ranks["judge"]]
+        ranks["ci_hi"] = [ci[j][1] for j in ranks["judge"]]
+        times[statistic] = (t_perm, t_rank, t_boot, int(pairs["k"].sum()))
+        tables[statistic] = (pairs, ranks)
+        print(f"{statistic:18s} permutation tests {t_perm:8.1f} s ({pairs['k'].sum()} resamples over all pairs, "
+              f"{t_perm / max(pairs['k'].sum(), 1) * 1e3:.2f} ms each), clusters {t_rank:.3f} s, "
+              f"bootstrap {t_boot:7.1f} s", flush=True)
+        if mt:
+            order = list(ranks["judge"])
+            mat = np.full((len(order), len(order)), np.nan)
+            lookup = {(r.judge_a, r.judge_b): r.p_a_better for r in pairs.itertuples()}
+            for i in range(len(order)):
+                for j in range(i + 1, len(order)):
+                    mat[i, j] = lookup[(order[i], order[j])]
+            assert mt[1].AssignRanks(mat, 0.05) == assign_ranks(mat, 0.05) == list(ranks["rank"])
+            print(f"{'':18s} clusters equal mt-metrics-eval's data.AssignRanks on the same p-values")
+    total = sum(sum(v[:3]) for v in times.values())
+    print(f"total leaderboard time {total:.1f} s (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    star, tau = tables["acc_eq_calibrated"][1], tables["tau_b"][1].set_index("judge")
+    eps = {n: tie_calibrated_accuracy(human, metrics[n], groups)[1] for n in names}
+    board = star.assign(epsilon=[eps[j] for j in star["judge"]], tau_b=[tau.loc[j, "value"] for j in star["judge"]],
+                        tau_b_rank=[tau.loc[j, "rank"] for j in star["judge"]])
+    print("\nacc*_eq leaderboard (rank = significance cluster, one-sided PERM-BOTH p <= 0.05, as WMT):")
+    print(board.rename(columns={"value": "acc*_eq"}).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    return board, times
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mtme", default=os.environ.get("MTME_PATH"), help="mt-metrics-eval checkout (or MTME_PATH)")
+    ap.add_argument("--data", default=os.environ.get("DHP_DATA_DIR") or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"))
+    ap.add_argument("--k", type=int, default=1000, help="permutation resamples per pair")
+    ap.add_argument("--boot", type=int, default=1000, help="item-bootstrap resamples per metric (0: none)")
+    ap.add_argument("--early-stop", choices=("wmt", "none"), default="wmt",
+                    help="wmt: mt-metrics-eval's Task defaults (blocks of 100, stop at p < 0.02 or > 0.5)")
+    ap.add_argument("--primary", action="store_true", help="only WMT22's primary metrics")
+    ap.add_argument("--mtme-draws", type=int, default=3, help="mt-metrics-eval acc*_eq resamples to time")
+    ap.add_argument("--skip-leaderboard", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    data = Path(args.data) / "wmt22"
+    if not (data / "mqm_zh-en" / "zh-en.mqm.seg.score").is_file():
+        sys.exit(f"WMT22 zh-en MQM data not found under {data}: pass --data or set DHP_DATA_DIR.")
+    mt = import_mtme(args.mtme)
+    if mt is None:
+        print("mt-metrics-eval not given: only dhp.stats runs. To compare, fetch it and pass --mtme:\n"
+              "    git clone https://github.com/google-research/mt-metrics-eval /tmp/mtme")
+    else:
+        commit = subprocess.run(["git", "-C", args.mtme, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        print(f"mt-metrics-eval at {args.mtme} (commit {commit or 'unknown'})")
+    systems, human, groups, metrics = load(data, args.primary)
+    print(f"{len(systems)} systems (MQM-scored, refA left out as the reference, refB kept), "
+          f"{len(human)} segment scores, {len(np.unique(groups))} items, {len(metrics)} metrics")
+    section_values(mt, systems, human, groups, metrics)
+    section_resample(mt, systems, human, groups, metrics, args.mtme_draws, 20, 50)
+    if not args.skip_leaderboard:
+        section_leaderboard(mt, human, groups, metrics, args.k, WMT_EARLY_STOP if args.early_stop == "wmt" else None,
+                            args.boot, args.seed)
+
+
+if __name__ == "__main__":
+    main()
