@@ -117,21 +117,23 @@ def alignment_rows(alignment: pd.DataFrame) -> pd.DataFrame:
                             r["value"], r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in records])
 
 
-def headline(card: pd.DataFrame, picks: dict[str, str]) -> pd.DataFrame:
-    """One row per judge × mode, one column per method's headline number (``picks``: method -> measure; the mean
-    over its scopes), with "not run" where the method did not run and, where it gave no number, why."""
+def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]]) -> pd.DataFrame:
+    """One row per judge × mode, one column per method's headline number (``picks``: method -> measure, or measures
+    in order of preference: the first the judge has; the mean over its scopes), with "not run" where the method did
+    not run and, where it gave no number, why."""
     out = []
     for (judge, mode), g in card.groupby(["judge", "mode"], sort=True):
         row: dict[str, object] = {"judge": judge, "mode": mode}
-        for method, measure in picks.items():
+        for method, measures in picks.items():
             m = g[g["method"] == method]
             if (m["status"] == "not run").all():
                 row[method] = "not run"
-            else:
-                rows = m[m["measure"] == measure]
-                vals = rows["value"].dropna()
-                # no number: say why, as the card's rows do
-                row[method] = round(float(vals.mean()), 3) if len(vals) else (
-                    rows["status"].iloc[0] if len(rows) else "no usable scores")
+                continue
+            measures = (measures,) if isinstance(measures, str) else tuple(measures)
+            rows = next((r for r in (m[m["measure"] == x] for x in measures) if len(r)), m.iloc[:0])
+            vals = rows["value"].dropna()
+            # no number: say why, as the card's rows do
+            row[method] = round(float(vals.mean()), 3) if len(vals) else (
+                rows["status"].iloc[0] if len(rows) else "no usable scores")
         out.append(row)
     return pd.DataFrame(out, columns=["judge", "mode", *picks])

@@ -83,7 +83,8 @@ class Method:
     #: notebooks that read the aggregated results/ only (figures of every judge together): run by the grid last
     result_notebooks: ClassVar[tuple[str, ...]] = ()
     modes: ClassVar[tuple[str, ...]] = ("logprobs", "sample")
-    headline: ClassVar[str] = ""  # the card measure that stands for the method in one-number summaries
+    #: the card measure that stands for the method in one-number summaries (or measures, in order of preference)
+    headline: ClassVar[str | tuple[str, ...]] = ""
     Params: ClassVar[type[RunParams]] = RunParams
     collects: ClassVar[tuple[Table, ...]] = ()
     produces: ClassVar[tuple[Table, ...]] = ()
