@@ -73,6 +73,6 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str]):
             ax.text(j, i, v if isinstance(v, str) else f"{v:.2f}", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(methods)), [m.replace("_", "\n") for m in methods], fontsize=7)
     ax.set_yticks(range(len(h)), [f"{j}\n({m})" for j, m in zip(h["judge"], h["mode"])], fontsize=7)
-    ax.set_title("Judges side by side: " + " · ".join(f"{m} {picks[m]}" for m in methods), fontsize=8)
+    ax.set_title("Judges side by side: " + " · ".join(f"{m} {picks[m] if isinstance(picks[m], str) else picks[m][0]}" for m in methods), fontsize=8)
     fig.tight_layout()
     return fig
