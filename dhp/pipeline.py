@@ -40,7 +40,7 @@ def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
             if e is not None:
                 print(e.describe(stage))
         return est
-    paths = methods.run("dhp", config, figures=False, judge=backend)
+    paths = methods.run("dhp", config, figures=False, backend=backend)
     return {name.split(".")[0]: p for name, p in paths.items() if not name.endswith((".png", ".pdf"))}
 
 

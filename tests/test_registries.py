@@ -1,5 +1,6 @@
-"""The analysis and protocol registries: your own analysis runs on a run folder like the built-ins, and
-the built-in ones are reachable by name."""
+"""The method and protocol registries: a method of your own runs on a run folder like the built-ins, the built-ins
+are reachable by name, judgments already in a run folder are analysed with the judge "recorded", and a method that
+breaks its declared contract is refused with nothing written."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dhp.analysis import ANALYSES, analysis, run_analysis
+from dhp import methods
+from dhp.analysis.report_card import card_row
 from dhp.errors import DHPError
 from dhp.io import write_parquet
 
@@ -23,49 +25,104 @@ def _scores():
     return pd.DataFrame(rows)
 
 
-def test_own_analysis_reads_and_writes_the_run_folder(tmp_path):
+@pytest.fixture
+def registered():
+    """Register test methods, and remove them again afterwards."""
+    added = []
+
+    def add(cls):
+        methods.register(cls)
+        added.append(cls.name)
+        return cls
+
+    yield add
+    for name in added:
+        methods._REGISTRY.pop(name, None)
+
+
+def test_own_method_reads_and_writes_the_run_folder(tmp_path, registered):
+    @registered
+    class MeanDrop(methods.Method):
+        name = "mean_drop_test"
+        collects = (methods.Table("scores.parquet", ("judge", "mode", "perturbation", "score"), "scores"),)
+        produces = (methods.Table("mean_drop_test.csv", ("judge", "mode", "perturbation", "drop"), "drops"),)
+
+        def analyze(self, tables, config):
+            s = tables["scores.parquet"]
+            m = s.groupby(["judge", "mode", "perturbation"])["score"].mean().rename("mean").reset_index()
+            orig = m[m["perturbation"] == "original"].set_index(["judge", "mode"])["mean"]
+            m["drop"] = [orig[(j, md)] - v for j, md, v in zip(m["judge"], m["mode"], m["mean"])]
+            return {"mean_drop_test.csv": m.drop(columns="mean")}
+
+        def card(self, tables):
+            t = tables["mean_drop_test.csv"]
+            return pd.DataFrame([card_row(r["judge"], r["mode"], self.name, "drop", r["perturbation"], r["drop"])
+                                 for r in t.to_dict("records")])
+
     write_parquet(_scores(), tmp_path / "scores.parquet")
-
-    @analysis("mean_drop_test", reads=("scores.parquet",), writes=("mean_drop_test.csv",))
-    def mean_drop(scores):
-        m = scores.groupby("perturbation")["score"].mean()
-        return {"mean_drop_test.csv": (m["original"] - m).rename("drop").reset_index()}
-
-    try:
-        paths = run_analysis("mean_drop_test", tmp_path)
-        got = pd.read_csv(paths["mean_drop_test.csv"]).set_index("perturbation")["drop"]
-        assert got["char_typo"] == pytest.approx(1.5) and got["control"] == 0
-    finally:
-        ANALYSES.pop("mean_drop_test")
+    paths = methods.run("mean_drop_test", run_dir=str(tmp_path), judge="recorded")
+    got = pd.read_csv(paths["mean_drop_test.csv"]).set_index("perturbation")["drop"]
+    assert got["char_typo"] == pytest.approx(1.5) and got["control"] == 0
+    card = methods.report_card(tmp_path)
+    assert set(card.loc[card["method"] == "mean_drop_test", "status"]) == {"ok"}
+    assert "mean_drop_test" in methods.names()
 
 
-def test_builtin_discernment_through_the_registry_matches_the_direct_call(tmp_path):
+def test_dhp_on_recorded_scores_matches_the_direct_call(tmp_path):
     from dhp.analysis.discernment import discernment
 
     write_parquet(_scores(), tmp_path / "scores.parquet")
-    paths = run_analysis("discernment", tmp_path, n_boot=0, n_null=10)
+    paths = methods.run("dhp", run_dir=str(tmp_path), judge="recorded", n_boot=0, n_null=10, figures=False)
     disc = pd.read_csv(paths["discernment.csv"])
     direct = discernment(_scores())
     assert disc.set_index("perturbation")["D"].to_dict() == pytest.approx(direct.set_index("perturbation")["D"].to_dict())
     assert (tmp_path / "summary.csv").is_file()
 
 
-def test_registry_errors_name_the_fix(tmp_path):
-    with pytest.raises(DHPError, match="Unknown analysis"):
-        run_analysis("nope", tmp_path)
-    with pytest.raises(DHPError, match="scores.parquet not found"):
-        run_analysis("discernment", tmp_path)
+def test_registry_errors_name_the_fix(tmp_path, registered):
+    with pytest.raises(DHPError, match="Unknown method 'nope'"):
+        methods.get("nope")
+    with pytest.raises(DHPError, match="holds no judgments"):
+        methods.run("dhp", run_dir=str(tmp_path), judge="recorded")
 
-    @analysis("forgetful_test", reads=(), writes=("a.csv", "b.csv"))
-    def forgetful():
-        return {"a.csv": pd.DataFrame({"x": [1]})}
+    @registered
+    class Forgetful(methods.Method):
+        name = "forgetful_test"
+        collects = (methods.Table("forgetful_in.csv", ("judge", "mode", "x"), "in"),)
+        produces = (methods.Table("a.csv", ("judge", "mode", "x"), "a"),)
 
-    try:
-        with pytest.raises(DHPError, match="did not return"):
-            run_analysis("forgetful_test", tmp_path)
-        assert not (tmp_path / "a.csv").exists()  # nothing half-written
-    finally:
-        ANALYSES.pop("forgetful_test")
+        def analyze(self, tables, config):
+            return {"a.csv": pd.DataFrame({"x": [1]}), "b.csv": pd.DataFrame({"x": [2]})}
+
+    pd.DataFrame({"judge": ["j"], "mode": ["m"], "x": [1]}).to_csv(tmp_path / "forgetful_in.csv", index=False)
+    with pytest.raises(DHPError, match=r"undeclared tables \['b.csv'\]"):
+        methods.run("forgetful_test", run_dir=str(tmp_path), judge="recorded")
+    assert not (tmp_path / "a.csv").exists()  # nothing half-written
+
+    @registered
+    class Careless(Forgetful):
+        name = "careless_test"
+
+        def analyze(self, tables, config):
+            return {"a.csv": pd.DataFrame({"x": [1]})}  # no judge and mode columns
+
+    with pytest.raises(DHPError, match=r"without columns \['judge', 'mode'\]"):
+        methods.run("careless_test", run_dir=str(tmp_path), judge="recorded")
+    with pytest.raises(DHPError, match="needs a name"):
+        methods.register(type("Nameless", (methods.Method,), {}))
+
+
+def test_collected_tables_accumulate_judges(tmp_path):
+    """Writing one judge's rows keeps the other judges' rows (a run folder holds live and recorded judges)."""
+    m = methods.get("dhp")
+    a, b = _scores(), _scores().assign(judge="k", score=lambda d: d["score"] - 1)
+    methods.write_tables(m, {"scores.parquet": a}, tmp_path)
+    methods.write_tables(m, {"scores.parquet": b}, tmp_path)
+    methods.write_tables(m, {"scores.parquet": a.assign(score=2.0)}, tmp_path)  # j again: replaces j only
+    both = pd.read_parquet(tmp_path / "scores.parquet")
+    assert sorted(set(both["judge"])) == ["j", "k"] and len(both) == 2 * len(a)
+    assert (both.loc[both["judge"] == "j", "score"] == 2.0).all()
+    assert both.loc[both["judge"] == "k", "score"].tolist() == b["score"].tolist()
 
 
 def test_protocols_are_registered_by_name():
@@ -77,18 +134,19 @@ def test_protocols_are_registered_by_name():
         protocol("pairwise", replace=False)(lambda table, judge: table)
 
 
-def test_dual_perspective_analysis_runs_from_the_run_folder(tmp_path):
-    from dhp.analysis import run_analysis
+def test_dual_perspective_analyzes_judgments_in_the_run_folder(tmp_path):
     from dhp.analysis import dual_perspective as dp
 
     targets = pd.DataFrame({"target_id": list("abcdef"), "aspect": ["coherence"] * 4 + ["fluency"] * 2,
                             "human_rating": [1, 2, 4, 5, 3, 3], "judge_score": [1.2, 2.0, 3.9, float("nan"), 3.0, 4.0],
-                            "judge_rating": [1, 2, 4, float("nan"), 3, 4]}).assign(judge="j:1", mode="logprobs")
-    pairs = pd.DataFrame({"source_id": ["s"] * 3, "aspect": ["coherence", "coherence", "fluency"], "step": [0, 1, 0],
-                          "score_step": [4.0, 3.0, 2.0], "score_next": [3.0, 3.0, float("nan")]}).assign(judge="j:1", mode="logprobs")
-    targets.to_parquet(tmp_path / "global_targets.parquet")
-    pairs.to_parquet(tmp_path / "local_pairs.parquet")
-    paths = run_analysis("dual_perspective", tmp_path)
+                            "judge_rating": [1, 2, 4, float("nan"), 3, 4], "rating_rule": "expected",
+                            "failure": ["", "", "", "no score", "", ""]}).assign(judge="j:1", mode="logprobs")
+    steps = pd.DataFrame({"source_id": ["s"] * 5, "aspect": ["coherence"] * 3 + ["fluency"] * 2,
+                          "step": [0, 1, 2, 0, 1], "score": [4.0, 3.0, 3.0, 2.0, float("nan")],
+                          "failure": ""}).assign(judge="j:1", mode="logprobs")
+    write_parquet(targets, tmp_path / "global_targets.parquet")
+    write_parquet(steps, tmp_path / "chain_scores.parquet")
+    paths = methods.run("dual_perspective", run_dir=str(tmp_path), judge="recorded", figures=False)
     kappa = pd.read_csv(paths["global_kappa.csv"])
     local = pd.read_csv(paths["local_accuracy.csv"])
     expected = dp.global_kappa(targets)

@@ -3,8 +3,13 @@ ratings, per aspect, at summary level (per document over its systems, then avera
 (per system means over documents) and at dataset level (all rated targets of the aspect pooled, the
 level of Hu et al. 2025's Table 1), with bootstrap intervals over documents.
 
-Input: one row per (doc_id, system, aspect) with ``human`` (e.g. the mean of the experts' ratings) and
-``judge`` scores. Output: the ``alignment.csv`` schema — view, aspect, statistic, value, ci_lo, ci_hi, n.
+Segment level (MT meta-evaluation, WMT22 zh-en against MQM and DA): Kendall τ_b, pairwise accuracy with exact ties
+and with calibrated ties (acc*_eq, Deutsch et al. 2023; the headline, as in WMT since 2023), intervals from
+resampling segments (dhp.stats).
+
+Input of the summary/system/dataset views: one row per (doc_id, system, aspect) with ``human`` (the experts' mean
+rating) and ``judge_score``. Output: the ``alignment.csv`` schema — judge, mode, view, aspect, statistic, value,
+ci_lo, ci_hi, n, epsilon. :func:`alignment_tables` computes it for every judge in the collected tables.
 """
 
 from __future__ import annotations
@@ -19,18 +24,19 @@ from dhp.errors import DHPError
 from dhp.stats import paired
 from dhp.stats import segment as seg
 
-__all__ = ["summary_level", "system_level", "dataset_level", "alignment_table"]
+__all__ = ["summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
+           "segment_rows", "alignment_tables", "ALIGNMENT_COLUMNS"]
 
 STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
 COLUMNS = ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
 
 
 def _check(df: pd.DataFrame) -> pd.DataFrame:
-    missing = {"doc_id", "system", "aspect", "human", "judge"} - set(df.columns)
+    missing = {"doc_id", "system", "aspect", "human", "judge_score"} - set(df.columns)
     if missing:
         raise DHPError(f"The alignment input lacks columns {sorted(missing)}.",
-                       "pass one row per (doc_id, system, aspect) with human and judge scores.")
-    return df[np.isfinite(df["human"].astype(float)) & np.isfinite(df["judge"].astype(float))]
+                       "pass one row per (doc_id, system, aspect) with the human rating and the judge_score.")
+    return df[np.isfinite(df["human"].astype(float)) & np.isfinite(df["judge_score"].astype(float))]
 
 
 def _corr(stat: str, x: np.ndarray, y: np.ndarray) -> float:
@@ -41,22 +47,23 @@ def _corr(stat: str, x: np.ndarray, y: np.ndarray) -> float:
 
 def summary_level(df: pd.DataFrame, stat: str = "spearman") -> tuple[float, int]:
     """Mean over documents of the correlation across that document's systems; (value, documents used)."""
-    per_doc = [_corr(stat, g["human"].to_numpy(float), g["judge"].to_numpy(float)) for _, g in df.groupby("doc_id")]
+    per_doc = [_corr(stat, g["human"].to_numpy(float), g["judge_score"].to_numpy(float))
+               for _, g in df.groupby("doc_id")]
     vals = [v for v in per_doc if math.isfinite(v)]
     return (float(np.mean(vals)) if vals else math.nan), len(vals)
 
 
 def system_level(df: pd.DataFrame, stat: str = "kendall") -> tuple[float, int]:
     """Correlation of per-system means (over documents); (value, systems)."""
-    m = df.groupby("system")[["human", "judge"]].mean()
-    return _corr(stat, m["human"].to_numpy(float), m["judge"].to_numpy(float)), len(m)
+    m = df.groupby("system")[["human", "judge_score"]].mean()
+    return _corr(stat, m["human"].to_numpy(float), m["judge_score"].to_numpy(float)), len(m)
 
 
 def dataset_level(df: pd.DataFrame, stat: str = "pearson") -> tuple[float, int]:
     """Correlation over all targets pooled, every (document, system) row one unit — Hu et al. 2025 App.
     A.3: rho({h_ij}, {x_ij}) over i = 1..n documents, j = 1..m systems; (value, targets). NaN below two
     targets or with constant input."""
-    return _corr(stat, df["human"].to_numpy(float), df["judge"].to_numpy(float)), len(df)
+    return _corr(stat, df["human"].to_numpy(float), df["judge_score"].to_numpy(float)), len(df)
 
 
 def _interval(boots: np.ndarray, n_units: int, lo_q: float, hi_q: float) -> tuple[float, float]:
@@ -109,7 +116,8 @@ def _segment_arrays(df: pd.DataFrame, human: str, judge: str) -> tuple[np.ndarra
     return df[human].to_numpy(float), df[judge].to_numpy(float), df["seg_id"].to_numpy()
 
 
-def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", variant: str = "tau_b") -> tuple[float, int]:
+def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge_score", variant: str = "tau_b"
+                  ) -> tuple[float, int]:
     """Segment-level agreement of judge and human scores (MT meta-evaluation), (value, pairs or rows).
 
     ``tau_b``: Kendall's tau-b over all (segment, system) rows ("no grouping", as in WMT22's
@@ -132,7 +140,7 @@ def segment_level(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", va
     return seg.tie_calibrated_accuracy(h, j, g)[0], n_pairs
 
 
-def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", n_boot: int = 1000, seed: int = 0,
+def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge_score", n_boot: int = 1000, seed: int = 0,
                   ci: float = 0.95, aspect: str = "") -> pd.DataFrame:
     """alignment.csv rows (view "segment") for every variant, acc*_eq first, with percentile intervals from
     resampling segments (all systems of a drawn segment kept, the same draws for every variant; acc*_eq
@@ -154,3 +162,47 @@ def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge", n_
         rows.append({"view": "segment", "aspect": aspect or human, "statistic": variant, "value": value,
                      "ci_lo": lo, "ci_hi": hi, "n": n, "epsilon": eps})
     return pd.DataFrame(rows, columns=SEGMENT_COLUMNS)
+
+
+ALIGNMENT_COLUMNS = ["judge", "mode", *SEGMENT_COLUMNS]
+#: The human scores of the segment view: column of segment_human.parquet -> the aspect name in alignment.csv.
+SEGMENT_HUMAN = {"mqm": "mqm", "da_z": "da"}
+
+
+def segment_rows(scores: pd.DataFrame, human: pd.DataFrame, main_reference: str = "refA") -> pd.DataFrame:
+    """The judges' segment scores joined to the human scores, as the segment view compares them: the variants of a
+    metric that use the main reference or the source (``reference`` in {main_reference, "src", ""}: live judges read
+    the source), and every scored system but the main reference itself (a metric cannot be judged on the text it
+    takes as its reference) — mt-metrics-eval's primary setting (main reference refA; refB kept as a system).
+    ``scores``: segment_scores.parquet (judge, mode, lp, reference, system, seg_id, score); ``human``:
+    segment_human.parquet (lp, system, seg_id, mqm, da_z). Returns the scores with mqm and da_z beside them."""
+    missing = {"judge", "mode", "lp", "reference", "system", "seg_id", "score"} - set(scores.columns)
+    if missing:
+        raise DHPError(f"The segment scores lack columns {sorted(missing)}.",
+                       "pass segment_scores.parquet (live judges, or imported with import-judgments mtme).")
+    keep = scores["reference"].fillna("").isin([main_reference, "src", ""]) & (scores["system"] != main_reference)
+    return scores[keep].merge(human, on=["lp", "system", "seg_id"], how="inner")
+
+
+def alignment_tables(targets: pd.DataFrame | None, segments: pd.DataFrame | None, human: pd.DataFrame | None,
+                     n_boot: int = 1000, seed: int = 0, main_reference: str = "refA") -> pd.DataFrame:
+    """alignment.csv for every judge in the collected tables: the summary, system and dataset views of
+    ``targets`` (summary_targets.parquet: judge, mode, doc_id, system, aspect, human, judge_score) and the segment
+    view of ``segments`` joined to ``human`` (:func:`segment_rows`; one block per judge × language pair × human
+    score: aspect "mqm_<lp>" / "da_<lp>"). Columns ALIGNMENT_COLUMNS; epsilon is acc*_eq's threshold."""
+    parts = []
+    if targets is not None and len(targets):
+        for (judge, mode), g in targets.groupby(["judge", "mode"], sort=True):
+            parts.append(alignment_table(g, n_boot=n_boot, seed=seed).assign(judge=judge, mode=mode))
+    if segments is not None and human is not None and len(segments):
+        rows = segment_rows(segments, human, main_reference)
+        for (judge, mode, lp), g in rows.groupby(["judge", "mode", "lp"], sort=True):
+            for column, name in SEGMENT_HUMAN.items():
+                sub = g[np.isfinite(g[column].astype(float))] if column in g.columns else g.iloc[:0]
+                if len(sub):
+                    parts.append(segment_table(sub.rename(columns={"score": "judge_score"}), human=column,
+                                               judge="judge_score", n_boot=n_boot, seed=seed,
+                                               aspect=f"{name}_{lp.replace('-', '_')}").assign(judge=judge, mode=mode))
+    if not parts:
+        return pd.DataFrame(columns=ALIGNMENT_COLUMNS)
+    return pd.concat(parts, ignore_index=True).reindex(columns=ALIGNMENT_COLUMNS)

@@ -14,7 +14,7 @@ Story Cloze is only read from a user-supplied copy (`path=` or env `DHP_STORYCLO
 Answer Equivalence from `path=`, env `DHP_AE_PATH` or `<data root>/answer_equivalence/`.
 """
 
-from dhp.datasets.custom import load_custom, load_items
+from dhp.datasets.custom import CUSTOM_SUFFIXES, DatasetName, is_own_file, load_custom, load_items
 from dhp.datasets.downloader import download
 from dhp.datasets.files import (
     COLUMNS, DATASETS, PAPER_TABLE2, SELECTION_SIZE, DataChecksumWarning, data_root, dataset_files, upstream_url,
@@ -24,6 +24,6 @@ from dhp.datasets.selection import POOLS, SELECTION_RULES, load_dataset, load_ma
 
 __all__ = [
     "COLUMNS", "DATASETS", "PAPER_TABLE2", "POOLS", "SELECTION_RULES", "SELECTION_SIZE", "DataChecksumWarning",
-    "data_root", "dataset_files", "download", "load_custom", "load_dataset", "load_items", "load_many", "reference_lengths",
+    "data_root", "dataset_files", "download", "load_custom", "load_dataset", "load_items", "CUSTOM_SUFFIXES", "DatasetName", "is_own_file", "load_many", "reference_lengths",
     "select_ids", "table2_comparison", "upstream_url",
 ]

@@ -7,8 +7,10 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
+from pydantic import AfterValidator
 
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
@@ -18,6 +20,23 @@ from dhp.datasets.selection import _frame, load_dataset, select_ids
 
 
 _REQUIRED = ("item_id", "source", "reference")
+#: File suffixes of a dataset of your own (dhp.datasets.load_custom).
+CUSTOM_SUFFIXES = (".csv", ".jsonl", ".ndjson")
+
+
+def is_own_file(dataset) -> bool:
+    """True when ``dataset`` names a file of your own rather than one of DATASETS."""
+    return str(dataset) not in DATASETS and Path(str(dataset)).suffix.lower() in CUSTOM_SUFFIXES
+
+
+def _check_dataset(value: str) -> str:
+    if value not in DATASETS and not is_own_file(value):
+        raise ValueError(f"unknown dataset; use one of {list(DATASETS)} or the path of a .csv/.jsonl file")
+    return value
+
+
+#: A method parameter naming a dataset: one of DATASETS or the path of your own .csv/.jsonl file.
+DatasetName = Annotated[str, AfterValidator(_check_dataset)]
 _OPTIONAL = ("question", "wrong_ending", "src_lang", "tgt_lang")
 
 

@@ -276,20 +276,25 @@ def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replac
     return paths
 
 
-def run(name: str, config: RunParams | dict | None = None, figures: bool = True, judge=None,
+def run(name: str, config: RunParams | dict | None = None, figures: bool = True, backend=None,
         **values) -> dict[str, Path]:
     """Run one method end to end into ``config.run_dir``: collect (the model calls), write the collected tables,
     analyze every judge in the run folder, write the results and figures, record the run in manifest.json.
-    Nothing is written unless collecting succeeded. ``judge``: a Backend object to use instead of building one
-    from ``config.judge``. Returns file name -> path."""
+    Nothing is written unless collecting succeeded. ``backend`` (or ``judge=`` given a Backend object): the
+    backend to use instead of building one from ``config.judge``. Returns file name -> path."""
     from dhp.plots import save_figure
 
+    from dhp.backends import Backend
+
     method = get(name)
+    if isinstance(values.get("judge"), Backend):  # a Backend object given as the judge: use it, record its id
+        backend = values["judge"]
+        values["judge"] = backend.identity
     config = method.config(config, **values)
-    recorded = config.judge == RECORDED and judge is None
+    recorded = config.judge == RECORDED and backend is None
     if not recorded:
         method.check_mode(config)
-    backend = method.backend(config, judge)
+    backend = method.backend(config, backend)
     collected = method.collect_reference(config) if recorded else method.collect(config, backend)
     paths = write_tables(method, collected, config.run_dir)
     inputs = read_tables(method, config.run_dir, method.collects)

@@ -24,12 +24,11 @@ from dhp.analysis import confusion as cf
 from dhp.analysis.report_card import confusion_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
-from dhp.datasets import DATASETS, load_items
+from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.criteria_hu2024 import ASPECTS, DESCRIPTION_TYPES, load_criteria, load_expectations
 from dhp.errors import DHPError
 from dhp.judging import aspects as aj
 from dhp.methods import Method, Table, register
-from dhp.methods.discernment import CUSTOM_SUFFIXES
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.hu2024 import CONFUSION_ATTACKS
 from dhp.perturb.llm import PROMPT_UNITS
@@ -53,7 +52,7 @@ def _known(values: list[str] | None, allowed, what: str) -> list[str] | None:
 class CriteriaConfusionParams(RunParams):
     """Parameters of a criteria-confusion run (python -m dhp run --method criteria_confusion; notebook 07)."""
 
-    dataset: str = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
+    dataset: DatasetName = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
                                                  "path of your own .csv/.jsonl file (item_id, source, reference, "
                                                  "task)")
     n_items: int = Field(2, ge=1, description="references to attack and judge (a seeded sample); the paper "
@@ -92,12 +91,6 @@ class CriteriaConfusionParams(RunParams):
     adjust_method: Literal[cf.ADJUST_METHODS] = Field("holm", description="multiple-testing adjustment within "
                                                                           "each description type: 'holm' or 'bh'")
 
-    @field_validator("dataset")
-    @classmethod
-    def _known_dataset(cls, v: str) -> str:
-        if v not in DATASETS and Path(v).suffix.lower() not in CUSTOM_SUFFIXES:
-            raise ValueError(f"unknown dataset; use one of {list(DATASETS)} or the path of a .csv/.jsonl file")
-        return v
 
     @field_validator("description_types")
     @classmethod
@@ -255,7 +248,7 @@ class CriteriaConfusion(Method):
         return backend
 
     def inputs(self, config: CriteriaConfusionParams) -> list[Path]:
-        return [Path(config.dataset)] if Path(config.dataset).suffix.lower() in CUSTOM_SUFFIXES else []
+        return [Path(config.dataset)] if is_own_file(config.dataset) else []
 
     # ------------------------------------------------------------------ analyze (pure)
     def analyze(self, tables: dict[str, pd.DataFrame], config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:

@@ -25,7 +25,7 @@ from dhp.analysis import discernment as stats
 from dhp.analysis.report_card import agreement_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
-from dhp.datasets import DATASETS, load_items
+from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
 from dhp.judging import score_perturbed
@@ -40,7 +40,6 @@ from dhp.recorded import verdict_columns
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
 from dhp.weights import check_weights_cover, load_expert_weights
 
-CUSTOM_SUFFIXES = (".csv", ".jsonl", ".ndjson")
 
 
 class DecomposeAggregateParams(RunParams):
@@ -56,7 +55,7 @@ class DecomposeAggregateParams(RunParams):
                                               f"({', '.join(STRATEGIES)})")
     pairs_path: str | None = Field(None, description="your own pairwise .csv/.jsonl (item_id, instruction, output_1, "
                                                      "output_2, label 1/2/tie) instead of LLMBar (None: LLMBar)")
-    dhp_dataset: str = Field("summeval", description=f"the DHP bridge's dataset: a name ({', '.join(DATASETS)}) or "
+    dhp_dataset: DatasetName = Field("summeval", description=f"the DHP bridge's dataset: a name ({', '.join(DATASETS)}) or "
                                                      "the path of your own .csv/.jsonl file")
     dhp_path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence when dhp_dataset "
                                                    "names one (checked by sha256)")
@@ -88,12 +87,6 @@ class DecomposeAggregateParams(RunParams):
             raise ValueError("a strategy is named twice")
         return v
 
-    @field_validator("dhp_dataset")
-    @classmethod
-    def _known_dataset(cls, v: str) -> str:
-        if v not in DATASETS and Path(v).suffix.lower() not in CUSTOM_SUFFIXES:
-            raise ValueError(f"unknown dataset; use one of {list(DATASETS)} or the path of a .csv/.jsonl file")
-        return v
 
     @field_validator("pairs_path")
     @classmethod
@@ -234,7 +227,7 @@ class DecomposeAggregate(Method):
 
     def inputs(self, config: DecomposeAggregateParams) -> list[Path]:
         files = [config.pairs_path] if config.pairs_path else []
-        if Path(config.dhp_dataset).suffix.lower() in CUSTOM_SUFFIXES and config.dhp_items:
+        if is_own_file(config.dhp_dataset) and config.dhp_items:
             files.append(config.dhp_dataset)
         return [Path(f) for f in files]
 

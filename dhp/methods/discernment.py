@@ -18,7 +18,7 @@ from dhp.analysis import discernment as stats
 from dhp.analysis.report_card import dhp_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
-from dhp.datasets import DATASETS, load_items
+from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.judging import failures_table, score_perturbed
 from dhp.methods import Method, Table, register
 from dhp.perturb import perturb, resolve_perturber
@@ -26,13 +26,12 @@ from dhp.perturb.registry import methods_for
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
 from dhp.weights import check_weights_cover, load_expert_weights
 
-CUSTOM_SUFFIXES = (".csv", ".jsonl", ".ndjson")
 
 
 class DHPParams(RunParams):
     """Parameters of a DHP run (python -m dhp run --method dhp; notebooks 01-03)."""
 
-    dataset: str = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
+    dataset: DatasetName = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
                                                  "path of your own .csv/.jsonl file")
     n_items: int = Field(3, ge=1, description="items (references) to perturb and judge; the paper uses 100")
     path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
@@ -49,12 +48,6 @@ class DHPParams(RunParams):
     zero_method: str = Field("wilcox", description="Wilcoxon zero handling: wilcox | pratt | zsplit (scipy's)")
     wilcoxon_method: str = Field("auto", description="Wilcoxon p: auto | exact | asymptotic | permutation")
 
-    @field_validator("dataset")
-    @classmethod
-    def _known_dataset(cls, v: str) -> str:
-        if v not in DATASETS and Path(v).suffix.lower() not in CUSTOM_SUFFIXES:
-            raise ValueError(f"unknown dataset; use one of {list(DATASETS)} or the path of a .csv/.jsonl file")
-        return v
 
     @field_validator("combine")
     @classmethod
@@ -180,7 +173,7 @@ class DHP(Method):
             check_weights_cover(ew, task, planned, metrics)
 
     def inputs(self, config: DHPParams) -> list[Path]:
-        return [Path(config.dataset)] if Path(config.dataset).suffix.lower() in CUSTOM_SUFFIXES else []
+        return [Path(config.dataset)] if is_own_file(config.dataset) else []
 
     # ------------------------------------------------------------------ analyze (pure)
     def analyze(self, tables: dict[str, pd.DataFrame], config: DHPParams) -> dict[str, pd.DataFrame]:

@@ -82,6 +82,9 @@ class SegmentPairs:
         groups = np.asarray(groups)
         if groups.ndim != 1:
             raise DHPError("groups must be one item id per row.", "pass a flat array of item ids.")
+        if not len(groups):  # no scored row: no pair (statistics over it are NaN)
+            empty = np.zeros(0, dtype=np.intp)
+            return cls(empty, empty, empty, 0, np.zeros(0), False)
         _, code = np.unique(groups, return_inverse=True)
         order = np.argsort(code, kind="stable")
         sizes = np.bincount(code)

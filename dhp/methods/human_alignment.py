@@ -1,0 +1,136 @@
+"""Human alignment, the traditional view: how well do a judge's scores correlate with human ratings? SummEval system
+summaries against the experts' mean rating at summary, system and dataset level (G-Eval's layout; dataset level is
+the level of Hu et al. 2025's Table 1), and WMT22 zh-en segments against MQM and DA at segment level — Kendall τ_b,
+pairwise accuracy with exact ties and with calibrated ties (acc*_eq, Deutsch et al. 2023, the headline, as WMT since
+2023). Judges recorded elsewhere (the WMT22 metrics: ``python -m dhp import-judgments mtme``) sit in the same segment
+table and are analysed with ``--judge recorded``.
+
+Notebook 09 runs its stages (with the dual_perspective method).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from pydantic import Field, field_validator
+
+from dhp.analysis import alignment as al
+from dhp.analysis.report_card import alignment_rows
+from dhp.backends import Backend
+from dhp.config import RunParams
+from dhp.datasets import summeval_annotators as sa
+from dhp.datasets import wmt22_human as wh
+from dhp.judging import build_prompt, score_prompts
+from dhp.methods import Method, Table, register
+from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
+from dhp.recorded import SEGMENT_COLUMNS
+
+LP = "zh-en"
+
+
+class HumanAlignmentParams(RunParams):
+    """Parameters of a human-alignment run (python -m dhp run --method human_alignment; notebook 09)."""
+
+    aspects: list[str] = Field(["coherence", "fluency"], min_length=1,
+                               description=f"SummEval aspects to evaluate ({', '.join(SUMMEVAL_ASPECTS)})")
+    n_docs: int = Field(2, ge=0, description="SummEval documents whose 12 rated system summaries are judged per "
+                                             "aspect (0: none)")
+    n_segments: int = Field(3, ge=0, description="WMT22 zh-en segments judged for every system of mt_systems (0: "
+                                                 "none)")
+    mt_systems: list[str] = Field(["Online-A", "HuaweiTSC", "JDExploreAcademy", "Online-W"], min_length=1,
+                                  description="WMT22 zh-en systems whose outputs the judge scores")
+    main_reference: str = Field("refA", description="the segment view's main reference (mt-metrics-eval's primary "
+                                                    "setting): metric variants using it or the source are compared, "
+                                                    "on every MQM-scored system but it")
+    n_boot: int = Field(200, ge=0, description="bootstrap resamples over documents / segments (0: no intervals)")
+
+    @field_validator("aspects")
+    @classmethod
+    def _known_aspects(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if a not in SUMMEVAL_ASPECTS]
+        if bad:
+            raise ValueError(f"unknown aspect(s) {bad}; use some of {list(SUMMEVAL_ASPECTS)}")
+        return v
+
+
+TARGETS = Table("summary_targets.parquet", ("judge", "mode", "doc_id", "system", "aspect", "human", "judge_score",
+                                            "failure"),
+                "one row per judge × SummEval document × system × aspect: the experts' mean rating and the judge's "
+                "score", results="numbers")
+SEGMENTS = Table("segment_scores.parquet", tuple(SEGMENT_COLUMNS),
+                 "one row per judge × language pair × reference variant × system × segment: the judge's (or the "
+                 "recorded metric's) score; reference 'src' for a judge that reads the source", results="numbers")
+HUMAN = Table("segment_human.parquet", ("lp", "system", "seg_id", "mqm", "da_z"),
+              "one row per language pair × system × segment: the MQM score (higher is better) and the crowd DA "
+              "z-score (NaN where not rated)", partition=("lp",), results="none")
+
+
+@register
+class HumanAlignment(Method):
+    name = "human_alignment"
+    title = "Human alignment (correlations, segment-level acc*_eq)"
+    paper = "G-Eval's layout; Hu et al. 2025 App. A.3; Deutsch et al. 2023 (WMT22 zh-en)"
+    notebooks = ("09_dual_perspective",)
+    modes = ("logprobs", "sample")
+    headline = ("segment_acc_eq_calibrated", "summary_spearman")
+    Params = HumanAlignmentParams
+    collects = (TARGETS, SEGMENTS, HUMAN)
+    produces = (Table("alignment.csv", tuple(al.ALIGNMENT_COLUMNS),
+                      "one row per judge × view × aspect × statistic: the correlation (or segment accuracy) with its "
+                      "bootstrap interval and n; epsilon: acc*_eq's tie threshold"),)
+
+    def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> pd.DataFrame:
+        prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate", "item", "task")},
+                                 "metric": r["aspect"],
+                                 "prompt": build_prompt(r["task"], r["aspect"], r["item"], r["candidate"])}
+                                for r in rows])
+        if prompts.empty:
+            return prompts.assign(score=[], failure=[])
+        return score_prompts(prompts, judge=backend, mode=config.mode, seed=config.seed, cache=config.cache,
+                             progress=config.progress, n_samples=5 if config.mode == "sample" else 1,
+                             max_consecutive_failures=config.max_consecutive_failures)
+
+    def collect_reference(self, config: HumanAlignmentParams) -> dict[str, pd.DataFrame]:
+        """The human scores of the segment view (MQM and DA for WMT22 zh-en): no model call."""
+        mqm = wh.load_mqm_zh_en(config.data_dir)[["seg_id", "system", "mqm"]]
+        da = wh.load_da(LP, config.data_dir).groupby(["seg_id", "system"], as_index=False)["z"].mean()
+        human = mqm.merge(da.rename(columns={"z": "da_z"}), on=["seg_id", "system"], how="left").assign(lp=LP)
+        return {HUMAN.name: human[list(HUMAN.columns)].sort_values(["system", "seg_id"]).reset_index(drop=True)}
+
+    def collect_targets(self, config: HumanAlignmentParams, backend: Backend) -> pd.DataFrame:
+        """Every rated system summary of ``n_docs`` seeded SummEval documents per aspect, judged on that aspect."""
+        targets, ratings = sa.load_targets(config.data_dir), sa.load_ratings(config.data_dir)
+        docs = sorted(targets["doc_id"].unique())
+        pick = pd.Series(docs).sample(n=min(config.n_docs, len(docs)), random_state=config.seed).tolist()
+        human = ratings.groupby(["target_id", "aspect"])["rating"].mean()
+        rows = [{"doc_id": t.doc_id, "system": t.system, "aspect": aspect, "human": float(human[(t.target_id, aspect)]),
+                 "task": "summarization", "item": {"source": t.source}, "candidate": t.candidate}
+                for aspect in config.aspects
+                for t in targets[targets["doc_id"].isin(pick)].sort_values(["doc_id", "system"]).itertuples()]
+        scored = self._score(rows, backend, config)
+        table = scored.rename(columns={"score": "judge_score"}).assign(judge=backend.identity, mode=config.mode)
+        return table.reindex(columns=list(TARGETS.columns))
+
+    def collect_segments(self, config: HumanAlignmentParams, backend: Backend) -> pd.DataFrame:
+        """``mt_systems``' outputs on ``n_segments`` seeded WMT22 zh-en segments, judged for translation accuracy."""
+        mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
+        segs = sorted(mqm["seg_id"].unique())
+        pick = pd.Series(segs).sample(n=min(config.n_segments, len(segs)), random_state=config.seed).tolist()
+        rows = [{"seg_id": r.seg_id, "system": r.system, "aspect": "accuracy", "task": "translation",
+                 "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target}
+                for r in mqm[mqm["seg_id"].isin(pick)].sort_values(["seg_id", "system"]).itertuples()]
+        scored = self._score(rows, backend, config)
+        table = scored.assign(judge=backend.identity, mode=config.mode, lp=LP, reference="src", source="")
+        return table.reindex(columns=list(SEGMENTS.columns))
+
+    def collect(self, config: HumanAlignmentParams, judge=None) -> dict[str, pd.DataFrame]:
+        backend = self.backend(config, judge)
+        return {TARGETS.name: self.collect_targets(config, backend),
+                SEGMENTS.name: self.collect_segments(config, backend), **self.collect_reference(config)}
+
+    def analyze(self, tables: dict[str, pd.DataFrame], config: HumanAlignmentParams) -> dict[str, pd.DataFrame]:
+        return {"alignment.csv": al.alignment_tables(tables.get(TARGETS.name), tables.get(SEGMENTS.name),
+                                                     tables.get(HUMAN.name), n_boot=config.n_boot, seed=config.seed,
+                                                     main_reference=config.main_reference)}
+
+    def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+        return alignment_rows(tables["alignment.csv"]) if "alignment.csv" in tables else pd.DataFrame()
