@@ -141,8 +141,10 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
         if name not in g.methods:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
                            "add it to methods or remove its parameters.")
+    owner: dict[tuple, str] = {}  # methods taught by the same notebooks share one run folder per point
     for name in g.methods:
         m = methods.get(name)
+        home = owner.setdefault(tuple(m.notebooks), name)
         datasets = (g.datasets or [None]) if "dataset" in m.Params.model_fields else [None]
         for dataset in datasets:
             for judge in g.judges:
@@ -150,7 +152,7 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
                     if mode not in m.modes:
                         not_applicable.append(f"{name} for {judge} in {mode} mode (it runs in {', '.join(m.modes)})")
                         continue
-                    base = root / name / (dataset or "")
+                    base = root / home / (dataset or "")
                     folder = base / f"{slug(judge)}-{mode}"
                     values = _values(g, m, judge, mode, dataset)
                     values.setdefault("run_dir", str(folder))
@@ -382,20 +384,32 @@ def _shared_stage(g: GridParams, m: methods.Method, group: list[Point], report: 
 
 
 def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
-    """Every point's notebooks in order; returns the points whose every notebook succeeded."""
+    """Every point's notebooks in order; returns the points whose every notebook succeeded. Methods taught by the
+    same notebooks (dual_perspective and human_alignment: notebook 09) share a folder: its notebooks run once there,
+    with the parameters of all of them."""
     done = []
     groups: dict[tuple, list[Point]] = {}
     for p in pts:
         groups.setdefault((p.method, p.dataset), []).append(p)
+    ran: set[Path] = set()
     for (name, _), group in groups.items():
         m = methods.get(name)
         if not _shared_stage(g, m, group, report):
             continue
         for p in group:
+            together = [q for q in pts if q.folder == p.folder]
+            if p.folder in ran:  # its notebooks ran for a method sharing them
+                if all(q in done for q in together if q is not p and q.folder == p.folder):
+                    done.append(p)
+                continue
+            ran.add(p.folder)
             if not m.shared_notebooks:
-                _clear(p.folder, m)
+                for q in together:
+                    _clear(p.folder, methods.get(q.method))
             own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
-            params = p.config.model_dump()
+            params = {}
+            for q in reversed(together):  # every sharing method's parameters; the point's own win
+                params.update(q.config.model_dump())
             for i, nb in enumerate(own):
                 if not _execute(_nb(g, nb), p.folder / f"{nb}.ipynb", params, g, report):
                     report.skipped += [f"{_rel(p.folder)}/{n}" for n in own[i + 1:]]

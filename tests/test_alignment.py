@@ -18,7 +18,7 @@ def table():
     for d in human:
         for k, sysname in enumerate(["A", "B", "C", "D"]):
             rows.append({"doc_id": d, "system": sysname, "aspect": "coherence",
-                         "human": float(human[d][k]), "judge": float(judge[d][k])})
+                         "human": float(human[d][k]), "judge_score": float(judge[d][k])})
     return pd.DataFrame(rows)
 
 
@@ -34,10 +34,10 @@ def test_summary_level_averages_per_document_correlations_and_skips_constant_doc
 
 def test_system_level_correlates_system_means():
     t = table()
-    m = t.groupby("system")[["human", "judge"]].mean()
+    m = t.groupby("system")[["human", "judge_score"]].mean()
     value, n = system_level(t, "pearson")
     assert n == 4 and np.ptp(m["human"]) > 0
-    assert value == pytest.approx(sps.pearsonr(m["human"], m["judge"])[0])
+    assert value == pytest.approx(sps.pearsonr(m["human"], m["judge_score"])[0])
 
 
 def test_alignment_table_schema_and_intervals_contain_the_estimate():
@@ -49,13 +49,13 @@ def test_alignment_table_schema_and_intervals_contain_the_estimate():
     s = out[(out["view"] == "summary") & (out["statistic"] == "spearman")].iloc[0]
     assert s["ci_lo"] <= s["value"] <= s["ci_hi"]
     with pytest.raises(DHPError, match="judge"):
-        alignment_table(table().drop(columns="judge"))
+        alignment_table(table().drop(columns="judge_score"))
 
 
 def test_nan_judge_scores_are_left_out():
     t = table()
-    t.loc[0, "judge"] = math.nan
-    value, n = summary_level(t[np.isfinite(t["judge"])], "spearman")
+    t.loc[0, "judge_score"] = math.nan
+    value, n = summary_level(t[np.isfinite(t["judge_score"])], "spearman")
     out = alignment_table(t, n_boot=0)
     assert out[(out["view"] == "summary") & (out["statistic"] == "spearman")]["value"].iloc[0] == pytest.approx(value)
 
@@ -64,9 +64,9 @@ def test_segment_level_tau_b_and_pairwise_accuracy_with_ties():
     from dhp.analysis.alignment import segment_level, segment_table
 
     df = pd.DataFrame({"seg_id": [1, 1, 1, 2, 2, 2], "system": list("ABCABC"),
-                       "mqm": [0.0, -1.0, -1.0, -5.0, 0.0, -2.0], "judge": [5.0, 4.0, 4.0, 2.0, 3.0, 3.0]})
+                       "mqm": [0.0, -1.0, -1.0, -5.0, 0.0, -2.0], "judge_score": [5.0, 4.0, 4.0, 2.0, 3.0, 3.0]})
     tau, n = segment_level(df, variant="tau_b")
-    assert n == 6 and tau == pytest.approx(sps.kendalltau(df["mqm"], df["judge"])[0])
+    assert n == 6 and tau == pytest.approx(sps.kendalltau(df["mqm"], df["judge_score"])[0])
     # seg 1: (A,B) same order, (A,C) same, (B,C) both tie -> 3/3; seg 2: (A,B) same, (A,C) same,
     # (B,C) humans prefer B, judge ties -> wrong -> 2/3; total 5/6
     acc, pairs = segment_level(df, variant="acc_eq")
@@ -97,6 +97,6 @@ def test_one_document_or_segment_gives_an_estimate_without_an_interval():
     assert two["ci_lo"].notna().any()
     from dhp.analysis.alignment import segment_table
 
-    seg = pd.DataFrame({"seg_id": [1, 1, 1], "system": ["A", "B", "C"], "mqm": [0.0, -1.0, -5.0], "judge": [3.0, 2.0, 1.0]})
+    seg = pd.DataFrame({"seg_id": [1, 1, 1], "system": ["A", "B", "C"], "mqm": [0.0, -1.0, -5.0], "judge_score": [3.0, 2.0, 1.0]})
     s = segment_table(seg, n_boot=20)
     assert s["ci_lo"].isna().all() and s["value"].notna().any()

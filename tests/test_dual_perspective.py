@@ -97,7 +97,7 @@ TEXT = ("Maria Lopez opened the new library in Springfield on Monday. About 300 
 
 @pytest.mark.parametrize("aspect", ["fluency", "coherence", "consistency", "relevance"])
 def test_each_chain_step_adds_exactly_one_error_to_the_previous_step(aspect):
-    from dhp.analysis.dual_perspective import count_errors, error_chain, is_one_more_error
+    from dhp.perturb.chains import count_errors, error_chain, is_one_more_error
 
     chain = error_chain(TEXT, aspect, 3, seed=1)
     assert chain[0] == TEXT and len(chain) == 4
@@ -113,7 +113,7 @@ def test_each_chain_step_adds_exactly_one_error_to_the_previous_step(aspect):
 def test_coherence_chain_adds_one_inversion_per_step_until_the_order_is_reversed():
     """The old chain swapped any two sentences of the previous step: inversions against the reference
     went 0, 1, 2, 3, 2, 1 (a later swap undid an earlier one) and a correct judge was marked wrong."""
-    from dhp.analysis.dual_perspective import error_chain
+    from dhp.perturb.chains import error_chain
     from dhp.perturb.rules import sentence_inversions, sentence_order
 
     for seed in range(30):
@@ -156,7 +156,7 @@ def test_chains_on_summeval_references_never_get_better(aspect):
     """On real references and many seeds every step adds exactly one error counted against the
     reference, and a chain stops early only where the text can take no more (coherence: reversed
     order; relevance: one sentence left). Today's main failed this for coherence on 47 of 50 chains."""
-    from dhp.analysis.dual_perspective import count_errors, error_chain, is_one_more_error
+    from dhp.perturb.chains import count_errors, error_chain, is_one_more_error
     from dhp.perturb.rules import sentence_spans
 
     length = 5
@@ -175,7 +175,7 @@ def test_chains_on_summeval_references_never_get_better(aspect):
 
 
 def test_a_chain_that_runs_out_of_sentences_stops_instead_of_padding():
-    from dhp.analysis.dual_perspective import error_chain
+    from dhp.perturb.chains import error_chain
 
     chain = error_chain("One sentence here. And a second one.", "relevance", 5)
     assert len(chain) == 2  # one deletion possible; a second would leave nothing to delete from
@@ -192,32 +192,35 @@ def test_local_pairs_link_adjacent_steps_only():
 
 
 def test_pair_matrix_and_table1_layout():
-    from dhp.analysis.dual_perspective import pair_matrix, table1
+    from dhp.analysis.dual_perspective import pair_matrix, rank_judges, table1
 
     s = pd.DataFrame({"source_id": ["a"] * 3 + ["b"] * 3, "aspect": "fluency", "step": [0, 1, 2] * 2,
                       "score": [5.0, 4.0, 4.5, 3.0, 3.0, 1.0]})
     m = pair_matrix(s).set_index(["errors_i", "errors_j"])["accuracy"]
     assert m[(0, 1)] == 0.5 and m[(0, 2)] == 1.0 and m[(1, 2)] == 0.5
-    gk = pd.DataFrame({"aspect": ["fluency"], "kappa": [0.4], "n": [5]})
-    la = pd.DataFrame({"aspect": ["fluency"], "accuracy": [0.75], "n_pairs": [4]})
+    j = {"judge": "j", "mode": "logprobs"}
+    gk = pd.DataFrame({"aspect": ["fluency"], "kappa": [0.4], "n": [5]}).assign(**j)
+    la = pd.DataFrame({"aspect": ["fluency"], "accuracy": [0.75], "n_pairs": [4]}).assign(**j)
     al = pd.DataFrame({"view": ["system", "system", "summary", "dataset", "dataset"], "aspect": "fluency",
                        "statistic": ["pearson", "spearman", "spearman", "pearson", "spearman"],
-                       "value": [0.3, 0.2, 0.9, 0.55, 0.45]})
-    t = table1(gk, la, al, "j").iloc[0]
+                       "value": [0.3, 0.2, 0.9, 0.55, 0.45]}).assign(**j)
+    t = table1(gk, la, al).iloc[0]
     assert (t["kappa"], t["accuracy"]) == (0.4, 0.75)
     # the paper's r and rho are dataset level; system level stands beside them under its own name
     assert (t["dataset_pearson"], t["dataset_spearman"]) == (0.55, 0.45)
     assert (t["system_pearson"], t["system_spearman"]) == (0.3, 0.2)
     assert math.isnan(t["dataset_kendall"]) and "pearson" not in t.index  # no unlabelled level
-    from dhp.analysis.dual_perspective import rank_judges
-
-    other = table1(gk.assign(kappa=0.6), la.assign(accuracy=0.5), al, "k")
-    r = rank_judges(pd.concat([table1(gk, la, al, "j"), other])).set_index("judge")
+    k = {"judge": "k", "mode": "logprobs"}
+    two = table1(pd.concat([gk, gk.assign(kappa=0.6, **k)]), pd.concat([la, la.assign(accuracy=0.5, **k)]),
+                 pd.concat([al, al.assign(**k)]))
+    r = rank_judges(two).set_index("judge")
     assert (r.loc["j", "rank_kappa"], r.loc["k", "rank_kappa"]) == (2, 1)  # the views disagree:
     assert (r.loc["j", "rank_accuracy"], r.loc["k", "rank_accuracy"]) == (1, 2)  # j leads locally
     assert r.loc["j", "rank_dataset_pearson"] == r.loc["k", "rank_dataset_pearson"] == 1  # a tie shares the rank
-    with pytest.raises(DHPError, match="rating rule"):
-        table1(pd.concat([gk.assign(rating_rule="mode"), gk.assign(rating_rule="expected")]), la, al, "j")
+    # a judge kappa'd under both rating rules: table1 takes its mode's default rule (logprobs: expected)
+    both = pd.concat([gk.assign(rating_rule="mode", kappa=0.9), gk.assign(rating_rule="expected")])
+    assert table1(both, la, al)["kappa"].tolist() == [0.4]
+    assert math.isnan(table1(gk, la, None).iloc[0]["dataset_pearson"])  # no alignment run: NaN, not 0
 
 
 def _alignment_input():
@@ -227,7 +230,7 @@ def _alignment_input():
     for d in human:
         for k, name in enumerate("ABCD"):
             rows.append({"doc_id": d, "system": name, "aspect": "coherence", "human": float(human[d][k]),
-                         "judge": float(judge[d][k])})
+                         "judge_score": float(judge[d][k])})
     return pd.DataFrame(rows)
 
 
@@ -241,9 +244,9 @@ def test_dataset_level_pools_every_target_and_matches_scipy():
     out = alignment_table(t, n_boot=200, seed=0)
     d = out[out["view"] == "dataset"].set_index("statistic")
     assert set(d.index) == {"pearson", "spearman", "kendall"} and (d["n"] == 12).all()
-    assert d.loc["pearson", "value"] == pytest.approx(sps.pearsonr(t["human"], t["judge"])[0])
-    assert d.loc["spearman", "value"] == pytest.approx(sps.spearmanr(t["human"], t["judge"])[0])
-    assert d.loc["kendall", "value"] == pytest.approx(sps.kendalltau(t["human"], t["judge"])[0])
+    assert d.loc["pearson", "value"] == pytest.approx(sps.pearsonr(t["human"], t["judge_score"])[0])
+    assert d.loc["spearman", "value"] == pytest.approx(sps.spearmanr(t["human"], t["judge_score"])[0])
+    assert d.loc["kendall", "value"] == pytest.approx(sps.kendalltau(t["human"], t["judge_score"])[0])
     system = out[(out["view"] == "system") & (out["statistic"] == "pearson")]["value"].iloc[0]
     assert system != pytest.approx(d.loc["pearson", "value"])  # a different number, not a relabelling
     assert (d["ci_lo"] <= d["value"]).all() and (d["value"] <= d["ci_hi"]).all()
@@ -288,6 +291,15 @@ def _global_inputs():
     return targets, ratings
 
 
+def _global(judge, tmp_path, **values):
+    from dhp import methods
+
+    m = methods.get("dual_perspective")
+    targets, ratings = _global_inputs()
+    config = m.config(aspects=["fluency"], n_targets=2, cache_path=str(tmp_path / "c.sqlite"), **values)
+    return m.collect_global(config, judge, targets, ratings)["global_targets.parquet"]
+
+
 def test_global_rating_rule_mode_is_the_papers_and_expected_is_selectable(tmp_path):
     """Hu et al. 2025 App. A.4: ten samples at temperature 1, their mode is the rating. Target A's ten
     sampled ratings have mode 1 but mean 2.9; target B ties 2 and 4 five times each (the lower wins)."""
@@ -295,35 +307,33 @@ def test_global_rating_rule_mode_is_the_papers_and_expected_is_selectable(tmp_pa
 
     samples = {"MODAL": list("1111554443"), "TIED": list("2424242424")}
     judge = _SampledJudge.make(lambda prompt: samples["MODAL" if "MODAL summary" in prompt else "TIED"])
-    targets, ratings = _global_inputs()
-    gt = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", cache=tmp_path / "c.sqlite")
+    gt = _global(judge, tmp_path, mode="sample")
     got = gt.set_index("target_id")
-    assert (gt["rating_rule"] == "mode").all()
+    assert (gt["rating_rule"] == "mode").all() and set(gt["judge"]) == {"fake:sampled"}
     assert got.loc["d|A", "judge_score"] == pytest.approx(2.9) and got.loc["d|A", "judge_rating"] == 1
     assert got.loc["d|B", "judge_rating"] == 2  # tie between 2 and 4: the lower
     assert {(r.n, r.temperature) for r in type(judge).requests} == {(10, 1.0)}
-    ex = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", cache=tmp_path / "c.sqlite",
-                           rating_rule="expected").set_index("target_id")
+    ex = _global(judge, tmp_path, mode="sample", rating_rule="expected").set_index("target_id")
     assert ex.loc["d|A", "judge_rating"] == 3 and ex.loc["d|B", "judge_rating"] == 3  # means 2.9 and 3.0, rounded
     assert (ex["rating_rule"] == "expected").all()
     kappa = dp.global_kappa(gt)
-    assert list(kappa.columns) == ["aspect", "rating_rule", "kappa", "n"] and kappa["rating_rule"].tolist() == ["mode"]
+    assert list(kappa.columns) == ["judge", "mode", "aspect", "rating_rule", "kappa", "n"]
+    assert kappa["rating_rule"].tolist() == ["mode"]
 
 
 def test_logprobs_mode_rates_by_the_expected_score_and_refuses_the_mode_rule(tmp_path):
-    from dhp.analysis import dual_perspective as dp
+    from dhp import methods
 
     judge = _SampledJudge.make(lambda prompt: ["4"])
-    targets, ratings = _global_inputs()
-    gt = dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="logprobs", cache=tmp_path / "c.sqlite")
+    gt = _global(judge, tmp_path, mode="logprobs")
     p4, p3 = math.exp(-0.1), math.exp(-2.5)
     assert gt["judge_score"].tolist() == pytest.approx([(4 * p4 + 3 * p3) / (p4 + p3)] * 2)
     assert gt["judge_rating"].tolist() == [4, 4] and (gt["rating_rule"] == "expected").all()
     asked = len(type(judge).requests)
     with pytest.raises(DHPError, match="mode='sample'"):
-        dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="logprobs", rating_rule="mode")
-    with pytest.raises(DHPError, match="rating rule"):
-        dp.global_targets(targets, ratings, ["fluency"], 2, judge=judge, mode="sample", rating_rule="median")
+        _global(judge, tmp_path, mode="logprobs", rating_rule="mode")
+    with pytest.raises(DHPError, match="rating_rule = 'median' is invalid"):
+        methods.get("dual_perspective").config(rating_rule="median")
     assert len(type(judge).requests) == asked  # refused before any call
 
 

@@ -125,15 +125,19 @@ class DualPerspective(Method):
                                max_consecutive_failures=config.max_consecutive_failures)
         return scored.assign(judge=backend.identity, mode=config.mode)
 
-    def collect_global(self, config: DualPerspectiveParams, judge=None) -> dict[str, pd.DataFrame]:
-        """The global view: ``n_targets`` agreed-upon targets per aspect (seeded), judged and mapped to a rating."""
+    def collect_global(self, config: DualPerspectiveParams, judge=None, targets: pd.DataFrame | None = None,
+                       ratings: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+        """The global view: ``n_targets`` agreed-upon targets per aspect (seeded), judged and mapped to a rating.
+        ``targets`` / ``ratings``: SummEval's rated summaries and per-annotator ratings (None: loaded from the
+        data; dhp.datasets.summeval_annotators has their columns)."""
         rule = dp.default_rating_rule(config.mode) if config.rating_rule is None else config.rating_rule
         if rule == "mode" and config.mode != "sample":
             raise DHPError(f"rating_rule='mode' takes the most frequent of sampled ratings, but mode={config.mode!r} "
                            "gives one reply per target.", "use mode='sample' (the paper's ten samples at temperature "
                                                           "1) or rating_rule='expected'.")
         backend = self.backend(config, judge)
-        ratings, targets = sa.load_ratings(config.data_dir), sa.load_targets(config.data_dir)
+        ratings = sa.load_ratings(config.data_dir) if ratings is None else ratings
+        targets = sa.load_targets(config.data_dir) if targets is None else targets
         agreed, by_id = sa.agreed_targets(ratings), targets.set_index("target_id")
         rows = []
         for aspect in config.aspects:
