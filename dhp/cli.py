@@ -6,6 +6,7 @@
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
     python -m dhp import-judgments {llmbar,mtme,table} PATH --run-dir R [--dataset D] [--scale LOW HIGH]
+    python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
 
 ``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
 method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
@@ -114,6 +115,19 @@ def _import_judgments(rest: list[str]) -> int:
     return 0
 
 
+def _leaderboard(argv: list[str]) -> int:
+    from dhp import config as cfg
+    from dhp.leaderboard import LeaderboardParams, run_leaderboard
+
+    ap = argparse.ArgumentParser(prog="python -m dhp leaderboard",
+                                 description="Compare the judges of a run folder on every view (dhp.leaderboard).")
+    cfg.add_arguments(ap, LeaderboardParams)
+    config = cfg.from_arguments(LeaderboardParams, ap.parse_args(argv))
+    for name, path in run_leaderboard(config).items():
+        print(f"{name}: {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -132,12 +146,15 @@ def main(argv=None) -> int:
             return _batch(rest[0], rest[1:])
         if command == "import-judgments":
             return _import_judgments(rest)
+        if command == "leaderboard":
+            return _leaderboard(rest)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("error: use `python -m dhp methods`, `python -m dhp run --method NAME ...`, "
-          "`python -m dhp batch export ... --out F`, `python -m dhp batch import F ...` or "
-          "`python -m dhp import-judgments KIND PATH --run-dir R`", file=sys.stderr)
+          "`python -m dhp batch export ... --out F`, `python -m dhp batch import F ...`, "
+          "`python -m dhp import-judgments KIND PATH --run-dir R` or `python -m dhp leaderboard --run-dir R`",
+          file=sys.stderr)
     return 2
 
 

@@ -222,3 +222,26 @@ def bridge_table(direct: pd.DataFrame, dna: pd.DataFrame, pairwise: pd.DataFrame
         return pd.DataFrame(columns=BRIDGE_COLUMNS)
     out = pd.concat(parts, ignore_index=True)
     return out.sort_values(["dataset", "judge", "mode", "perturbation", "severity"], kind="stable").reset_index(drop=True)
+
+
+def subset_group(subset: str) -> str:
+    """The leaderboard's scope of an LLMBar subset: the four adversarial subsets pooled (as LLMBar and DnA-Eval
+    report them), every other subset on its own."""
+    return "LLMBar Adversarial (4 subsets)" if str(subset).startswith("Adversarial") else (
+        "LLMBar Natural" if subset == "Natural" else str(subset).replace("Processed_", ""))
+
+
+def correctness_units(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per judge × mode × strategy × item: the share of the two orders whose verdict is the gold label (0, 0.5 or 1;
+    a missing verdict counts as wrong, as in LLMBar's accuracy, whose mean over items this is). Columns: judge,
+    mode, strategy, scope (:func:`subset_group`), unit (subset:item_id), value."""
+    missing = [c for c in ("judge", "mode", *_NEEDED) if c not in verdicts.columns]
+    if missing:
+        raise DHPError(f"The verdicts table lacks columns {missing}.", "pass pairwise_verdicts.parquet.")
+    right = (verdicts["verdict"].astype(object) == verdicts["label"].astype(object)).astype(float)
+    t = verdicts.assign(right=right)
+    out = t.groupby(["judge", "mode", "strategy", "subset", "item_id"], as_index=False)["right"].sum()
+    out["value"] = out["right"] / 2.0  # two orders per item
+    out["scope"] = out["subset"].map(subset_group)
+    out["unit"] = out["subset"].astype(str) + ":" + out["item_id"].astype(str)
+    return out[["judge", "mode", "strategy", "scope", "unit", "value"]]

@@ -142,6 +142,11 @@ class Method:
     def figures(self, tables: dict[str, pd.DataFrame], config: RunParams) -> dict[str, Any]:
         return {}
 
+    def views(self, tables: dict[str, pd.DataFrame]) -> list:
+        """The leaderboard's views of this method (dhp.analysis.leaderboard.View: unit-level rows of every judge in
+        the tables; the collected and the produced ones are given). Default: none."""
+        return []
+
     def inputs(self, config: RunParams) -> list:
         """Files of the user's that the run read (checksummed in the manifest)."""
         return []

@@ -21,6 +21,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from dhp.analysis import confusion as cf
+from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import confusion_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
@@ -269,3 +270,22 @@ class CriteriaConfusion(Method):
         if not {CELLS.name, SUMMARY.name, CORRELATIONS.name} <= set(tables):
             return {}
         return confusion_figures(tables[CELLS.name], tables[SUMMARY.name], tables[CORRELATIONS.name])
+
+    def views(self, tables: dict[str, pd.DataFrame]) -> list:
+        """Per description type and instruction: the share of S_T cells with a significant drop (D > 1) and the
+        share of tested S_F cells shown invariant — units: attack × aspect cells, 1 when the cell went as expected."""
+        cells = tables.get("confusion_cells.csv")
+        if cells is None or cells.empty:
+            return []
+        out = []
+        c = cells.assign(unit=cells["attack"].astype(str) + ":" + cells["aspect"].astype(str))
+        for (dtype, instruction), g in c.groupby(["description_type", "instruction"], sort=True):
+            scope = dtype if instruction == "paper" else f"{dtype}/{instruction}"
+            st = g[g["set"] == "S_T"].assign(value=lambda t: (t["D"] > 1).astype(float))
+            sf = g[(g["set"] == "S_F") & g["p_equivalence"].notna()].assign(
+                value=lambda t: t["invariant"].astype(float))
+            out.append(View("criteria_confusion", scope, "share_ST_D_gt_1", "mean", st[["judge", "mode", "unit",
+                                                                                          "value"]]))
+            out.append(View("criteria_confusion", scope, "share_SF_invariant", "mean", sf[["judge", "mode", "unit",
+                                                                                             "value"]]))
+        return out

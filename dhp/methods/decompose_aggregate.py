@@ -22,6 +22,7 @@ from pydantic import Field, field_validator
 
 from dhp.analysis import decomposition as dec
 from dhp.analysis import discernment as stats
+from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import agreement_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
@@ -260,3 +261,13 @@ class DecomposeAggregate(Method):
     def figures(self, tables: dict[str, pd.DataFrame], config: DecomposeAggregateParams) -> dict:
         agreement = tables.get(AGREEMENT.name)
         return {"dna_agreement": plot_agreement(agreement)} if agreement is not None and len(agreement) else {}
+
+    def views(self, tables: dict[str, pd.DataFrame]) -> list:
+        """LLMBar agreement per scope (Natural; the four adversarial subsets pooled; each other set) × strategy:
+        one unit per item, its correctness averaged over the two orders."""
+        verdicts = tables.get(VERDICTS.name)
+        if verdicts is None or verdicts.empty:
+            return []
+        units = dec.correctness_units(verdicts)
+        return [View("llmbar_agreement", scope, "agreement", "mean", g.drop(columns=["scope", "strategy"]),
+                     strategy=strategy) for (scope, strategy), g in units.groupby(["scope", "strategy"], sort=True)]

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator
 
 from dhp import plots
 from dhp.analysis import discernment as stats
+from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import dhp_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
@@ -196,3 +197,23 @@ class DHP(Method):
         return plots.discernment_figures(tables["summary.csv"], tables["discernment.csv"],
                                          ew=self.expert_weights(config))
 
+    def views(self, tables: dict[str, pd.DataFrame]) -> list:
+        """D_avg and D_min per dataset (units: items; a paired bootstrap of items tests two judges' difference)."""
+        scores = tables.get(SCORES.name)
+        if scores is None or scores.empty:
+            return []
+        data = scores.assign(unit=scores["item_id"].astype(str))
+        return [View("dhp", f"DHP {dataset}", measure, "statistic", g, statistic=_summary_value(measure))
+                for dataset, g in data.groupby("dataset", sort=True) for measure in ("D_avg", "D_min")]
+
+
+def _summary_value(measure: str):
+    """A statistic of one judge's score rows: ``measure`` of its DHP summary (no bootstrap, no null), each unit an
+    item."""
+    def statistic(rows: pd.DataFrame) -> float:
+        disc = stats.discernment(rows.assign(item_id=rows["unit"]), n_boot=0)
+        summary = stats.summarize(disc)
+        return float(summary[measure].iloc[0]) if len(summary) else float("nan")
+
+    statistic.__name__ = measure
+    return statistic

@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from dhp.analysis import dual_perspective as dp
+from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import dual_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
@@ -214,3 +215,30 @@ class DualPerspective(Method):
             return {}
         return {f"dual_perspective_{slug(j)}": plot_dual_perspective(targets, matrix, j)
                 for j in sorted(set(targets["judge"]) & set(matrix["judge"]))}
+
+    def views(self, tables: dict[str, pd.DataFrame]) -> list:
+        """Global κ per aspect (units: agreed targets; each judge's own rating rule) and local adjacent accuracy
+        per aspect (units: chain pairs; 1 when the pair is ordered right)."""
+        out = []
+        targets = tables.get(GLOBAL.name)
+        if targets is not None and len(targets):
+            t = targets[targets["rating_rule"] == targets["mode"].map(dp.default_rating_rule)]
+            for aspect, g in t.groupby("aspect", sort=True):
+                out.append(View("global_kappa", f"SummEval {aspect}", "kappa", "statistic",
+                                g.assign(unit=g["target_id"]), statistic=_kappa))
+        steps = tables.get(CHAINS.name)
+        if steps is not None and len(steps):
+            pairs = dp.local_pairs(steps)
+            ok = pairs["score_step"].notna() & pairs["score_next"].notna()
+            units = pairs.assign(unit=pairs["source_id"].astype(str) + ":" + pairs["step"].astype(str),
+                                 value=(pairs["score_step"] > pairs["score_next"]).astype(float).where(ok))
+            for aspect, g in units.groupby("aspect", sort=True):
+                out.append(View("local_accuracy", f"SummEval {aspect}", "local_accuracy", "mean",
+                                g[["judge", "mode", "unit", "value"]]))
+        return out
+
+
+def _kappa(rows: pd.DataFrame) -> float:
+    """Linear weighted κ of one judge's targets (NaN below two rated targets or without variation)."""
+    k = dp.global_kappa(rows.drop(columns=["judge", "mode"], errors="ignore").assign(aspect="a"))
+    return float(k["kappa"].iloc[0]) if len(k) else float("nan")

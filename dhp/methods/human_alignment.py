@@ -14,6 +14,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from dhp.analysis import alignment as al
+from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import alignment_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
@@ -134,3 +135,28 @@ class HumanAlignment(Method):
 
     def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return alignment_rows(tables["alignment.csv"]) if "alignment.csv" in tables else pd.DataFrame()
+
+    def views(self, tables: dict[str, pd.DataFrame]) -> list:
+        """The segment view per language pair (acc*_eq and τ_b against MQM; units: segments, every scored system of
+        a segment) and the summary-level Spearman ρ per SummEval aspect (units: documents)."""
+        out = []
+        scores, human = tables.get(SEGMENTS.name), tables.get(HUMAN.name)
+        if scores is not None and human is not None and len(scores):
+            rows = al.segment_rows(scores, human)
+            for lp, g in rows.groupby("lp", sort=True):
+                data = g.rename(columns={"seg_id": "unit", "mqm": "human"})[["judge", "mode", "unit", "system",
+                                                                             "score", "human"]]
+                out += [View("segment", f"WMT22 {lp} vs MQM", measure, "segment", data)
+                        for measure in ("acc_eq_calibrated", "tau_b")]
+        targets = tables.get(TARGETS.name)
+        if targets is not None and len(targets):
+            for aspect, g in targets.groupby("aspect", sort=True):
+                data = g.assign(unit=g["doc_id"])[["judge", "mode", "unit", "system", "human", "judge_score"]]
+                out.append(View("summary_correlation", f"SummEval {aspect}", "summary_spearman", "statistic", data,
+                                statistic=_summary_spearman))
+        return out
+
+
+def _summary_spearman(rows: pd.DataFrame) -> float:
+    """Summary-level Spearman ρ of one judge's rows, each unit a document."""
+    return al.summary_level(rows.assign(doc_id=rows["unit"], aspect="a"), "spearman")[0]

@@ -1,0 +1,84 @@
+"""The judge leaderboard of a run folder (or results/): every registered method contributes its views of the judges
+in its tables (``Method.views``), dhp.analysis.leaderboard compares the judges on each, and the tables and one
+figure per view are written.
+
+    python -m dhp leaderboard --run-dir runs/llmbar            (notebook 11 runs the same steps)
+
+Writes ``leaderboard.csv`` and ``leaderboard_pairs.csv`` into the run folder (schemas:
+dhp.analysis.leaderboard.LEADERBOARD_COLUMNS, PAIR_COLUMNS) and ``leaderboard_<view>.png/.pdf`` into the figures
+folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from pydantic import Field
+
+from dhp import methods
+from dhp.analysis.leaderboard import View, leaderboard
+from dhp.config import Params
+from dhp.errors import DHPError
+from dhp.io import resolve, slug, write_csv
+
+__all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES"]
+
+TABLES = ("leaderboard.csv", "leaderboard_pairs.csv")
+
+
+class LeaderboardParams(Params):
+    """Parameters of the leaderboard (python -m dhp leaderboard; notebook 11)."""
+
+    run_dir: str = Field("runs/default", description="the folder holding the methods' tables (make demo: results); "
+                                                     "leaderboard.csv and leaderboard_pairs.csv are written here")
+    figures_dir: str | None = Field(None, description="where the figures go (None: <run_dir>/figures)")
+    n_resamples: int = Field(1000, ge=10, description="bootstrap and permutation draws per view (shared by every "
+                                                      "judge and pair of it)")
+    n_resamples_statistic: int = Field(200, ge=10, description="draws of views whose statistic is recomputed per "
+                                                               "draw (DHP's D_avg, κ, correlations over documents)")
+    alpha: float = Field(0.05, gt=0, lt=1, description="significance level of a pair (Holm-adjusted within a view) "
+                                                       "and of the clusters")
+    min_coverage: float = Field(0.5, gt=0, le=1, description="a judge measured on fewer than this share of the "
+                                                             "best-covered judge's units is left out of a view")
+    seed: int = Field(0, ge=0, description="seed of the resampling draws")
+
+
+def collect_views(folder) -> list[View]:
+    """Every registered method's views of the judges in ``folder`` (its collected and produced tables)."""
+    views: list[View] = []
+    for m in methods.all_methods():
+        tables = {**methods.read_tables(m, folder), **methods.read_uses(m, folder)}
+        if tables:
+            views += m.views(tables)
+    return views
+
+
+def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[str, Path]:
+    """Compare the judges of ``config.run_dir`` on every view that has two or more of them; write the tables and one
+    figure per view. Returns file name -> path."""
+    from dhp.plots import save_figure
+    from dhp.plots.leaderboard import leaderboard_figures
+
+    config = config or LeaderboardParams(**values)
+    views = collect_views(config.run_dir)
+    judged = [v for v in views if v.data[["judge", "mode"]].drop_duplicates().shape[0] >= 2]
+    if not judged:
+        raise DHPError(f"No view in {config.run_dir} holds two or more judges to compare.",
+                       "run several judges into one run folder (or the grid: results/), or import recorded ones "
+                       "(python -m dhp import-judgments).")
+    out = leaderboard(judged, n_resamples=config.n_resamples, n_resamples_statistic=config.n_resamples_statistic,
+                      seed=config.seed, alpha=config.alpha, min_coverage=config.min_coverage)
+    root = resolve(config.run_dir)
+    paths = {name: write_csv(df, root / name) for name, df in out.items()}
+    figures = Path(config.figures_dir) if config.figures_dir else root / "figures"
+    for name, fig in leaderboard_figures(out["leaderboard.csv"], out["leaderboard_pairs.csv"]).items():
+        for p in save_figure(fig, figures, f"leaderboard_{slug(name)}"):
+            paths[p.name] = p
+    return paths
+
+
+def read(folder) -> dict[str, pd.DataFrame]:
+    """The leaderboard tables written into ``folder`` ({} when absent)."""
+    root = resolve(folder)
+    return {n: pd.read_csv(root / n) for n in TABLES if (root / n).is_file()}

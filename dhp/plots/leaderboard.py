@@ -1,0 +1,99 @@
+"""Leaderboard figures: one per view, a panel per scope × measure (for LLMBar the headline strategy of each scope),
+judges sorted best first with their interval, significance clusters as bands, n in the panel title, recorded judges
+drawn hollow, judges left out of a panel named under it with the reason."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+BAND_COLOURS = ("#EEF3FA", "#FFFFFF")
+#: LLMBar's headline strategy, then the live ones: a view's figure shows one strategy per scope.
+HEADLINE_STRATEGIES = ("Vanilla", "vanilla", "direct", "dna")
+
+
+def _label(judge: str, mode: str) -> str:
+    return f"{judge} ({mode})"
+
+
+def _headline_groups(board: pd.DataFrame) -> list[tuple]:
+    """The panels of one view: every scope × measure, with one strategy per scope (the headline one)."""
+    groups = []
+    for (scope, measure), g in board.groupby(["scope", "measure"], sort=True):
+        strategies = list(dict.fromkeys(g["strategy"].fillna("")))
+        pick = next((s for s in HEADLINE_STRATEGIES if s in strategies), None)
+        if pick is None:
+            ok = g[g["status"] == "ok"].groupby("strategy")["judge"].nunique()
+            pick = ok.idxmax() if len(ok) else strategies[0]
+        groups.append((scope, measure, pick))
+    return groups
+
+
+def plot_view(board: pd.DataFrame, view: str):
+    """One view's figure (see the module docstring)."""
+    b = board[board["view"] == view].copy()
+    b["strategy"] = b["strategy"].fillna("")
+    groups = _headline_groups(b)
+    ncols = min(2, len(groups))
+    nrows = math.ceil(len(groups) / ncols)
+    heights = [max(1.6, 0.32 * b[(b["scope"] == s) & (b["measure"] == m) & (b["strategy"] == st)].shape[0] + 1.2)
+               for s, m, st in groups]
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, sum(heights[::ncols]) + 0.6), squeeze=False)
+    for ax, (scope, measure, strategy) in zip(axes.flat, groups):
+        g = b[(b["scope"] == scope) & (b["measure"] == measure) & (b["strategy"] == strategy)]
+        _panel(ax, g, scope, measure, strategy)
+    for ax in list(axes.flat)[len(groups):]:
+        ax.set_axis_off()
+    fig.suptitle(f"Leaderboard: {view.replace('_', ' ')} (intervals: 95% bootstrap; bands: significance clusters)",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None:
+    ok = g[g["status"] == "ok"].sort_values("value", ascending=False)
+    out = g[g["status"] != "ok"]
+    title = f"{scope} · {measure}" + (f" · {strategy}" if strategy else "")
+    if ok.empty:
+        ax.text(0.5, 0.5, "no judge with a value here", ha="center", va="center", fontsize=8, transform=ax.transAxes)
+        ax.set_axis_off()
+        ax.set_title(title, fontsize=8, loc="left")
+        return
+    y = np.arange(len(ok))
+    clusters = ok["cluster"].to_numpy()
+    for k, c in enumerate(pd.unique(clusters)):  # alternating bands, one per cluster
+        rows = np.flatnonzero(clusters == c)
+        ax.axhspan(rows.min() - 0.5, rows.max() + 0.5, color=BAND_COLOURS[k % 2], zorder=0)
+        ax.text(1.0, rows.mean(), f" cluster {int(c)}", va="center", ha="left", fontsize=7, color="#555555",
+                transform=ax.get_yaxis_transform())
+    lo = (ok["value"] - ok["lo"]).to_numpy()
+    hi = (ok["hi"] - ok["value"]).to_numpy()
+    err = np.vstack([np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)])
+    ax.errorbar(ok["value"], y, xerr=err, fmt="none", ecolor="#333333", lw=1, capsize=2, zorder=2)
+    recorded = ok["recorded"].astype(bool).to_numpy()
+    ax.scatter(ok["value"][~recorded], y[~recorded], color="#1F4E8C", zorder=3, s=22, label="live")
+    ax.scatter(ok["value"][recorded], y[recorded], facecolor="white", edgecolor="#1F4E8C", zorder=3, s=22,
+               label="recorded")
+    ax.set_yticks(y, [_label(j, m) for j, m in zip(ok["judge"], ok["mode"])], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_ylim(len(ok) - 0.5, -0.5)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_xlabel(measure, fontsize=7)
+    n = int(ok["n"].iloc[0]) if ok["n"].notna().any() else 0
+    ax.set_title(f"{title} (n = {n})", fontsize=8, loc="left")
+    if len(out):
+        notes = "; ".join(f"{_label(j, m)}: {s}" for j, m, s in zip(out["judge"], out["mode"], out["status"]))
+        ax.text(0, -0.12 - 0.02 * len(ok) ** 0, "left out — " + notes[:160], fontsize=6, color="#884444",
+                transform=ax.transAxes, va="top")
+
+
+def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) -> dict:
+    """One figure per view: view name -> figure."""
+    return {view: plot_view(board, view) for view in sorted(set(board["view"]))}
