@@ -12,6 +12,7 @@ folder.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from pydantic import Field
@@ -42,6 +43,12 @@ class LeaderboardParams(Params):
     min_coverage: float = Field(0.5, gt=0, le=1, description="a judge measured on fewer than this share of the "
                                                              "best-covered judge's units is left out of a view")
     seed: int = Field(0, ge=0, description="seed of the resampling draws")
+    recorded: list[Literal["llmbar", "mtme"]] = Field(
+        [], description="published judgments to import into run_dir first, so your judges stand beside them: "
+                        "'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts), 'mtme' (the WMT22 zh-en "
+                        "metrics' segment scores); read from data_dir")
+    data_dir: str | None = Field(None, description="dataset root for the recorded judgments (None: DHP_DATA_DIR or "
+                                                   "../shared/datasets)")
 
 
 def collect_views(folder) -> list[View]:
@@ -61,6 +68,7 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
     from dhp.plots.leaderboard import leaderboard_figures
 
     config = config or LeaderboardParams(**values)
+    import_recorded(config)
     views = collect_views(config.run_dir)
     judged = [v for v in views if v.data[["judge", "mode"]].drop_duplicates().shape[0] >= 2]
     if not judged:
@@ -76,6 +84,25 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
         for p in save_figure(fig, figures, f"leaderboard_{slug(name)}"):
             paths[p.name] = p
     return paths
+
+
+#: Where each kind of recorded judgment lies under the dataset root, and the method whose reference tables it needs.
+RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric-scores_zh-en", "human_alignment")}
+
+
+def import_recorded(config: LeaderboardParams) -> None:
+    """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need."""
+    from dhp.datasets import data_root
+    from dhp.recorded import import_judgments
+
+    for kind in config.recorded:
+        folder, method = RECORDED_SOURCES[kind]
+        import_judgments(kind, data_root(config.data_dir) / folder, config.run_dir,
+                         lp="zh-en" if kind == "mtme" else None)
+        if method is not None:
+            m = methods.get(method)
+            methods.write_tables(m, m.collect_reference(m.config(data_dir=config.data_dir, run_dir=config.run_dir)),
+                                 config.run_dir)
 
 
 def read(folder) -> dict[str, pd.DataFrame]:

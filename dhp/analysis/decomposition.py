@@ -231,10 +231,15 @@ def subset_group(subset: str) -> str:
         "LLMBar Natural" if subset == "Natural" else str(subset).replace("Processed_", ""))
 
 
+#: Live strategies that follow a recorded LLMBar strategy (the same protocol, in the workbench's own words): their
+#: judges share the recorded one's leaderboard view.
+STRATEGY_ALIASES = {"vanilla": "Vanilla"}
+
+
 def correctness_units(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Per judge × mode × strategy × item: the share of the two orders whose verdict is the gold label (0, 0.5 or 1;
     a missing verdict counts as wrong, as in LLMBar's accuracy, whose mean over items this is). Columns: judge,
-    mode, strategy, scope (:func:`subset_group`), unit (subset:item_id), value."""
+    mode, strategy (STRATEGY_ALIASES applied), scope (:func:`subset_group`), unit (subset:item_id), value."""
     missing = [c for c in ("judge", "mode", *_NEEDED) if c not in verdicts.columns]
     if missing:
         raise DHPError(f"The verdicts table lacks columns {missing}.", "pass pairwise_verdicts.parquet.")
@@ -243,5 +248,6 @@ def correctness_units(verdicts: pd.DataFrame) -> pd.DataFrame:
     out = t.groupby(["judge", "mode", "strategy", "subset", "item_id"], as_index=False)["right"].sum()
     out["value"] = out["right"] / 2.0  # two orders per item
     out["scope"] = out["subset"].map(subset_group)
+    out["strategy"] = out["strategy"].replace(STRATEGY_ALIASES)
     out["unit"] = out["subset"].astype(str) + ":" + out["item_id"].astype(str)
     return out[["judge", "mode", "strategy", "scope", "unit", "value"]]
