@@ -41,8 +41,10 @@ from dhp import methods
 from dhp.config import MODES, Params, validate
 from dhp.errors import DHPError
 from dhp.io import project_root, read_table, resolve, slug, write_csv
+from dhp.methods import read_tables
 
 REPORT_NB = "10_report_card"
+LEADERBOARD_NB = "11_leaderboard"
 __all__ = ["GridParams", "load_params", "validate_params", "run_grid", "main", "slug", "points"]
 
 
@@ -74,6 +76,22 @@ class GridParams(Params):
     execution_timeout: int | None = Field(None, ge=1, description="seconds allowed per cell (None: no limit)")
     report_card: bool = Field(True, description="write results/report_card.csv and its figures at the end")
     result_notebooks: bool = Field(True, description="run the methods' notebooks on the aggregated results")
+    leaderboard: dict[str, Any] | None = Field(
+        default_factory=dict, description="compare the judges (notebook 11) on every point's tables gathered into "
+                                          "runs/<run_id>/leaderboard, with these leaderboard parameters (e.g. "
+                                          "{recorded: [llmbar, mtme]}); null: no leaderboard")
+
+    @field_validator("leaderboard")
+    @classmethod
+    def _leaderboard_params(cls, v):
+        if v is not None:
+            from dhp.leaderboard import LeaderboardParams
+
+            bad = sorted(set(v) & {"run_dir", "figures_dir"})
+            if bad:
+                raise ValueError(f"{bad} are set by the grid")
+            validate(LeaderboardParams, v, source="grid leaderboard")
+        return v
 
     @field_validator("run_id")
     @classmethod
@@ -479,6 +497,10 @@ def run_grid(g: GridParams) -> Report:
     tables = aggregate(done, results, report)
     agg_dir = resolve(g.runs_dir) / g.run_id / "aggregate"
     figures = str(resolve(g.figures_dir))
+    for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
+        (results / name).unlink(missing_ok=True)
+    if g.leaderboard is not None and done:
+        _leaderboard(g, done, results, figures, report)
     jobs = []  # (notebook, parameters): they read results/ only and call no model, so they run side by side
     if g.result_notebooks:
         for name in dict.fromkeys(p.method for p in done):
@@ -491,6 +513,31 @@ def run_grid(g: GridParams) -> Report:
         jobs.append((REPORT_NB, {"run_dir": str(results), "figures_dir": figures}))
     _run_side_by_side(g, agg_dir, jobs, report)
     return report
+
+
+def gather(done: list[Point], folder: Path) -> None:
+    """Every successful point's tables in one folder, judges side by side (each table merged by its partition)."""
+    import shutil as _shutil
+
+    if folder.exists():
+        _shutil.rmtree(folder)
+    for p in done:
+        m = methods.get(p.method)
+        tables = read_tables(m, p.folder)
+        if tables:
+            methods.write_tables(m, tables, folder, merge_all=True)
+
+
+def _leaderboard(g: GridParams, done: list[Point], results: Path, figures: str, report: Report) -> None:
+    """Notebook 11 on every point's tables gathered into runs/<run_id>/leaderboard (recorded judges imported there as
+    asked); its two tables (numbers only) are copied into results/."""
+    folder = resolve(g.runs_dir) / g.run_id / "leaderboard"
+    gather(done, folder)
+    params = {**g.leaderboard, "run_dir": str(folder), "figures_dir": figures}
+    if _execute(_nb(g, LEADERBOARD_NB), folder / f"{LEADERBOARD_NB}.ipynb", params, g, report, watch_calls=False):
+        for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, results / name)
 
 
 def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]], report: Report) -> None:

@@ -22,6 +22,7 @@ from dhp.analysis.leaderboard import View, leaderboard
 from dhp.config import Params
 from dhp.errors import DHPError
 from dhp.io import resolve, slug, write_csv
+from dhp.stats.permutation import WMT_EARLY_STOP
 
 __all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES"]
 
@@ -43,6 +44,8 @@ class LeaderboardParams(Params):
     min_coverage: float = Field(0.5, gt=0, le=1, description="a judge measured on fewer than this share of the "
                                                              "best-covered judge's units is left out of a view")
     seed: int = Field(0, ge=0, description="seed of the resampling draws")
+    early_stop: bool = Field(True, description="segment views: stop a pair's permutation test once its p is clearly "
+                                               "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT)")
     recorded: list[Literal["llmbar", "mtme"]] = Field(
         [], description="published judgments to import into run_dir first, so your judges stand beside them: "
                         "'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts), 'mtme' (the WMT22 zh-en "
@@ -76,7 +79,8 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
                        "run several judges into one run folder (or the grid: results/), or import recorded ones "
                        "(python -m dhp import-judgments).")
     out = leaderboard(judged, n_resamples=config.n_resamples, n_resamples_statistic=config.n_resamples_statistic,
-                      seed=config.seed, alpha=config.alpha, min_coverage=config.min_coverage)
+                      seed=config.seed, alpha=config.alpha, min_coverage=config.min_coverage,
+                      early_stop=WMT_EARLY_STOP if config.early_stop else None)
     root = resolve(config.run_dir)
     paths = {name: write_csv(df, root / name) for name, df in out.items()}
     figures = Path(config.figures_dir) if config.figures_dir else root / "figures"

@@ -8,7 +8,8 @@ judge; each method builds its views from its tables (``Method.views``). Three ki
 
 - ``mean``: one value per judge and unit, the view's value is their mean (LLMBar correctness averaged over the two
   orders, a local chain pair ordered right, a criteria-confusion cell decided as expected). Paired test: exact
-  McNemar when every value is 0 or 1, else the paired sign-flip permutation test of the mean difference.
+  McNemar when every value is 0 or 1, else the paired sign-flip permutation test of the mean difference — exact
+  (every sign vector, by convolution) when the differences lie on a grid such as LLMBar's 0, ½, 1, else resampled.
 - ``segment``: segment scores beside the human scores (τ_b, acc*_eq): mt-metrics-eval's PERM-BOTH paired permutation
   test (Deutsch et al. 2021; acc*_eq re-optimises its tie threshold on every resample) with one matrix of draws
   shared by every pair (dhp.stats.permutation), intervals from resampling segments.
@@ -18,10 +19,13 @@ judge; each method builds its views from its tables (``Method.views``). Three ki
 
 Units: judges are compared on the units all of them have (a finite value). A judge measured on fewer than
 ``min_coverage`` of the best-covered judge's units is left out of that view with its reason (status), so a judge
-run on 4 items does not shrink a 319-item comparison to 4 items. Every pair's p-value is two-sided; Holm adjusts
-them within a view (view × scope × measure × strategy); a pair is significant when its adjusted p ≤ α, and the
-clusters are formed from the same adjusted p-values (a judge starts a new cluster when a judge of the current one
-is significantly better). Pure: tables in, tables out.
+run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``), adjusted by Holm within
+the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
+one-sided p that the better-valued judge is better (``p_better``). The clusters follow the WMT metrics findings
+(mt-metrics-eval's AssignRanks) exactly: walking down the judges sorted by value, a judge opens a new cluster when
+a judge of the current cluster beats it with one-sided p_better ≤ α, unadjusted — so a cluster boundary is WMT's,
+while ``significant`` is the stricter, family-wise statement. Segment pairs use mt-metrics-eval's early stop (a
+block of 100 draws at a time, stopping once p is below 0.02 or above 0.5). Pure: tables in, tables out.
 
 Tables: ``leaderboard.csv`` (LEADERBOARD_COLUMNS: one row per view × judge: value, lo, hi, n, rank = position by
 value, cluster = significance cluster, recorded, status) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
@@ -37,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.stats import clusters, paired, permutation
@@ -48,7 +53,7 @@ KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
                        "cluster", "recorded", "status"]
 PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "judge_b", "mode_b", "value_a",
-                "value_b", "diff", "p", "p_adj", "significant", "test", "n"]
+                "value_b", "diff", "p", "p_adj", "significant", "p_better", "test", "n"]
 RECORDED_MODE = "recorded"
 
 
@@ -58,8 +63,7 @@ class View:
 
     ``data``: long rows with judge, mode, unit and — kind "mean": value; kind "segment": system, score, human (one
     row per unit × system); kind "statistic": whatever ``statistic`` reads (it gets one judge's rows, with units
-    relabelled per resampled copy, and returns a number). ``higher_is_better``: False for a measure where lower is
-    better (the leaderboard then ranks by the negated value)."""
+    relabelled per resampled copy, and returns a number). Every measure is higher-is-better."""
 
     view: str
     scope: str
@@ -68,7 +72,6 @@ class View:
     data: pd.DataFrame
     strategy: str = ""
     statistic: Callable[[pd.DataFrame], float] | None = None
-    higher_is_better: bool = True
     notes: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -142,19 +145,53 @@ def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: f
     pairs = []
     for a, b in itertools.combinations(range(len(judges)), 2):
         if binary:
-            p = paired.mcnemar_exact(x[a], x[b])["p_value"]
+            r = paired.mcnemar_exact(x[a], x[b])
+            p = r["p_value"]
+            n_disc = r["n_ab"] + r["n_ba"]
+            p_ab = float(sps.binom.sf(r["n_ab"] - 1, n_disc, 0.5)) if n_disc else 1.0  # P(a wins >= n_ab)
+            p_ba = float(sps.binom.sf(r["n_ba"] - 1, n_disc, 0.5)) if n_disc else 1.0
             test = "exact McNemar"
         else:
             diff = x[a] - x[b]
-            obs = abs(diff.mean())
-            perm = np.abs(signs @ diff) / len(units)
-            p = float((1 + np.sum(perm >= obs - 1e-12)) / (1 + k))
-            test = "paired sign-flip permutation"
-        pairs.append((a, b, p, test))
+            exact = _sign_flip_exact(diff)
+            if exact is not None:
+                p, p_ab, p_ba = exact
+                test = "exact paired sign-flip permutation"
+            else:
+                obs = diff.mean()
+                perm = (signs @ diff) / len(units)
+                p = float((1 + np.sum(np.abs(perm) >= abs(obs) - 1e-12)) / (1 + k))
+                p_ab = float((1 + np.sum(perm >= obs - 1e-12)) / (1 + k))
+                p_ba = float((1 + np.sum(perm <= obs + 1e-12)) / (1 + k))
+                test = "paired sign-flip permutation"
+        pairs.append((a, b, p, p_ab, p_ba, test))
     return values, intervals, pairs
 
 
-def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float):
+def _sign_flip_exact(diff: np.ndarray, max_total: int = 200_000):
+    """The exact sign-flip permutation p-values of the sum of paired differences when they lie on a small grid
+    (LLMBar correctness averaged over two orders: multiples of 1/2): the distribution of Σ s_i |d_i| over all 2^n
+    sign vectors, by convolution of integer steps. (p two-sided, p a better, p b better), or None off the grid."""
+    for scale in (1, 2, 4, 10):
+        m = diff * scale
+        steps = np.rint(np.abs(m)).astype(np.int64)
+        if np.allclose(m, np.rint(m), atol=1e-9) and steps.sum() <= max_total:
+            break
+    else:
+        return None
+    total = int(steps.sum())
+    dist = np.zeros(2 * total + 1)
+    dist[total] = 1.0  # index = sum + total
+    for step in steps[steps > 0]:
+        dist = 0.5 * (np.roll(dist, step) + np.roll(dist, -step))  # rolls never wrap: |sum| <= total
+    values = np.arange(-total, total + 1)
+    obs = int(np.rint(m.sum()))
+    p_two = float(dist[np.abs(values) >= abs(obs)].sum())
+    return min(1.0, p_two), float(dist[values >= obs].sum()), float(dist[values <= obs].sum())
+
+
+def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float,
+                  early_stop: permutation.EarlyStop | None = None):
     d = v.data[v.data["unit"].isin(set(units))].assign(entry=lambda t: [_entry(j, m) for j, m in
                                                                        zip(t["judge"], t["mode"])])
     js = seg.judge_scores(d, item="unit", system="system", judge="entry", score="score", human="human")
@@ -162,14 +199,16 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
     x = js.scores[order]
     statistic = v.measure
     draws = permutation.permutation_draws(len(js.human), k, seed)
-    table = permutation.permutation_table(js.human, x, judges, js.groups, statistic, draws=draws)
+    table = permutation.permutation_table(js.human, x, judges, js.groups, statistic, draws=draws,
+                                          early_stop=early_stop)
     values = np.array([seg_value(js.human, row, js.groups, statistic) for row in x])
     counts = paired.item_bootstrap_draws(len(np.unique(js.groups)), k, seed)
     boots = paired.segment_bootstrap(js.human, x, js.groups, statistic, counts=counts)
     intervals = [paired.percentile_interval(b, len(np.unique(js.groups)), ci) for b in boots]
     index = {e: i for i, e in enumerate(judges)}
-    pairs = [(index[r.judge_a], index[r.judge_b], float(r.p_two_sided), "PERM-BOTH permutation")
-             for r in table.itertuples()]
+    # permutation_table reports each pair better-valued first: the reverse direction is not tested (NaN)
+    pairs = [(index[r.judge_a], index[r.judge_b], float(r.p_two_sided), float(r.p_a_better), math.nan,
+              "PERM-BOTH permutation" + (f" ({int(r.k)} draws)" if early_stop else "")) for r in table.itertuples()]
     return values, intervals, pairs
 
 
@@ -202,9 +241,12 @@ def _statistic_kind(v: View, judges: list[str], units: list, k: int, seed: int, 
         delta = values[a] - values[b]
         dd = boots[a] - boots[b]
         dd = dd[np.isfinite(dd)]
-        p = (float((1 + np.sum(np.abs(dd - delta) >= abs(delta) - 1e-12)) / (1 + len(dd)))
-             if len(dd) and math.isfinite(delta) and len(units) >= 2 else math.nan)
-        pairs.append((a, b, p, "paired bootstrap"))
+        usable = len(dd) and math.isfinite(delta) and len(units) >= 2
+        p = float((1 + np.sum(np.abs(dd - delta) >= abs(delta) - 1e-12)) / (1 + len(dd))) if usable else math.nan
+        # one-sided, a beats b: the null-centred resampled differences at or above the observed one
+        p_ab = float((1 + np.sum(dd - delta >= delta - 1e-12)) / (1 + len(dd))) if usable else math.nan
+        p_ba = float((1 + np.sum(dd - delta <= delta + 1e-12)) / (1 + len(dd))) if usable else math.nan
+        pairs.append((a, b, p, p_ab, p_ba, "paired bootstrap"))
     return values, intervals, pairs
 
 
@@ -213,30 +255,34 @@ _KIND = {"mean": _mean_kind, "segment": _segment_kind, "statistic": _statistic_k
 
 # ---------------------------------------------------------------------------------------------- the leaderboard
 
-def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage: float, min_units: int):
+def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage: float, min_units: int,
+              early_stop):
     judges, units, left_out = _common(v, min_coverage, min_units)
     head = {"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy}
     board, pair_rows = [], []
     if len(judges) >= 1:
-        values, intervals, pairs = _KIND[v.kind](v, judges, units, k, seed, ci)
-        sign = 1.0 if v.higher_is_better else -1.0
+        extra = {"early_stop": early_stop} if v.kind == "segment" else {}
+        values, intervals, pairs = _KIND[v.kind](v, judges, units, k, seed, ci, **extra)
         better_first = []
-        for a, b, p, test in pairs:
-            if sign * values[b] > sign * values[a] or (values[b] == values[a] and judges[b] < judges[a]):
-                a, b = b, a
-            better_first.append((a, b, p, test))
-        adj = paired.holm([p for *_, p, _ in better_first]) if better_first else np.array([])
-        for (a, b, p, test), pa in zip(better_first, adj):
+        for a, b, p, p_ab, p_ba, test in pairs:
+            if values[b] > values[a] or (values[b] == values[a] and judges[b] < judges[a]):
+                a, b, p_ab = b, a, p_ba
+            better_first.append((a, b, p, p_ab, test))
+        adj = paired.holm([p for _, _, p, _, _ in better_first]) if better_first else np.array([])
+        for (a, b, p, p_ab, test), pa in zip(better_first, adj):
             (ja, ma), (jb, mb) = _split(judges[a]), _split(judges[b])
             pair_rows.append({**head, "judge_a": ja, "mode_a": ma, "judge_b": jb, "mode_b": mb,
                               "value_a": values[a], "value_b": values[b], "diff": values[a] - values[b], "p": p,
                               "p_adj": pa, "significant": bool(pa <= alpha) if math.isfinite(pa) else False,
-                              "test": test, "n": len(units)})
+                              "p_better": p_ab, "test": test, "n": len(units)})
+        # clusters as in the WMT metrics findings: the one-sided p that the better-valued judge is better,
+        # unadjusted, along the walk down the sorted judges (dhp.stats.clusters)
         ranked = clusters.significance_ranks(
-            pd.Series({e: sign * x for e, x in zip(judges, values)}),
+            pd.Series(dict(zip(judges, values))),
             pd.DataFrame({"judge_a": [judges[a] for a, *_ in better_first],
-                          "judge_b": [judges[b] for _, b, *_ in better_first], "p_adj": adj}),
-            alpha=alpha, p_column="p_adj").set_index("judge")
+                          "judge_b": [judges[b] for _, b, *_ in better_first],
+                          "p_better": [p_ab for *_, p_ab, _ in better_first]}),
+            alpha=alpha, p_column="p_better").set_index("judge")
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)
@@ -254,17 +300,19 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
 
 
 def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05, ci: float = 0.95,
-                min_coverage: float = 0.5, min_units: int = 2, n_resamples_statistic: int | None = None
-                ) -> dict[str, pd.DataFrame]:
+                min_coverage: float = 0.5, min_units: int = 2, n_resamples_statistic: int | None = None,
+                early_stop: permutation.EarlyStop | None = permutation.WMT_EARLY_STOP) -> dict[str, pd.DataFrame]:
     """leaderboard.csv and leaderboard_pairs.csv of ``views`` (see the module docstring). ``n_resamples``: draws of
     the bootstrap and the permutation tests (shared by every judge and pair of a view); ``n_resamples_statistic``:
-    the draws of "statistic" views, whose statistic is recomputed per draw (default: n_resamples)."""
+    the draws of "statistic" views, whose statistic is recomputed per draw (default: n_resamples); ``early_stop``:
+    a segment pair's permutation test stops after a block of draws once its one-sided p is clearly below or above α
+    (mt-metrics-eval's setting for the WMT findings; None: every draw)."""
     if n_resamples < 1:
         raise DHPError(f"n_resamples = {n_resamples} leaves nothing to test with.", "pass n_resamples >= 1.")
     board, pairs = [], []
     for v in views:
         k = n_resamples_statistic or n_resamples if v.kind == "statistic" else n_resamples
-        b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units)
+        b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
         board += b
         pairs += p
     board_df = pd.DataFrame(board, columns=LEADERBOARD_COLUMNS)

@@ -101,20 +101,34 @@ def agreement_rows(agreement: pd.DataFrame) -> pd.DataFrame:
 def dual_rows(kappa: pd.DataFrame | None, local: pd.DataFrame | None) -> pd.DataFrame:
     """Dual perspective (global_kappa.csv, local_accuracy.csv): global weighted κ and local adjacent accuracy per
     aspect."""
-    rows = [card_row(r["judge"], r["mode"], "dual_perspective", "kappa", r["aspect"], r["kappa"], n=r.get("n"))
-            for r in ([] if kappa is None else kappa.to_dict("records"))]
+    rows = [_small_n(card_row(r["judge"], r["mode"], "dual_perspective", "kappa", r["aspect"], r["kappa"],
+                              n=r.get("n"))) for r in ([] if kappa is None else kappa.to_dict("records"))]
     rows += [card_row(r["judge"], r["mode"], "dual_perspective", "local_accuracy", r["aspect"], r["accuracy"],
                       n=r.get("n_pairs")) for r in ([] if local is None else local.to_dict("records"))]
     return _frame(rows)
 
 
+#: Below this many units a correlation (or κ) is shown as "n too small", not as a number to read: a correlation of
+#: 2 systems is ±1 whatever the judge, and an average over 1 document has no spread to judge it by.
+MIN_CORRELATION_UNITS = 3
+
+
+def _small_n(row: dict) -> dict:
+    """A row whose correlation rests on fewer than MIN_CORRELATION_UNITS units keeps its value, says so."""
+    if row["status"] == "ok" and math.isfinite(row["n"]) and row["n"] < MIN_CORRELATION_UNITS:
+        row["status"] = f"n too small (n < {MIN_CORRELATION_UNITS})"
+    return row
+
+
 def alignment_rows(alignment: pd.DataFrame) -> pd.DataFrame:
     """Human alignment (alignment.csv): every view × statistic per aspect, with its interval; in the segment view
-    its headline, acc*_eq (ties calibrated), comes before the other statistics."""
+    its headline, acc*_eq (ties calibrated), comes before the other statistics. n: documents (summary), systems
+    (system), targets (dataset), pairs or rows (segment); below MIN_CORRELATION_UNITS the status says "n too small"."""
     records = sorted(alignment.to_dict("records"),
                      key=lambda r: r["view"] == "segment" and r["statistic"] != "acc_eq_calibrated")
-    return _frame([card_row(r["judge"], r["mode"], "human_alignment", f"{r['view']}_{r['statistic']}", r["aspect"],
-                            r["value"], r.get("ci_lo"), r.get("ci_hi"), r.get("n")) for r in records])
+    return _frame([_small_n(card_row(r["judge"], r["mode"], "human_alignment", f"{r['view']}_{r['statistic']}",
+                                     r["aspect"], r["value"], r.get("ci_lo"), r.get("ci_hi"), r.get("n")))
+                   for r in records])
 
 
 def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]]) -> pd.DataFrame:
@@ -137,3 +151,30 @@ def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]]) -> pd.
                 rows["status"].iloc[0] if len(rows) else "no usable scores")
         out.append(row)
     return pd.DataFrame(out, columns=["judge", "mode", *picks])
+
+
+STANDING_COLUMNS = ["view", "scope", "measure", "strategy", "value", "rank", "of", "cluster", "best_judge",
+                    "best_mode", "best_value", "n", "recorded_best"]
+
+
+def standings(board: pd.DataFrame, judge: str, mode: str) -> pd.DataFrame:
+    """Where one judge stands on every leaderboard view it is in (leaderboard.csv): its value, rank of how many
+    judges, significance cluster, and the best judge measured there (live or recorded) with its value. A view that
+    left this judge out is listed with its reason in ``cluster`` (no rank, no number)."""
+    rows = []
+    keys = ["view", "scope", "measure", "strategy"]
+    b = board.assign(strategy=board["strategy"].fillna(""))
+    for key, g in b.groupby(keys, sort=True):
+        mine = g[(g["judge"] == judge) & (g["mode"] == mode)]
+        if mine.empty:
+            continue
+        me = mine.iloc[0]
+        ranked = g[g["status"] == "ok"].sort_values("rank")
+        best = ranked.iloc[0] if len(ranked) else None
+        rows.append({**dict(zip(keys, key)), "value": me["value"], "rank": me["rank"], "of": len(ranked),
+                     "cluster": me["cluster"] if me["status"] == "ok" else me["status"],
+                     "best_judge": best["judge"] if best is not None else "",
+                     "best_mode": best["mode"] if best is not None else "",
+                     "best_value": best["value"] if best is not None else math.nan, "n": me["n"],
+                     "recorded_best": bool(best["recorded"]) if best is not None else False})
+    return pd.DataFrame(rows, columns=STANDING_COLUMNS)

@@ -251,10 +251,12 @@ def _upsert(new: pd.DataFrame, old: pd.DataFrame | None, table: Table) -> pd.Dat
     return pd.concat([keep, new], ignore_index=True) if len(keep) else new
 
 
-def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replace: bool = False) -> dict[str, Path]:
+def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replace: bool = False,
+                 merge_all: bool = False) -> dict[str, Path]:
     """Write the method's ``tables`` into ``folder`` (each atomically, after all were checked): collected tables
     are merged into what is there (:class:`Table` ``partition``) unless ``replace``; produced tables replace the
-    file. A table the method does not declare is an error (every table a method writes is declared)."""
+    file (``merge_all``: merged too — gathering several runs' results into one folder). A table the method does not
+    declare is an error (every table a method writes is declared)."""
     root = resolve(folder)
     declared = method.tables()
     unknown = sorted(set(tables) - set(declared))
@@ -270,7 +272,7 @@ def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replac
             run_stats[name] = df.attrs["judge_stats"]
         df.attrs = {}  # attrs would be stored in the parquet metadata
         old = None
-        if name in collected and not replace and (root / name).is_file():
+        if (name in collected or merge_all) and not replace and (root / name).is_file():
             old = read_table(root / name, name, f"the {method.name} method")
         final[name] = _upsert(df, old, declared[name])
     paths = {name: (write_parquet if name.endswith(".parquet") else write_csv)(df, root / name)

@@ -55,8 +55,9 @@ class DualPerspectiveParams(RunParams):
                                                  "paper's 10)")
     temperature: float = Field(1.0, ge=0, description="global view in sample mode: sampling temperature (the "
                                                        "paper's 1.0)")
-    dataset: DatasetName = Field("summeval", description="local view: the references the error chains start from — a "
-                                                 "dataset name or the path of your own .csv/.jsonl file")
+    chain_dataset: DatasetName = Field("summeval", description="local view: the dataset whose references the error "
+                                                             "chains start from — a name or the path of your own "
+                                                             ".csv/.jsonl file")
     n_sources: int = Field(2, ge=1, description="local view: references turned into error chains")
     chain_length: int = Field(3, ge=1, description="local view: errors added along each chain (chain_length + 1 "
                                                    "targets; a text that cannot take another error ends early)")
@@ -157,7 +158,7 @@ class DualPerspective(Method):
         return {GLOBAL.name: table}
 
     def references(self, config: DualPerspectiveParams) -> pd.DataFrame:
-        items = load_items(config.dataset, config.n_sources, config.seed, config.data_dir)
+        items = load_items(config.chain_dataset, config.n_sources, config.seed, config.data_dir)
         return items.rename(columns={"item_id": "source_id"})[["source_id", "source", "reference"]]
 
     def collect_local(self, config: DualPerspectiveParams, judge=None) -> dict[str, pd.DataFrame]:

@@ -13,47 +13,100 @@ import pandas as pd  # noqa: E402
 from dhp.analysis.report_card import headline  # noqa: E402
 
 
-def plot_report_card(card: pd.DataFrame, judge: str, mode: str):
-    """One panel per method (in the card's order): every measure × scope (expert-weighted variants only in the
-    table) as a horizontal bar with its interval where there is one; a method that was not run says so instead of
-    showing a bar."""
+MAX_ROWS = 12  # rows drawn per method panel; the rest are in report_card.csv
+
+
+def _method_panel(ax, m: pd.DataFrame, method: str) -> None:
+    """One method's rows as dots with their intervals; the number (or why there is none) and n in a column right of
+    the axes, so no label overlaps a dot or a whisker."""
+    more = len(m) - MAX_ROWS
+    shown = f" ({MAX_ROWS} of {len(m)} rows; all in report_card.csv)" if more > 0 else ""
+    ax.set_title(method.replace("_", " ") + shown, fontsize=9, loc="left")
+    if m.empty or (m["status"] == "not run").all():
+        ax.text(0.5, 0.5, "not run", ha="center", va="center", fontsize=10, color="grey", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    m = m.head(MAX_ROWS)
+    ok = (m["status"] == "ok").to_numpy()
+    y = np.arange(len(m))
+    for yi, r in zip(y, m.itertuples()):
+        note = f"{r.value:.3g}" if r.status == "ok" else r.status
+        ax.text(1.02, yi, note + (f"  (n={r.n:.0f})" if np.isfinite(r.n) else ""), va="center", fontsize=6.5,
+                transform=ax.get_yaxis_transform(), color="black" if r.status == "ok" else "#8A4B08")
+    ax.set_yticks(y, [f"{r.measure} · {r.scope}" for r in m.itertuples()], fontsize=6.5)
+    ax.set_ylim(len(m) - 0.5, -0.5)
+    if ok.any():
+        v = m["value"].to_numpy(float)
+        lo = np.where(np.isfinite(m["lo"].to_numpy(float)), v - m["lo"].to_numpy(float), 0)
+        hi = np.where(np.isfinite(m["hi"].to_numpy(float)), m["hi"].to_numpy(float) - v, 0)
+        ax.errorbar(v[ok], y[ok], xerr=np.vstack([lo[ok], hi[ok]]), fmt="o", ms=4, color="#1F4E8C", ecolor="#333333",
+                    lw=0.9, capsize=2)
+        finite = np.concatenate([v[ok], m["lo"].to_numpy(float)[ok], m["hi"].to_numpy(float)[ok]])
+        finite = finite[np.isfinite(finite)]
+        pad = max(0.05, 0.08 * float(np.ptp(finite))) if len(finite) else 0.1
+        ax.set_xlim(float(finite.min()) - pad, float(finite.max()) + pad)
+    else:
+        ax.set_xticks([])
+        ax.text(0.5, 0.5, "no number to draw: see the right column", ha="center", va="center", fontsize=7,
+                color="grey", transform=ax.transAxes)
+    ax.tick_params(axis="x", labelsize=6.5)
+
+
+def _standing_panel(ax, standing: pd.DataFrame) -> None:
+    """Where the judge stands on each leaderboard view: its rank and cluster next to the best judge there."""
+    ax.set_axis_off()
+    ax.set_title("where this judge stands on the leaderboard (rank by value, cluster, best judge there)",
+                 fontsize=9, loc="left")
+    lines = []
+    for r in standing.head(MAX_ROWS).itertuples():
+        where = (f"rank {r.rank:.0f} of {r.of}, cluster {r.cluster:.0f}" if isinstance(r.cluster, (int, float))
+                 and np.isfinite(r.cluster) else str(r.cluster))
+        value = f"{r.value:.3g}" if np.isfinite(r.value) else "—"
+        scope = f"{r.scope}{' · ' + r.strategy if r.strategy else ''} · {r.measure}"
+        best = f"{r.best_judge} ({r.best_mode}) {r.best_value:.3g}" if r.best_judge else "—"
+        lines.append(f"{scope}: {value}, {where}; best: {best}")
+    if not lines:
+        lines = ["not on the leaderboard: no view had another judge on the same units"]
+    for i, line in enumerate(lines):
+        ax.text(0, 1 - (i + 1) / (len(lines) + 1), line, fontsize=6.5, transform=ax.transAxes, va="center")
+
+
+def plot_report_card(card: pd.DataFrame, judge: str, mode: str, standing: pd.DataFrame | None = None):
+    """One panel per method (in the card's order): every measure × scope (expert-weighted variants only in the table)
+    as a dot with its interval, its number and n beside it; rows without a number say why; a method that was not run
+    says so. With ``standing`` (dhp.analysis.report_card.standings) a last panel shows the judge's rank and cluster on
+    every leaderboard view next to the best judge measured there."""
     g = card[(card["judge"] == judge) & (card["mode"] == mode)]
     method_names = list(dict.fromkeys(card["method"]))
-    fig, axes = plt.subplots(len(method_names), 1, figsize=(7.5, 2.0 * len(method_names)), squeeze=False)
-    for ax, method in zip(axes[:, 0], method_names):
-        m = g[(g["method"] == method) & ~g["measure"].str.endswith("_EW")]  # EW variants stay in the table
-        ax.set_title(method.replace("_", " "), fontsize=9, loc="left")
-        if m.empty or (m["status"] == "not run").all():
-            ax.text(0.5, 0.5, "not run", ha="center", va="center", fontsize=11, color="grey", transform=ax.transAxes)
-            ax.set_axis_off()
-            continue
-        labels = [f"{r.measure} · {r.scope}" for r in m.itertuples()]
-        y = np.arange(len(m))
-        vals = m["value"].fillna(0).to_numpy()
-        ax.barh(y, vals, color=["#4C72B0" if s == "ok" else "#DDDDDD" for s in m["status"]])
-        err = np.vstack([(m["value"] - m["lo"]).to_numpy(), (m["hi"] - m["value"]).to_numpy()])
-        if np.isfinite(err).any():
-            ax.errorbar(vals, y, xerr=np.where(np.isfinite(err), err, 0), fmt="none", ecolor="black", lw=0.8)
-        for yi, r in zip(y, m.itertuples()):
-            note = f"{r.value:.2f}" if r.status == "ok" else r.status
-            ax.text(0.01, yi, f" {note}" + (f"  (n={r.n:.0f})" if np.isfinite(r.n) else ""), va="center",
-                    fontsize=6, transform=ax.get_yaxis_transform())
-        ax.set_yticks(y, labels, fontsize=6)
-        ax.invert_yaxis()
+    panels = [g[(g["method"] == m) & ~g["measure"].str.endswith("_EW")] for m in method_names]
+    heights = [1.0 if p.empty or (p["status"] == "not run").all() else 0.7 + 0.22 * min(len(p), MAX_ROWS)
+               for p in panels]
+    if standing is not None:
+        heights.append(0.6 + 0.2 * max(1, min(len(standing), MAX_ROWS)))
+    fig, axes = plt.subplots(len(heights), 1, figsize=(8.5, sum(heights) + 0.8), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, method, m in zip(axes[:, 0], method_names, panels):
+        _method_panel(ax, m, method)
+    if standing is not None:
+        _standing_panel(axes[-1, 0], standing)
     fig.suptitle(f"Report card: {judge} ({mode})", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def save_report_card_pages(card: pd.DataFrame, out_dir, picks: dict[str, str]) -> list:
-    """One page per judge × mode (report_card_<judge>-<mode>.png and .pdf, names made file-safe) and the
-    comparison figure (report_card_comparison; ``picks``: method -> its headline measure); returns the paths."""
+def save_report_card_pages(card: pd.DataFrame, out_dir, picks: dict, board: pd.DataFrame | None = None) -> list:
+    """One page per judge × mode (report_card_<judge>-<mode>.png and .pdf, names made file-safe; with ``board``, the
+    leaderboard, each page shows where the judge stands) and the comparison figure (report_card_comparison;
+    ``picks``: method -> its headline measure); returns the paths."""
+    from dhp.analysis.report_card import standings
     from dhp.io import slug
     from dhp.plots import save_figure
 
     paths = []
     for judge, mode in sorted(set(zip(card["judge"], card["mode"]))):
-        paths += save_figure(plot_report_card(card, judge, mode), out_dir, f"report_card_{slug(f'{judge}-{mode}')}")
+        standing = standings(board, judge, mode) if board is not None else None
+        paths += save_figure(plot_report_card(card, judge, mode, standing), out_dir,
+                             f"report_card_{slug(f'{judge}-{mode}')}")
     if len(card):
         paths += save_figure(plot_card_comparison(card, picks), out_dir, "report_card_comparison")
     return paths
