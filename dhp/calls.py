@@ -29,7 +29,7 @@ from dhp.cache import CachedCall, Cache, make_key, open_cache
 from dhp.errors import DHPError
 
 __all__ = [
-    "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "run", "estimate", "chat",
+    "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "plan_metric", "run", "estimate", "chat",
     "load_price_table", "MAX_CONSECUTIVE_FAILURES", "TEMPLATE_MARGIN", "PendingCalls", "collect_pending",
 ]
 
@@ -126,6 +126,12 @@ def plan_chat(backend: Backend, request: ChatRequest) -> Call:
     return Call("chat", request, tuple(make_key(ident, messages, params, i) for i in range(params["n"])))
 
 
+def plan_metric(backend: Backend, source: str, candidate: str, task: str) -> Call:
+    """The call scoring ``candidate`` against its ``source`` directly (mode "metric": a baseline judge)."""
+    return Call("metric", (source, candidate, task),
+                (make_key(_identity(backend), [source, candidate, task], {"kind": "metric"}, 0),))
+
+
 def plan_loglik(backend: Backend, prefix: str, continuation: str) -> Call:
     """The call scoring log p(continuation | prefix)."""
     return Call("loglik", (prefix, continuation),
@@ -211,6 +217,8 @@ def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: d
                          CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
                                     res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
                         for i, key in enumerate(call.keys)])
+    elif call.kind == "metric":  # the reason of a NaN score is kept (a text the statistic does not apply to)
+        store.put(call.keys[0], backend.identity, "metric", CachedCall(res.reason, None, res.value, 0, 0))
     else:
         store.put(call.keys[0], backend.identity, "loglik",
                   CachedCall(None, None, res.logprob_sum, res.prompt_tokens, res.n_tokens))
@@ -265,10 +273,13 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
         try:
             chats = [c for c in todo if c.kind == "chat"]
             logliks = [c for c in todo if c.kind == "loglik"]
+            metrics = [c for c in todo if c.kind == "metric"]
             if chats:
                 backend.chat_many([c.request for c in chats], on_result=on_result(chats))
             if logliks:
                 backend.loglikelihood_many([c.request for c in logliks], on_result=on_result(logliks))
+            if metrics:
+                backend.metric_many([c.request for c in metrics], on_result=on_result(metrics))
         finally:
             bar.close()
             outside.update(final=True)

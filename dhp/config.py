@@ -30,8 +30,8 @@ __all__ = ["Params", "RunParams", "MODES", "validate", "add_arguments", "from_ar
 
 #: How a judge's reply becomes a score (dhp.judging.pointwise): sampled ratings, the expected rating over the
 #: score tokens' probabilities, or the mean token log-likelihood of the text (no rating asked for).
-MODES = ("logprobs", "sample", "likelihood")
-Mode = Literal["logprobs", "sample", "likelihood"]
+MODES = ("logprobs", "sample", "likelihood", "metric")
+Mode = Literal["logprobs", "sample", "likelihood", "metric"]
 
 
 def _is_list(annotation) -> bool:
@@ -75,7 +75,8 @@ class RunParams(Params):
                                                 "vllm:<model> (tables record the judge id it resolves to) | "
                                                 "recorded (call no model: analyze judgments imported into the "
                                                 "run folder with python -m dhp import-judgments)")
-    mode: Mode = Field("logprobs", description="how a reply becomes a score: logprobs | sample | likelihood")
+    mode: Mode = Field("logprobs", description="how a reply becomes a score: logprobs | sample | likelihood | "
+                                                "metric (a baseline judge scores the text itself)")
     seed: int = Field(0, ge=0, description="seed for item selection, perturbation, sampling and resampling")
     run_dir: str = Field("runs/default", description="the run folder: every table of the run is written here")
     cache_path: str | None = Field(None, description="judge call cache (None: <run_dir>/cache.sqlite)")

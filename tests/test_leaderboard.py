@@ -162,3 +162,23 @@ def test_exact_sign_flip_equals_enumerating_every_sign_vector():
     assert p_ab == pytest.approx((every >= d.sum() - 1e-9).mean())
     assert p_ba == pytest.approx((every <= d.sum() + 1e-9).mean())
     assert _sign_flip_exact(np.array([0.1234567, -0.5])) is None  # off the grid: resampled instead
+
+
+def test_a_large_segment_view_walks_only_the_deciding_pairs_to_the_same_clusters(monkeypatch):
+    import dhp.analysis.leaderboard as lbmod
+
+    rng = np.random.default_rng(3)
+    n_seg, systems = 40, list("ABCD")
+    human = rng.normal(size=(n_seg, len(systems)))
+    rows = []
+    for j, noise in enumerate([0.2, 0.25, 0.5, 0.55, 1.0, 1.1, 2.0, 2.2, 4.0, 4.5, 8.0, 9.0]):
+        score = human + rng.normal(scale=noise, size=human.shape)
+        rows += [{"judge": f"j{j:02d}", "mode": "recorded", "unit": s, "system": systems[k], "score": score[s, k],
+                  "human": human[s, k]} for s in range(n_seg) for k in range(len(systems))]
+    v = View("segment", "toy", "acc_eq_calibrated", "segment", pd.DataFrame(rows))
+    walked = leaderboard([v], n_resamples=200, early_stop=None)
+    monkeypatch.setattr(lbmod, "ALL_PAIRS_MAX_JUDGES", 100)
+    full = leaderboard([v], n_resamples=200, early_stop=None)
+    a, b = (x["leaderboard.csv"].set_index("judge")["cluster"] for x in (walked, full))
+    assert a.to_dict() == b.reindex(a.index).to_dict() and a.nunique() >= 3
+    assert len(walked["leaderboard_pairs.csv"]) < len(full["leaderboard_pairs.csv"]) == 66

@@ -165,7 +165,7 @@ def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: f
                 p_ba = float((1 + np.sum(perm <= obs + 1e-12)) / (1 + k))
                 test = "paired sign-flip permutation"
         pairs.append((a, b, p, p_ab, p_ba, test))
-    return values, intervals, pairs
+    return values, intervals, pairs, None
 
 
 def _sign_flip_exact(diff: np.ndarray, max_total: int = 200_000):
@@ -190,26 +190,45 @@ def _sign_flip_exact(diff: np.ndarray, max_total: int = 200_000):
     return min(1.0, p_two), float(dist[values >= obs].sum()), float(dist[values <= obs].sum())
 
 
+#: Above this many judges a segment view tests only the pairs that decide its clusters (the walk down the sorted
+#: judges compares each with the judges of the current cluster, stopping at the first significant one).
+ALL_PAIRS_MAX_JUDGES = 10
+
+
 def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float,
-                  early_stop: permutation.EarlyStop | None = None):
+                  early_stop: permutation.EarlyStop | None = None, alpha: float = 0.05):
     d = v.data[v.data["unit"].isin(set(units))].assign(entry=lambda t: [_entry(j, m) for j, m in
                                                                        zip(t["judge"], t["mode"])])
     js = seg.judge_scores(d, item="unit", system="system", judge="entry", score="score", human="human")
-    order = [js.judges.index(e) for e in judges]
-    x = js.scores[order]
+    x = js.scores[[js.judges.index(e) for e in judges]]
     statistic = v.measure
-    draws = permutation.permutation_draws(len(js.human), k, seed)
-    table = permutation.permutation_table(js.human, x, judges, js.groups, statistic, draws=draws,
-                                          early_stop=early_stop)
     values = np.array([seg_value(js.human, row, js.groups, statistic) for row in x])
     counts = paired.item_bootstrap_draws(len(np.unique(js.groups)), k, seed)
     boots = paired.segment_bootstrap(js.human, x, js.groups, statistic, counts=counts)
     intervals = [paired.percentile_interval(b, len(np.unique(js.groups)), ci) for b in boots]
-    index = {e: i for i, e in enumerate(judges)}
-    # permutation_table reports each pair better-valued first: the reverse direction is not tested (NaN)
-    pairs = [(index[r.judge_a], index[r.judge_b], float(r.p_two_sided), float(r.p_a_better), math.nan,
-              "PERM-BOTH permutation" + (f" ({int(r.k)} draws)" if early_stop else "")) for r in table.itertuples()]
-    return values, intervals, pairs
+    draws = permutation.permutation_draws(len(js.human), k, seed)
+    test = "PERM-BOTH permutation" + (" (early stop)" if early_stop else "")
+    if len(judges) <= ALL_PAIRS_MAX_JUDGES:
+        table = permutation.permutation_table(js.human, x, judges, js.groups, statistic, draws=draws,
+                                              early_stop=early_stop)
+        index = {e: i for i, e in enumerate(judges)}
+        # permutation_table reports each pair better-valued first: the reverse direction is not tested (NaN)
+        pairs = [(index[r.judge_a], index[r.judge_b], float(r.p_two_sided), float(r.p_a_better), math.nan, test)
+                 for r in table.itertuples()]
+        return values, intervals, pairs, None
+    order = sorted(range(len(judges)), key=lambda i: (-values[i] if math.isfinite(values[i]) else math.inf,
+                                                      judges[i]))
+    pairs, cluster, start, clusters_of = [], 1, 0, {}
+    for pos, i in enumerate(order):
+        for j in order[start:pos]:  # the judges of the current cluster, best first
+            r = permutation.paired_permutation_test(js.human, x[j], x[i], js.groups, statistic, draws=draws,
+                                                    early_stop=early_stop)
+            pairs.append((j, i, r["p_two_sided"], r["p_a_better"], math.nan, test))
+            if r["p_a_better"] <= alpha:  # significantly beaten by a judge of the cluster: a new cluster
+                cluster, start = cluster + 1, pos
+                break
+        clusters_of[judges[i]] = cluster
+    return values, intervals, pairs, clusters_of
 
 
 def seg_value(human, scores, groups, statistic: str) -> float:
@@ -247,7 +266,7 @@ def _statistic_kind(v: View, judges: list[str], units: list, k: int, seed: int, 
         p_ab = float((1 + np.sum(dd - delta >= delta - 1e-12)) / (1 + len(dd))) if usable else math.nan
         p_ba = float((1 + np.sum(dd - delta <= delta + 1e-12)) / (1 + len(dd))) if usable else math.nan
         pairs.append((a, b, p, p_ab, p_ba, "paired bootstrap"))
-    return values, intervals, pairs
+    return values, intervals, pairs, None
 
 
 _KIND = {"mean": _mean_kind, "segment": _segment_kind, "statistic": _statistic_kind}
@@ -261,8 +280,8 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
     head = {"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy}
     board, pair_rows = [], []
     if len(judges) >= 1:
-        extra = {"early_stop": early_stop} if v.kind == "segment" else {}
-        values, intervals, pairs = _KIND[v.kind](v, judges, units, k, seed, ci, **extra)
+        extra = {"early_stop": early_stop, "alpha": alpha} if v.kind == "segment" else {}
+        values, intervals, pairs, walked = _KIND[v.kind](v, judges, units, k, seed, ci, **extra)
         better_first = []
         for a, b, p, p_ab, p_ba, test in pairs:
             if values[b] > values[a] or (values[b] == values[a] and judges[b] < judges[a]):
@@ -276,13 +295,20 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                               "p_adj": pa, "significant": bool(pa <= alpha) if math.isfinite(pa) else False,
                               "p_better": p_ab, "test": test, "n": len(units)})
         # clusters as in the WMT metrics findings: the one-sided p that the better-valued judge is better,
-        # unadjusted, along the walk down the sorted judges (dhp.stats.clusters)
-        ranked = clusters.significance_ranks(
-            pd.Series(dict(zip(judges, values))),
-            pd.DataFrame({"judge_a": [judges[a] for a, *_ in better_first],
-                          "judge_b": [judges[b] for _, b, *_ in better_first],
-                          "p_better": [p_ab for *_, p_ab, _ in better_first]}),
-            alpha=alpha, p_column="p_better").set_index("judge")
+        # unadjusted, along the walk down the sorted judges (dhp.stats.clusters; a large segment view walked it
+        # while testing only the pairs that decide it)
+        if walked is None:
+            ranked = clusters.significance_ranks(
+                pd.Series(dict(zip(judges, values))),
+                pd.DataFrame({"judge_a": [judges[a] for a, *_ in better_first],
+                              "judge_b": [judges[b] for _, b, *_ in better_first],
+                              "p_better": [p_ab for *_, p_ab, _ in better_first]}),
+                alpha=alpha, p_column="p_better").set_index("judge")
+        else:
+            order = sorted(judges, key=lambda e: (-values[judges.index(e)] if math.isfinite(values[judges.index(e)])
+                                                  else math.inf, e))
+            ranked = pd.DataFrame({"position": range(1, len(order) + 1),
+                                   "rank": [walked.get(e, math.nan) for e in order]}, index=order)
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)

@@ -27,17 +27,20 @@ import atexit
 from typing import Any
 
 from dhp.backends.base import (
-    Backend, ChatRequest, Completion, LogLikelihood, TransientError, estimate_tokens, gguf_sha256, truncate_estimated,
+    BACKENDS, Backend, ChatRequest, Completion, LogLikelihood, MetricScore, TransientError, estimate_tokens,
+    gguf_sha256, register_backend, truncate_estimated,
 )
 from dhp.backends.embedded import EmbeddedBackend, default_threads, gemma3_270m_gguf_path, smollm2_gguf_path
 from dhp.backends.openai_server import OpenAIBackend, is_loopback
 from dhp.backends.vllm_offline import VLLMBackend
+from dhp.backends.baseline import BaselineBackend
 from dhp.errors import DHPError
 
 __all__ = [
     "estimate_tokens", "gguf_sha256", "truncate_estimated", "default_threads", "is_loopback",
     "Backend", "ChatRequest", "Completion", "LogLikelihood", "get_backend", "smollm2_gguf_path", "gemma3_270m_gguf_path",
-    "EmbeddedBackend", "OpenAIBackend", "VLLMBackend", "TransientError",
+    "EmbeddedBackend", "OpenAIBackend", "VLLMBackend", "BaselineBackend", "TransientError", "MetricScore",
+    "BACKENDS", "register_backend",
 ]
 
 _EMBEDDED_CACHE: dict[tuple, EmbeddedBackend] = {}
@@ -51,27 +54,41 @@ def _close_embedded() -> None:
     _EMBEDDED_CACHE.clear()
 
 
+@register_backend("embedded", example="embedded")
+def _embedded(rest: str, **options: Any) -> EmbeddedBackend:
+    # reused across calls with the same spec and options: the model is loaded once per process
+    key = (rest, tuple(sorted(options.items())))
+    if key not in _EMBEDDED_CACHE:
+        _EMBEDDED_CACHE[key] = EmbeddedBackend(rest or "smollm2-135m", **options)
+    return _EMBEDDED_CACHE[key]
+
+
+@register_backend("openai", example="openai:<model>[@<base_url>]")
+def _openai(rest: str, **options: Any) -> OpenAIBackend:
+    model, _, base = rest.partition("@")
+    return OpenAIBackend(model, base or None, **options)
+
+
+@register_backend("vllm", example="vllm:<hf-model>")
+def _vllm(rest: str, **options: Any) -> VLLMBackend:
+    if not rest:
+        raise DHPError("The vllm backend needs a model.", "use 'vllm:<huggingface model id>'.")
+    return VLLMBackend(rest, **options)
+
+
+def _examples() -> str:
+    return ", ".join(f"'{ex}'" for _, ex in BACKENDS.values())
+
+
 def get_backend(spec: "str | Backend" = "embedded", **options: Any) -> Backend:
-    """Build a backend from a spec string (see module docstring); ``options`` go to its constructor
-    (e.g. ``concurrency``, ``max_retries``, ``timeout``, ``n_ctx``). Embedded backends are reused
-    across calls with the same spec and options, so the model is loaded once per process."""
+    """Build a backend from a spec string ``<family>[:<rest>]`` (the families in BACKENDS, registered with
+    :func:`register_backend`); ``options`` go to its constructor (e.g. ``concurrency``, ``max_retries``, ``timeout``,
+    ``n_ctx``)."""
     if isinstance(spec, Backend):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise DHPError(f"Invalid judge spec {spec!r}.",
-                       "use 'embedded', 'openai:<model>[@<base_url>]' or 'vllm:<hf-model>'.")
+        raise DHPError(f"Invalid judge spec {spec!r}.", f"use one of {_examples()}.")
     kind, _, rest = spec.strip().partition(":")
-    if kind == "embedded":
-        key = (rest, tuple(sorted(options.items())))
-        if key not in _EMBEDDED_CACHE:
-            _EMBEDDED_CACHE[key] = EmbeddedBackend(rest or "smollm2-135m", **options)
-        return _EMBEDDED_CACHE[key]
-    if kind == "openai":
-        model, _, base = rest.partition("@")
-        return OpenAIBackend(model, base or None, **options)
-    if kind == "vllm":
-        if not rest:
-            raise DHPError("The vllm backend needs a model.", "use 'vllm:<huggingface model id>'.")
-        return VLLMBackend(rest, **options)
-    raise DHPError(f"Unknown judge backend {kind!r} in {spec!r}.",
-                   "use 'embedded', 'openai:<model>[@<base_url>]' or 'vllm:<hf-model>'.")
+    if kind not in BACKENDS:
+        raise DHPError(f"Unknown judge backend {kind!r} in {spec!r}.", f"use one of {_examples()}.")
+    return BACKENDS[kind][0](rest, **options)

@@ -80,6 +80,17 @@ class LogLikelihood:
         return self.logprob_sum / self.n_tokens if self.n_tokens else math.nan
 
 
+@dataclass
+class MetricScore:
+    """A score computed from a text directly (mode "metric": a baseline judge), with why it is NaN when it is."""
+
+    value: float
+    reason: str = ""
+    prompt_tokens: int = 0
+    prompt_tokens_computed: int | None = 0
+    calls: int = 1
+
+
 class TransientError(RuntimeError):
     """A call failed in a way worth retrying (429, 5xx, timeout, malformed response)."""
 
@@ -140,6 +151,7 @@ class Backend:
     supports_loglikelihood: bool = True
     #: Honours ``ChatRequest.stop_when`` (the judge sets it only then, so other backends' cache keys stay).
     supports_stop_when: bool = False
+    supports_metric: bool = False  # scores (source, candidate) directly: mode "metric" (metric_many)
     #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
     deterministic: bool = False
 
@@ -190,8 +202,28 @@ class Backend:
                            ) -> list[LogLikelihood | Exception]:
         raise NotImplementedError
 
+    def metric_many(self, requests: Sequence[tuple[str, str, str]], on_result: OnResult | None = None
+                    ) -> list[MetricScore | Exception]:
+        """Score (source, candidate, task) triples directly (mode "metric"); only backends with supports_metric."""
+        raise DHPError(f"{self.identity} does not score texts directly (mode 'metric').",
+                       "use mode 'logprobs', 'sample' or 'likelihood', or a baseline judge (baseline:<name>).")
+
     def close(self) -> None:
         pass
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.identity}>"
+
+
+#: Backend families by the spec prefix before the first ":" -> (factory(rest, **options), an example spec).
+BACKENDS: dict[str, tuple[Callable[..., "Backend"], str]] = {}
+
+
+def register_backend(name: str, example: str) -> Callable:
+    """Register a backend family: ``factory(rest, **options)`` builds the backend of spec ``<name>:<rest>``.
+    A new backend is one module with one registered factory (and a Backend subclass)."""
+    def deco(factory: Callable) -> Callable:
+        BACKENDS[name] = (factory, example)
+        return factory
+
+    return deco

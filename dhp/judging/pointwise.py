@@ -13,6 +13,8 @@ Three scoring modes (``mode``):
   number is used (``fallback`` = True, and a warning says how often).
 - ``likelihood``: GPTScore-style, no number is asked for: the score is the mean token log-probability of
   the candidate text after a task instruction and the source (``metric`` = "likelihood").
+- ``metric``: a baseline judge (``baseline:<name>``, dhp.backends.baseline) scores the candidate against its
+  source directly — no prompt, no reply (``metric`` = "text"; NaN with its reason where it does not apply).
 
 Engineering (see :func:`score_perturbed`): a persistent SQLite cache (:mod:`dhp.cache`) so a warm rerun makes no
 calls and a killed run resumes without repeating calls; requests sorted so all variants of one
@@ -49,7 +51,9 @@ from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMN
 from dhp.judging.prompts import _CUT_MARK, build_prompt, likelihood_prefix
 from dhp.judging.parsing import parse_rating, parse_reply, rating_logprobs, score_from_logprobs, score_stop
 
-MODES = ("sample", "logprobs", "likelihood")
+MODES = ("sample", "logprobs", "likelihood", "metric")
+#: The scores table's metric of mode "metric" (a baseline judge scores each text once, not per quality metric).
+METRIC_MODE_METRIC = "text"
 # logprobs replies get a few tokens past the digit so "1. Read ..." or "3 out of 10" can be told from a score
 # (a backend with supports_stop_when stops sooner, once the reply's verdict is decided).
 DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 8}
@@ -92,6 +96,9 @@ def _row_value(mode: str, metric: str, got: list, n_expected: int, analysis_firs
         if mode == "likelihood":
             v = g.value / g.completion_tokens if g.completion_tokens else math.nan
             why = "" if math.isfinite(v) else "no candidate tokens to score"
+        elif mode == "metric":
+            v = float(g.value) if g.value is not None else math.nan
+            why = "" if math.isfinite(v) else (g.text or "no score")
         else:
             v, why = (parse_rating if analysis_first else parse_reply)(g.text, metric)
             if mode == "logprobs" and math.isfinite(v):
@@ -115,7 +122,7 @@ def _row_value(mode: str, metric: str, got: list, n_expected: int, analysis_firs
 def _rating(mode: str, values: list[float]) -> float:
     """An ordinal 1-5 rating for a row: the most frequent parsed rating in sample mode (ties: the lower,
     the conservative choice), the expected score rounded half up in logprobs mode; NaN without values."""
-    if not values or mode == "likelihood":
+    if not values or mode in ("likelihood", "metric"):
         return math.nan
     rounded = [int(math.floor(v + 0.5)) for v in values]
     if mode == "sample":
@@ -190,10 +197,12 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     if not isinstance(prompts, pd.DataFrame) or "prompt" not in prompts.columns:
         raise DHPError("score_prompts needs a DataFrame with a 'prompt' column.",
                        "build one row per question with the full prompt text in 'prompt'.")
-    if mode not in ("logprobs", "sample"):
-        raise DHPError(f"score_prompts scores in mode 'logprobs' or 'sample', not {mode!r}.",
-                       "pass mode='logprobs' or mode='sample'.")
+    if mode not in ("logprobs", "sample", "metric"):
+        raise DHPError(f"score_prompts scores in mode 'logprobs', 'sample' or 'metric', not {mode!r}.",
+                       "pass mode='logprobs' or mode='sample' (or 'metric' for a baseline judge).")
     backend = get_backend(judge)
+    if mode == "metric":
+        return _score_texts(prompts, backend, cache, progress, max_consecutive_failures, dry_run)
     max_new = int(max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS[mode])
     n = int(n_samples) if mode == "sample" else 1
     rows = []
@@ -282,7 +291,7 @@ def _groups(ok: pd.DataFrame, items: dict, mode: str, wanted: set | None) -> lis
     for (idx, ds_name, item_id), grp in ok.groupby(["_item", "dataset", "item_id"], sort=True):
         item = items[(str(ds_name), str(item_id))]
         task = _task_of(str(ds_name), item, grp["task"].iloc[0] if "task" in grp else None)
-        task_metrics = ["likelihood"] if mode == "likelihood" else [
+        task_metrics = ["likelihood"] if mode == "likelihood" else [METRIC_MODE_METRIC] if mode == "metric" else [
             m for m in metrics_for(task) if wanted is None or m in wanted]
         for metric in task_metrics:
             groups.append((metric, idx, str(ds_name), str(item_id), task, item, grp))
@@ -311,6 +320,9 @@ def _plan_judge_rows(backend, groups, mode, ctx, max_new, n, seed, temperature) 
             elif mode == "likelihood":
                 rows.append(_Row(meta, metric, calls_mod.plan_loglik(backend, likelihood_prefix(task, it), cand),
                                  truncated))
+            elif mode == "metric":
+                rows.append(_Row(meta, metric, calls_mod.plan_metric(backend, item.get("source", "") or "", cand,
+                                                                     task)))
             else:
                 req = _chat_request(backend, build_prompt(task, metric, it, cand), metric, mode, n, seed, max_new,
                                     temperature)
@@ -409,6 +421,30 @@ def score_perturbed(
                       "number was used instead (column 'fallback').", stacklevel=2)
     table.attrs["judge_stats"] = stats
     return table
+
+
+def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool, max_consecutive_failures: int,
+                 dry_run: bool) -> pd.DataFrame:
+    """score_prompts in mode "metric": each row's ``candidate`` scored against its ``source`` by a baseline judge
+    (``task`` tells a translation, where an overlap with the source does not apply)."""
+    missing = {"source", "candidate"} - set(prompts.columns)
+    if missing:
+        raise DHPError(f"Mode 'metric' scores a text against its source, but the rows lack {sorted(missing)}.",
+                       "give the rows source and candidate columns (the methods do).")
+    rows = [_Row({"_i": i}, METRIC_MODE_METRIC, calls_mod.plan_metric(backend, str(r["source"] or ""),
+                                                                       str(r["candidate"] or ""),
+                                                                       str(r.get("task") or "")))
+            for i, r in enumerate(prompts.to_dict("records"))]
+    scored, stats = _score_rows(backend, rows, "metric", 1, cache, dry_run, None, progress,
+                                f"score {backend.identity}", max_consecutive_failures)
+    if dry_run:
+        return scored
+    values = pd.DataFrame(scored).sort_values("_i")
+    out = prompts.drop(columns=["prompt", "source", "candidate"]).reset_index(drop=True)
+    for c in PROMPT_SCORE_COLUMNS:
+        out[c] = values[c].to_numpy()
+    out.attrs["judge_stats"] = stats
+    return out
 
 
 def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric: str, item: dict,

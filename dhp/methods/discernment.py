@@ -86,7 +86,7 @@ class DHP(Method):
     shared_notebooks = ("01_perturb",)
     shared_tables = ("dataset.parquet", "perturbed.parquet")
     result_notebooks = ("04_figures", "05_response_styles")
-    modes = ("logprobs", "sample", "likelihood")
+    modes = ("logprobs", "sample", "likelihood", "metric")
     headline = "D_avg"
     Params = DHPParams
     collects = (
@@ -170,7 +170,7 @@ class DHP(Method):
             pairs = [(str(items["dataset"].iloc[0]), t) for t in sorted(set(items["task"].astype(str)))]
         for dataset, task in pairs:
             planned = [m.perturbation for m in methods_for(dataset, config.perturbations, task)]
-            metrics = ("likelihood",) if config.mode == "likelihood" else metrics_for(task)
+            metrics = ("likelihood",) if config.mode in ("likelihood", "metric") else metrics_for(task)
             check_weights_cover(ew, task, planned, metrics)
 
     def inputs(self, config: DHPParams) -> list[Path]:

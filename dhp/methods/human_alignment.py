@@ -71,7 +71,7 @@ class HumanAlignment(Method):
     title = "Human alignment (correlations, segment-level acc*_eq)"
     paper = "G-Eval's layout; Hu et al. 2025 App. A.3; Deutsch et al. 2023 (WMT22 zh-en)"
     notebooks = ("09_dual_perspective",)
-    modes = ("logprobs", "sample")
+    modes = ("logprobs", "sample", "metric")
     headline = ("segment_acc_eq_calibrated", "summary_spearman")
     Params = HumanAlignmentParams
     collects = (TARGETS, SEGMENTS, HUMAN)
@@ -80,7 +80,8 @@ class HumanAlignment(Method):
                       "bootstrap interval and n; epsilon: acc*_eq's tie threshold"),)
 
     def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> pd.DataFrame:
-        prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate", "item", "task")},
+        # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself
+        prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k != "item"}, "source": r["item"]["source"],
                                  "metric": r["aspect"],
                                  "prompt": build_prompt(r["task"], r["aspect"], r["item"], r["candidate"])}
                                 for r in rows])
