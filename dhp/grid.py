@@ -48,10 +48,18 @@ LEADERBOARD_NB = "11_leaderboard"
 __all__ = ["GridParams", "load_params", "validate_params", "run_grid", "main", "slug", "points"]
 
 
+class JudgeEntry(Params):
+    """A judge with its own modes (a base model has no chat modes; a baseline judge has only 'metric')."""
+
+    judge: str = Field(description="judge spec, e.g. embedded:gemma-3-270m or baseline:rouge_l_src")
+    modes: list[str] = Field(min_length=1, description=f"its modes, from {list(MODES)}")
+
+
 class Override(Params):
     """Parameters for some judges (and methods): e.g. a cheap baseline judge on more items."""
 
     judges: list[str] = Field(description="the judge specs this override applies to")
+    modes: list[str] | None = Field(None, description="the modes it applies to (None: all)")
     methods: list[str] | None = Field(None, description="the methods it applies to (None: all)")
     params: dict[str, Any] = Field(default_factory=dict, description="method parameters for these judges")
 
@@ -60,8 +68,11 @@ class GridParams(Params):
     """The grid YAML (python -m dhp.grid FILE): what runs, and where the results go."""
 
     run_id: str = Field("default", description="name of the run folder under runs_dir")
-    judges: list[str] = Field(min_length=1, description="judge specs, e.g. [embedded, 'openai:gpt-4o-mini']")
-    modes: list[str] = Field(min_length=1, description=f"judge modes from {list(MODES)}")
+    judges: list[str | JudgeEntry] = Field(min_length=1, description="judge specs, e.g. [embedded, "
+                                                                     "'openai:gpt-4o-mini'], or {judge, modes} for a "
+                                                                     "judge with its own modes")
+    modes: list[str] = Field(min_length=1, description=f"judge modes from {list(MODES)} (for judges given without "
+                                                       "their own)")
     methods: list[str] = Field(["dhp"], min_length=1, description="registered methods to run per judge × mode")
     datasets: list[str] | None = Field(None, description="datasets for methods that take one (one run each; "
                                                          "None: the method's default)")
@@ -108,6 +119,18 @@ class GridParams(Params):
             raise ValueError(f"unknown mode(s) {bad}; use modes from {list(MODES)}")
         return v
 
+    def judge_modes(self) -> list[tuple[str, list[str]]]:
+        """(judge spec, its modes) for every judge of the grid."""
+        return [(j, list(self.modes)) if isinstance(j, str) else (j.judge, list(j.modes)) for j in self.judges]
+
+    @field_validator("judges")
+    @classmethod
+    def _judge_modes_known(cls, v):
+        bad = [m for j in v if not isinstance(j, str) for m in j.modes if m not in MODES]
+        if bad:
+            raise ValueError(f"unknown mode(s) {bad}; use modes from {list(MODES)}")
+        return v
+
     @field_validator("methods")
     @classmethod
     def _known_methods(cls, v: list[str]) -> list[str]:
@@ -134,8 +157,9 @@ def _values(g: GridParams, method: methods.Method, judge: str, mode: str, datase
     values = {k: v for k, v in g.params.items() if k in fields}
     values.update(g.method_params.get(method.name, {}))
     for o in g.overrides:
-        if judge in o.judges and (o.methods is None or method.name in o.methods):
-            values.update({k: v for k, v in o.params.items() if k in fields or o.methods})
+        if judge in o.judges and (o.methods is None or method.name in o.methods) and (o.modes is None or
+                                                                                        mode in o.modes):
+            values.update({k: v for k, v in o.params.items() if k in fields})
     values.update(judge=judge, mode=mode)
     if dataset is not None:
         values["dataset"] = dataset
@@ -150,11 +174,18 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
     support ("not run" on the card). A bad parameter fails here, naming the method and the key, before any run."""
     root = resolve(g.runs_dir) / g.run_id
     out, not_applicable = [], []
-    known = set().union(*(methods.get(m).Params.model_fields for m in g.methods)) | {"judges", "modes"}
+    known = set().union(*(methods.get(m).Params.model_fields for m in g.methods))
     unknown = sorted(set(g.params) - known)
     if unknown:
         raise DHPError(f"grid params: {unknown} is no parameter of the methods {g.methods}.",
                        "use only parameters of those methods (python -m dhp run --method NAME --help).")
+    for o in g.overrides:
+        targets = [methods.get(m) for m in (o.methods or g.methods) if m in g.methods]
+        stray = sorted(set(o.params) - set().union(*(m.Params.model_fields for m in targets)))
+        if stray:
+            raise DHPError(f"grid overrides: {stray} is no parameter of the methods {[m.name for m in targets]}.",
+                           "use parameters of the methods the override names (python -m dhp run --method NAME "
+                           "--help).")
     for name in g.method_params:
         if name not in g.methods:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
@@ -165,8 +196,8 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
         home = owner.setdefault(tuple(m.notebooks), name)
         datasets = (g.datasets or [None]) if "dataset" in m.Params.model_fields else [None]
         for dataset in datasets:
-            for judge in g.judges:
-                for mode in g.modes:
+            for judge, modes in g.judge_modes():
+                for mode in modes:
                     if mode not in m.modes:
                         not_applicable.append(f"{name} for {judge} in {mode} mode (it runs in {', '.join(m.modes)})")
                         continue

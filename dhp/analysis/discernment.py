@@ -1139,3 +1139,21 @@ def null_calibration(scores: pd.DataFrame, n_null: int = 1000, seed: int = 0, ze
             row[f"null_fpr_avg_{c}"] = float(np.mean(avg[np.isfinite(avg)] > 1)) if np.isfinite(avg).any() else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=NULL_COLUMNS)
+
+
+def summary_draws(scores: pd.DataFrame, items: list, idx: np.ndarray, measure: str = "D_avg",
+                  zero_method: str = "wilcox", method: str = "auto", combine: str = "paper") -> np.ndarray:
+    """``measure`` (D_avg or D_min, expert weights not applied) of ONE judge's scores for every row of ``idx`` (a
+    resample: positions into ``items``), computed unit by unit on the resampled items as the bootstrap does — so
+    two judges resampled with the same ``idx`` are compared on the same items (the leaderboard's paired test)."""
+    s = _check_scores(scores)
+    if s[GROUP].drop_duplicates().shape[0] != 1:
+        raise DHPError("summary_draws takes the scores of one dataset × judge × mode.", "split the table first.")
+    units = [u for u in _units(s, list(items), None) if u.perturbation != CONTROL]
+    if not units:
+        return np.full(len(idx), math.nan)
+    d = np.column_stack([_boot_d(u, idx, zero_method, method, False, combine)[0] for u in units])
+    if measure == "D_min":
+        return np.array([_nanmin(row) for row in d])
+    levels = np.array([u.level for u in units], dtype=object)
+    return np.array([level_balanced_mean(row, levels) for row in d])

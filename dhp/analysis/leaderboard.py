@@ -72,6 +72,9 @@ class View:
     data: pd.DataFrame
     strategy: str = ""
     statistic: Callable[[pd.DataFrame], float] | None = None
+    #: optional vectorised resampling of a "statistic" view: f(rows of one judge, units, idx) -> one value per row
+    #: of idx (k × units positions); without it the statistic is recomputed on each resampled copy
+    draws: Callable[[pd.DataFrame, list, np.ndarray], np.ndarray] | None = None
     notes: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -252,8 +255,12 @@ def _statistic_kind(v: View, judges: list[str], units: list, k: int, seed: int, 
     d = v.data[v.data["unit"].isin(set(units))]
     rows = {e: d[(d["judge"] == _split(e)[0]) & (d["mode"] == _split(e)[1])] for e in judges}
     values = np.array([float(v.statistic(rows[e])) for e in judges])
-    counts = paired.item_bootstrap_draws(len(units), k, seed)
-    boots = np.array([[float(v.statistic(_resampled(rows[e], units, c))) for c in counts] for e in judges])
+    if v.draws is not None:
+        idx = np.random.default_rng(seed).integers(0, len(units), size=(k, len(units)))
+        boots = np.array([np.asarray(v.draws(rows[e], units, idx), dtype=float) for e in judges])
+    else:
+        counts = paired.item_bootstrap_draws(len(units), k, seed)
+        boots = np.array([[float(v.statistic(_resampled(rows[e], units, c))) for c in counts] for e in judges])
     intervals = [paired.percentile_interval(b, len(units), ci) for b in boots]
     pairs = []
     for a, b in itertools.combinations(range(len(judges)), 2):

@@ -203,7 +203,8 @@ class DHP(Method):
         if scores is None or scores.empty:
             return []
         data = scores.assign(unit=scores["item_id"].astype(str))
-        return [View("dhp", f"DHP {dataset}", measure, "statistic", g, statistic=_summary_value(measure))
+        return [View("dhp", f"DHP {dataset}", measure, "statistic", g, statistic=_summary_value(measure),
+                     draws=_summary_draws(measure))
                 for dataset, g in data.groupby("dataset", sort=True) for measure in ("D_avg", "D_min")]
 
 
@@ -217,3 +218,11 @@ def _summary_value(measure: str):
 
     statistic.__name__ = measure
     return statistic
+
+
+def _summary_draws(measure: str):
+    """The vectorised resampling of :func:`_summary_value`: ``measure`` for every resample of the units."""
+    def draws(rows: pd.DataFrame, units: list, idx) -> list:
+        return stats.summary_draws(rows.assign(item_id=rows["unit"]), [str(u) for u in units], idx, measure)
+
+    return draws
