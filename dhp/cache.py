@@ -34,6 +34,14 @@ CREATE TABLE IF NOT EXISTS calls (
     created REAL NOT NULL
 )
 """
+# What a server said about itself (its model entry: id, root, max_model_len) when calls were answered or exported,
+# so a rerun from the cache can name the model without reaching the server (offline batch import).
+_SERVERS = """
+CREATE TABLE IF NOT EXISTS servers (
+    identity TEXT PRIMARY KEY,
+    info TEXT NOT NULL
+)
+"""
 
 
 def make_key(cache_identity: dict, prompt: Any, params: dict, sample_index: int) -> str:
@@ -86,6 +94,7 @@ class Cache:
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=NORMAL")
             self._con.execute(_SCHEMA)
+            self._con.execute(_SERVERS)
         except sqlite3.DatabaseError as e:
             raise DHPError(f"Cannot open the judge cache {self.path}: {e}.",
                            "delete the file or pass another cache path.") from None
@@ -132,6 +141,17 @@ class Cache:
             except BaseException:
                 self._con.execute("ROLLBACK")
                 raise
+
+    def record_server(self, identity: str, info: dict) -> None:
+        """Keep what the server of ``identity`` reported about its model (never a secret: id, owner, root, context)."""
+        with self._lock:
+            self._con.execute("INSERT OR REPLACE INTO servers VALUES (?, ?)",
+                              (identity, json.dumps(info, sort_keys=True)))
+
+    def recorded_server(self, identity: str) -> dict | None:
+        with self._lock:
+            row = self._con.execute("SELECT info FROM servers WHERE identity = ?", (identity,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def __len__(self) -> int:
         with self._lock:

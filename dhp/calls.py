@@ -30,7 +30,7 @@ from dhp.errors import DHPError
 
 __all__ = [
     "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "plan_metric", "run", "estimate", "chat",
-    "load_price_table", "MAX_CONSECUTIVE_FAILURES", "TEMPLATE_MARGIN", "PendingCalls", "collect_pending",
+    "load_price_table", "MAX_CONSECUTIVE_FAILURES", "prime", "TEMPLATE_MARGIN", "PendingCalls", "collect_pending",
 ]
 
 #: Default of the circuit breaker: this many failed calls in a row stop the run.
@@ -108,6 +108,26 @@ def collect_pending():
         yield
     finally:
         _COLLECTING.reset(token)
+
+
+def prime(backend: Backend, cache) -> None:
+    """Give ``backend`` what its server reported when the cache was filled (see Cache.record_server), so a rerun
+    from the cache needs no connection to name the model. A no-op for backends that describe themselves."""
+    if not hasattr(backend, "adopt_record") or cache is None or cache is False:
+        return
+    store = open_cache(cache)
+    try:
+        backend.adopt_record(store.recorded_server(backend.identity))
+    finally:
+        if not isinstance(cache, Cache):
+            store.close()
+
+
+def _remember(backend: Backend, store: Cache) -> None:
+    if hasattr(backend, "record"):
+        info = backend.record()
+        if info:
+            store.record_server(backend.identity, info)
 
 
 def _identity(backend: Backend) -> dict:
@@ -234,6 +254,8 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
     raised by the backend before or during the run.
     """
     todo = pending(calls, store)
+    if todo:  # the server answers (or is about to be exported for): keep what it says about its model
+        _remember(backend, store)
     if todo and _COLLECTING.get():
         raise PendingCalls(backend, todo)
     n_keys = sum(len(c.keys) for c in _unique(calls))
@@ -329,6 +351,7 @@ def chat(judge: "str | Backend", requests: Sequence[ChatRequest], cache: "Cache 
     with its reason. Requests must ask for one reply (``n == 1``). ``dry_run=True`` returns an
     :class:`Estimate` and calls nothing."""
     backend = get_backend(judge, **(backend_options or {}))
+    prime(backend, cache)
     planned = []
     for r in requests:
         if int(getattr(r, "n", 1)) != 1:

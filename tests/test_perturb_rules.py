@@ -129,3 +129,13 @@ def test_pick_donor_never_picks_itself_and_is_stable_when_pool_grows():
         assert d in {picks[int(i)], "extra"}
     with pytest.raises(Skip):
         rules.pick_donor("a", "x", {"a": "x", "b": "x"}, 0)
+
+
+def test_control_never_splits_a_word_when_the_splitter_makes_a_closing_quote_a_sentence():
+    """A closing quote right after a sentence's full stop can be a 'sentence' of its own for the splitter; the
+    control must not put a line break between the two (found on 1 of 100 SummEval references)."""
+    from dhp.perturb.rules import control_format, is_control
+
+    text = "He left early. She says it is getting 'better and better.'"
+    new, _ = control_format(text)
+    assert is_control(text, new) and "\n" in new and "better.'" in new

@@ -76,6 +76,7 @@ class OpenAIBackend(Backend):
         self.__key = key  # name-mangled and excluded from repr: never logged, cached or saved
         self._n_ctx_given = n_ctx is not None
         self._server_info: dict | None = None
+        self._recorded_info: dict | None = None  # what the server reported when the cache was filled
         self._tokenize_route: str | None = None  # "vllm", "llama_cpp" or "" (none) once probed
         self._token_counts: dict[str, int] = {}
         self.concurrency = int(concurrency)
@@ -121,13 +122,27 @@ class OpenAIBackend(Backend):
         Its id/owner/root name the model that answers, whatever the URL's port; vLLM's entry also gives
         ``max_model_len``, used as ``n_ctx`` unless one was given."""
         if self._server_info is None:
-            data = self._get("/models") or {}
-            entries = data.get("data") if isinstance(data, dict) else None
-            entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == self.model), None)
-            self._server_info = entry or {}
+            data = self._get("/models")
+            if data is None and self._recorded_info is not None:
+                # the server cannot be reached (an offline rerun after a batch import): what it reported when
+                # the answers were made names the model, so the cached answers are found without a connection
+                self._server_info = dict(self._recorded_info)
+            else:
+                entries = (data or {}).get("data") if isinstance(data, dict) else None
+                entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == self.model), None)
+                self._server_info = entry or {}
             if not self._n_ctx_given and isinstance(self._server_info.get("max_model_len"), int):
                 self._n_ctx = int(self._server_info["max_model_len"])
         return self._server_info
+
+    def adopt_record(self, info: dict | None) -> None:
+        """The server's self-description recorded in the cache, used when the server cannot be reached."""
+        self._recorded_info = info
+
+    def record(self) -> dict:
+        """What to record about the server (its model entry as reported; never the key)."""
+        info = self.server_info()
+        return {k: info[k] for k in ("id", "owned_by", "root", "max_model_len") if info.get(k) is not None}
 
     @property
     def n_ctx(self) -> int | None:  # type: ignore[override]

@@ -221,7 +221,18 @@ def control_format(text: str) -> tuple[str, str]:
     its cache key — differs from the original's, so the judge scores it in a call of its own and its D
     measures the judge's test-retest noise (an identical text would just reuse the original's answer)."""
     spans = sentence_spans(text)
-    new = "\n".join(text[a:b].strip() for a, b in spans) if len(spans) > 1 else text.strip() + "\n"
+    if len(spans) > 1:
+        # only the white space between sentences becomes a line break: two spans with nothing between them (a
+        # closing quote the splitter made a sentence of its own) stay joined, so no word is split
+        pieces, last = [], 0
+        for a, b in spans:
+            gap = text[last:a]
+            pieces.append("\n" if last and gap and not gap.strip() else gap)
+            pieces.append(text[a:b])
+            last = b
+        new = ("".join(pieces) + text[last:]).strip()
+    else:
+        new = text.strip() + "\n"
     if new == text:  # already laid out that way
         new = text + "\n"
     return new, "reformatted: one sentence per line (words unchanged)"
