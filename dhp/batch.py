@@ -51,11 +51,11 @@ def _pending(run: Callable[[], Any]) -> PendingCalls | None:
 
 
 def _body(backend, call: Call) -> dict:
-    if call.kind != "chat" or not hasattr(backend, "_chat_body"):
+    if call.kind != "chat" or not hasattr(backend, "chat_body"):
         raise DHPError(f"Batch export supports chat calls to OpenAI-compatible judges, not {call.kind} calls "
                        f"to {backend.identity}.",
                        "use --judge openai:<model>[@<url>] with mode logprobs or sample.")
-    return backend._chat_body(call.request)
+    return backend.chat_body(call.request)
 
 
 def export_calls(run: Callable[[], Any], out: str | os.PathLike) -> int:
@@ -115,7 +115,7 @@ def _read_results(path: Path, backend, by_id: dict) -> tuple[list[str], list, li
             errors.append((no, f"HTTP {status}: {msg or (resp.get('body') or {}).get('error', '')}"[:200]))
             continue
         try:
-            res = backend._parse_chat(resp.get("body") or {})
+            res = backend.parse_chat(resp.get("body") or {})
         except Exception as e:  # noqa: BLE001 - any parse error makes the line corrupt
             problems.append(f"line {no}: response body does not parse ({e})")
             continue

@@ -71,12 +71,21 @@ def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
         again = batch.import_results(run, out, cache)  # idempotent: nothing pending any more
         assert again.stored == 0
         assert batch.export_calls(run, tmp_path / "none.jsonl") == 0
-        run()  # the rerun: everything from the cache
     finally:
         server.stop()
+    # the rerun happens where that server does not exist: what it said about its model was recorded in the cache
+    # at export time, so the cached answers are found without a connection (issue 23, "offline means offline")
+    with Cache(cache) as c:
+        assert c.recorded_server("openai:smollm2-135m@" + server.base_url)["id"] == "smollm2-135m"
+    run()
     stats = json.loads((run_dir / "judge_stats.json").read_text())
     assert stats["calls"] == 0
     assert (run_dir / "scores.parquet").read_bytes() == (live_dir / "scores.parquet").read_bytes()
+    # the control: a cache without the record cannot name the model offline, and says so
+    with Cache(cache) as c:
+        c._con.execute("DELETE FROM servers")
+    with pytest.raises(DHPError, match="Cannot reach the judge server"):
+        run()
     scores = pd.read_parquet(run_dir / "scores.parquet")
     assert len(scores) == 2 * 2 * 3  # items x (original, char_typo) x metrics
     assert (scores["score"].notna() | (scores["failure"] != "")).all()  # a score or its reason

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import json
 import os
+from dataclasses import replace
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
@@ -87,6 +88,7 @@ class OpenAIBackend(Backend):
         self._n_ctx = n_ctx
         self.attempts = 0
         self._checked = False
+        self._single_replies = False  # the server refused n > 1 replies in one request
 
     def _client(self):
         import httpx
@@ -297,7 +299,9 @@ class OpenAIBackend(Backend):
                            f"(it lists {sorted(ids)[:8]}).", "use one of the listed model names.")
         self._checked = True
 
-    def _chat_body(self, req: ChatRequest) -> dict:
+    def chat_body(self, req: ChatRequest) -> dict:
+        """The JSON body of one chat request, exactly as sent live (dhp.batch exports the same body, so batch and
+        live answers share cache keys)."""
         body: dict[str, Any] = {"model": self.model, "messages": req.message_dicts(),
                                 "max_tokens": req.max_tokens, "temperature": req.temperature,
                                 "seed": req.seed}
@@ -309,7 +313,9 @@ class OpenAIBackend(Backend):
         return body
 
     @staticmethod
-    def _parse_chat(data: dict) -> Completion:
+    def parse_chat(data: dict) -> Completion:
+        """A chat response body -> Completion (TransientError when malformed); dhp.batch parses batch output with
+        it."""
         try:
             choice = data["choices"][0]
             text = choice["message"]["content"] or ""
@@ -368,13 +374,23 @@ class OpenAIBackend(Backend):
                 lambda: self._post_parsed(client, req))
 
         async def one(client, req):
-            res = await post(client, req)
+            import openai
+
+            try:
+                res = await post(client, replace(req, n=1) if req.n > 1 and self._single_replies else req)
+            except openai.BadRequestError as e:
+                # vLLM refuses n > 1 at temperature 0 ("n must be 1 when using greedy sampling"): ask for the
+                # replies one by one instead, from now on, rather than losing the row
+                if req.n > 1 and "greedy" in str(e).lower():
+                    self._single_replies = True
+                    res = await post(client, replace(req, n=1))
+                else:
+                    raise
             texts = list(res.texts or [res.text])
             # A server that ignores `n` (llama-cpp-python's does) answers once: ask for the rest singly,
             # each with its own retries.
             while len(texts) < req.n:
-                single = ChatRequest(req.messages, req.max_tokens, req.temperature, req.seed + len(texts),
-                                     req.logprobs, req.stop_after)
+                single = replace(req, seed=req.seed + len(texts), n=1)
                 more = await post(client, single)
                 texts.append(more.text)
                 res.calls += 1
@@ -386,7 +402,7 @@ class OpenAIBackend(Backend):
         return _run_coro(self._run_many(list(requests), one, on_result, retry=False))
 
     async def _post_parsed(self, client, req: ChatRequest) -> Completion:
-        return self._parse_chat(await self._post(client, "/chat/completions", self._chat_body(req)))
+        return self.parse_chat(await self._post(client, "/chat/completions", self.chat_body(req)))
 
     def loglikelihood_many(self, pairs, on_result=None):
         """Uses /completions with echo=True and logprobs, reading ``token_logprobs[i]`` as

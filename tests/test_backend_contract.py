@@ -1,0 +1,133 @@
+"""Every backend family that can run here passes the same contract (tests/backend_contract.py): the embedded
+llama.cpp judge, the baseline judges, an OpenAI-compatible server (a real llama_cpp.server on loopback), and a
+scripted test backend registered the way any new backend is (one factory with register_backend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend_contract import check_backend
+from dhp.backends import BACKENDS, Backend, Completion, get_backend, register_backend
+from dhp.errors import DHPError
+
+
+class Echo(Backend):
+    """A scripted backend: replies '3' with fixed logprobs, fails prompts over 200 characters."""
+
+    identity = "echo:test"
+    model = "echo"
+    supports_loglikelihood = False
+
+    def chat_many(self, requests, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            if len(r.messages[-1][1]) > 200:
+                res = RuntimeError("context overflow: prompt too long")
+            else:
+                res = Completion("3", [{"3": -0.1, "4": -2.4}] if r.logprobs else None, 10, 1, None,
+                                 ["3"] * r.n if r.n > 1 else None)
+            out.append(res)
+            if on_result:
+                on_result(i, res)
+        return out
+
+
+def test_a_registered_family_is_found_by_its_spec_and_passes():
+    @register_backend("echo", example="echo:<anything>")
+    def _make(rest, **options):
+        return Echo()
+
+    try:
+        b = get_backend("echo:whatever")
+        assert isinstance(b, Echo)
+        got = check_backend(b, long_prompt="x" * 500)
+        assert got["chat"] and got["failure_is_per_request"]
+    finally:
+        BACKENDS.pop("echo")
+    with pytest.raises(DHPError, match="Unknown judge backend 'echo'"):
+        get_backend("echo:whatever")
+
+
+def test_the_contract_catches_a_backend_that_breaks_it():
+    class Liar(Echo):
+        def chat_many(self, requests, on_result=None):
+            return super().chat_many(requests[:-1], on_result)  # drops a request
+
+    with pytest.raises(AssertionError, match="one result per request"):
+        check_backend(Liar())
+
+
+@pytest.mark.parametrize("name", ["rouge_l_src", "chrf_src", "length_ratio"])
+def test_baselines(name):
+    got = check_backend(get_backend(f"baseline:{name}"))
+    assert got["metric"] and got["chat_refused"]
+
+
+@pytest.mark.slow
+def test_embedded():
+    b = get_backend("embedded")
+    got = check_backend(b, long_prompt="The cat sat. " * 2000)
+    assert got["chat"] and got["loglikelihood"] and got["failure_is_per_request"]
+
+
+@pytest.mark.slow
+def test_openai_compatible_server():
+    from dhp.testing import start_llama_server
+
+    server = start_llama_server(model_alias="smollm2-135m", n_threads=1, timeout=180)
+    try:
+        b = get_backend(f"openai:smollm2-135m@{server.base_url}")
+        got = check_backend(b, long_prompt="The cat sat. " * 2000)
+        assert got["chat"] and got["failure_is_per_request"]
+    finally:
+        server.stop()
+
+
+def test_a_server_that_refuses_several_greedy_replies_is_asked_one_by_one():
+    """vLLM answers HTTP 400 "n must be 1 when using greedy sampling" to sample mode's n replies at temperature 0;
+    the backend then asks for the replies singly instead of turning every sample-mode row into NaN."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked = []
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _send(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._send(200, {"data": [{"id": "greedy", "object": "model"}]})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(body.get("n", 1))
+            if body.get("n", 1) > 1 and body["temperature"] == 0:
+                self._send(400, {"error": {"message": "n must be 1 when using greedy sampling, got 3",
+                                           "type": "BadRequestError", "code": 400}})
+                return
+            self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "4"},
+                                          "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        from dhp.backends import ChatRequest, OpenAIBackend
+
+        b = OpenAIBackend("greedy", f"http://127.0.0.1:{httpd.server_address[1]}/v1", max_retries=0)
+        out = b.chat_many([ChatRequest.make([{"role": "user", "content": "score?"}], 4, 0.0, 0, None, n=3)])
+        assert isinstance(out[0], Completion) and out[0].texts == ["4", "4", "4"]
+        assert asked == [3, 1, 1, 1]
+        b.chat_many([ChatRequest.make([{"role": "user", "content": "again?"}], 4, 0.0, 0, None, n=2)])
+        assert asked[4:] == [1, 1]  # remembered: no second refused request
+    finally:
+        httpd.shutdown()
