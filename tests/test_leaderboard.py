@@ -38,6 +38,18 @@ def test_values_are_means_on_shared_units_and_a_thin_judge_is_left_out():
     assert board.loc["A", "recorded"] and not board.loc["L", "recorded"]
 
 
+def test_a_judge_below_the_unit_minimum_is_left_out_even_when_coverage_allows_it():
+    # 4 of 20 units clears min_coverage 0.1, but 4 units cannot carry a test: the pair would be compared on 4
+    few = [{"judge": "L", "mode": "live", "unit": u, "value": float(u % 2)} for u in range(4)]
+    board = leaderboard([_mean_view({"A": 0.9, "B": 0.6}, n=20, extra=few)], n_resamples=100,
+                        min_coverage=0.1)["leaderboard.csv"].set_index("judge")
+    assert board.loc["L", "status"] == "too few units (4 of 20)" and (board.loc[["A", "B"], "n"] == 20).all()
+    five = [{"judge": "L", "mode": "live", "unit": u, "value": float(u % 2)} for u in range(5)]
+    board = leaderboard([_mean_view({"A": 0.9, "B": 0.6}, n=20, extra=five)], n_resamples=100,
+                        min_coverage=0.1)["leaderboard.csv"].set_index("judge")
+    assert board.loc["L", "status"] == "ok" and (board["n"] == 5).all()
+
+
 def test_binary_pairs_get_the_exact_mcnemar_test():
     out = leaderboard([_mean_view({"A": 0.9, "B": 0.6})], n_resamples=100)
     pair = out["leaderboard_pairs.csv"].iloc[0]
@@ -99,6 +111,21 @@ def test_segment_views_use_the_perm_both_test_on_the_same_draws(measure):
         g = got[(got["judge_a"] + "\x1frecorded" == r.judge_a) & (got["judge_b"] + "\x1frecorded" == r.judge_b)]
         assert g["p"].item() == pytest.approx(r.p_two_sided) and g["p_better"].item() == pytest.approx(r.p_a_better)
     assert list(board.sort_values("rank").index) == ["good", "fair", "poor"]
+
+
+def test_a_segment_judge_left_out_does_not_remove_rows_from_the_others():
+    # a judge with no usable score (a baseline that does not apply to Chinese sources) and one that scored a
+    # handful of outputs are left out; the others are compared on every output they share, as without them
+    v = _segment_view("tau_b")
+    alone = leaderboard([v], n_resamples=50, early_stop=None)["leaderboard.csv"].set_index("judge")
+    few = v.data[v.data["judge"] == "good"].head(8).assign(judge="few", mode="live")
+    blind = v.data[v.data["judge"] == "good"].assign(judge="blind", mode="live", score=np.nan)
+    v2 = View("segment", "toy", "tau_b", "segment", pd.concat([v.data, few, blind], ignore_index=True))
+    board = leaderboard([v2], n_resamples=50, early_stop=None, min_coverage=0.5)["leaderboard.csv"].set_index("judge")
+    assert board.loc["blind", "status"].startswith("too few units (0") and board.loc["few", "status"].startswith(
+        "too few units (8")
+    for j in ("good", "fair", "poor"):
+        assert board.loc[j, "value"] == alone.loc[j, "value"] and board.loc[j, "n"] == 60
 
 
 def test_statistic_views_bootstrap_both_judges_on_the_same_units():

@@ -17,7 +17,8 @@ judge; each method builds its views from its tables (``Method.views``). Three ki
   bootstrap over units — the same resampled units for both judges — gives intervals and the test of the
   difference (the resampled differences centred on the null, Hall & Wilson 1991).
 
-Units: judges are compared on the units all of them have (a finite value). A judge measured on fewer than
+Units: judges are compared on the units all of them have (a finite value; in a segment view, the (unit, system)
+outputs all of them scored, and ``n`` counts their units). A judge measured on fewer than
 ``min_coverage`` of the best-covered judge's units is left out of that view with its reason (status), so a judge
 run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``), adjusted by Holm within
 the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
@@ -111,10 +112,17 @@ def _units(v: View) -> dict[str, set]:
         d = d[np.isfinite(d["score"].astype(float)) & np.isfinite(d["human"].astype(float))]
     out: dict[str, set] = {}
     for (j, m), g in d.groupby(["judge", "mode"], sort=True):
-        out[_entry(j, m)] = set(g["unit"])
+        # a segment statistic compares judges on the outputs (unit, system) they all scored: coverage counts those
+        out[_entry(j, m)] = (set(zip(g["unit"], g["system"])) if v.kind == "segment" else set(g["unit"]))
     for (j, m) in v.data[["judge", "mode"]].drop_duplicates().itertuples(index=False):
         out.setdefault(_entry(j, m), set())
     return out
+
+
+#: Fewest units a judge is compared on: with fewer, no paired test of two judges can reach p < 0.05 (an exact
+#: sign-flip test on 4 units bottoms out at 1/8 two-sided) and a bootstrap of 2 to 4 units has only a handful of
+#: distinct resamples — its p and interval would look decisive without being so (the DHP interval rule, 5 items).
+MIN_UNITS = 5
 
 
 def _common(v: View, min_coverage: float, min_units: int) -> tuple[list[str], list, dict[str, str]]:
@@ -125,8 +133,9 @@ def _common(v: View, min_coverage: float, min_units: int) -> tuple[list[str], li
                 if best == 0 or len(u) < max(min_units, min_coverage * best)}
     kept = sorted(e for e in units if e not in left_out)
     common = sorted(set.intersection(*(units[e] for e in kept)), key=str) if kept else []
-    if kept and len(common) < min_units:
-        left_out.update({e: f"too few common units ({len(common)})" for e in kept})
+    n_common = len({u for u, _ in common}) if v.kind == "segment" else len(common)
+    if kept and n_common < min_units:
+        left_out.update({e: f"too few common units ({n_common})" for e in kept})
         kept = []
     return kept, common, left_out
 
@@ -200,8 +209,10 @@ ALL_PAIRS_MAX_JUDGES = 10
 
 def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float,
                   early_stop: permutation.EarlyStop | None = None, alpha: float = 0.05):
-    d = v.data[v.data["unit"].isin(set(units))].assign(entry=lambda t: [_entry(j, m) for j, m in
-                                                                       zip(t["judge"], t["mode"])])
+    rows = pd.MultiIndex.from_tuples(units)  # the (unit, system) outputs every compared judge scored
+    d = v.data[pd.MultiIndex.from_arrays([v.data["unit"], v.data["system"]]).isin(rows)]
+    d = d.assign(entry=[_entry(j, m) for j, m in zip(d["judge"], d["mode"])])
+    d = d[d["entry"].isin(set(judges))]  # a judge left out must not remove the rows it lacks from the others
     js = seg.judge_scores(d, item="unit", system="system", judge="entry", score="score", human="human")
     x = js.scores[[js.judges.index(e) for e in judges]]
     statistic = v.measure
@@ -286,6 +297,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
     judges, units, left_out = _common(v, min_coverage, min_units)
     head = {"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy}
     board, pair_rows = [], []
+    n_units = len({u for u, _ in units}) if v.kind == "segment" else len(units)  # segment: items (rows grouped)
     if len(judges) >= 1:
         extra = {"early_stop": early_stop, "alpha": alpha} if v.kind == "segment" else {}
         values, intervals, pairs, walked = _KIND[v.kind](v, judges, units, k, seed, ci, **extra)
@@ -300,7 +312,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
             pair_rows.append({**head, "judge_a": ja, "mode_a": ma, "judge_b": jb, "mode_b": mb,
                               "value_a": values[a], "value_b": values[b], "diff": values[a] - values[b], "p": p,
                               "p_adj": pa, "significant": bool(pa <= alpha) if math.isfinite(pa) else False,
-                              "p_better": p_ab, "test": test, "n": len(units)})
+                              "p_better": p_ab, "test": test, "n": n_units})
         # clusters as in the WMT metrics findings: the one-sided p that the better-valued judge is better,
         # unadjusted, along the walk down the sorted judges (dhp.stats.clusters; a large segment view walked it
         # while testing only the pairs that decide it)
@@ -319,7 +331,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)
-            board.append({**head, "judge": j, "mode": m, "value": x, "lo": lo, "hi": hi, "n": len(units),
+            board.append({**head, "judge": j, "mode": m, "value": x, "lo": lo, "hi": hi, "n": n_units,
                           "rank": ranked.at[e, "position"] if finite else math.nan,
                           "cluster": ranked.at[e, "rank"] if finite else math.nan,
                           "recorded": m == RECORDED_MODE,
@@ -333,13 +345,14 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
 
 
 def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05, ci: float = 0.95,
-                min_coverage: float = 0.5, min_units: int = 2, n_resamples_statistic: int | None = None,
+                min_coverage: float = 0.5, min_units: int = MIN_UNITS, n_resamples_statistic: int | None = None,
                 early_stop: permutation.EarlyStop | None = permutation.WMT_EARLY_STOP) -> dict[str, pd.DataFrame]:
     """leaderboard.csv and leaderboard_pairs.csv of ``views`` (see the module docstring). ``n_resamples``: draws of
     the bootstrap and the permutation tests (shared by every judge and pair of a view); ``n_resamples_statistic``:
     the draws of "statistic" views, whose statistic is recomputed per draw (default: n_resamples); ``early_stop``:
     a segment pair's permutation test stops after a block of draws once its one-sided p is clearly below or above α
-    (mt-metrics-eval's setting for the WMT findings; None: every draw)."""
+    (mt-metrics-eval's setting for the WMT findings; None: every draw); ``min_units``: a judge with fewer usable
+    units is left out of the view (MIN_UNITS)."""
     if n_resamples < 1:
         raise DHPError(f"n_resamples = {n_resamples} leaves nothing to test with.", "pass n_resamples >= 1.")
     board, pairs = [], []
