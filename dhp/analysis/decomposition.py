@@ -187,7 +187,7 @@ def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
     perturbation, severity, level, order "op"/"po", winner)."""
     from scipy.stats import binomtest
 
-    from dhp.analysis.discernment import discernment_score
+    from dhp.stats.combine import discernment_score
 
     key = ["dataset", "judge", "perturbation", "severity", "level"]
     missing = [c for c in [*key, "item_id", "order", "winner"] if c not in comparisons.columns]
