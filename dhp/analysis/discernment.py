@@ -50,7 +50,7 @@ from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 
 __all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS", "P_FLOOR",
            "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
-           "level_balanced_mean", "level_weights", "null_calibration", "summarize"]
+           "level_balanced_mean", "level_balanced_rows", "level_weights", "null_calibration", "summarize"]
 
 #: Columns of the scores table the statistics need (the rest of dhp.schema.SCORE_COLUMNS is optional here).
 REQUIRED_SCORE_COLUMNS = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score")
@@ -82,6 +82,19 @@ def level_balanced_mean(values, levels) -> float:
     if not keep.any():
         return math.nan
     return float(np.sum(level_weights(lv[keep]) * v[keep]))
+
+
+def level_balanced_rows(values, levels) -> np.ndarray:
+    """:func:`level_balanced_mean` of every row of a (resamples × perturbations) matrix: rows without NaN
+    share one set of weights (numpy sums each row of the product as it sums one row alone)."""
+    v = np.asarray(values, dtype=float)
+    out = np.full(v.shape[0], math.nan)
+    full = np.isfinite(v).all(axis=1)
+    if full.any() and v.shape[1]:
+        out[full] = (level_weights(levels) * v[full]).sum(axis=1)
+    for i in np.flatnonzero(~full):
+        out[i] = level_balanced_mean(v[i], levels)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -696,7 +709,7 @@ def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -
             .set_index(["perturbation", "severity"])["level"]
             .reindex(wide.columns)
         )
-        avg = np.array([level_balanced_mean(r, lv) for r in wide.to_numpy()])
+        avg = level_balanced_rows(wide.to_numpy(), lv)
         mn = np.nanmin(wide.to_numpy(), axis=1)
         sfx = "" if name == "D" else "_EW"
         agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = np.nanpercentile(avg, [lo_q, hi_q])
@@ -749,7 +762,7 @@ def null_calibration(scores: pd.DataFrame, n_null: int = 1000, seed: int = 0, ze
                                   for a, b in zip(bounds[:-1], bounds[1:])])  # n_null × units
             fin = np.isfinite(dm)
             row[f"null_fpr_{c}"] = float((dm[fin] > 1).mean()) if fin.any() else math.nan
-            avg = np.array([level_balanced_mean(r, levels) for r in dm])
+            avg = level_balanced_rows(dm, levels)
             row[f"null_fpr_avg_{c}"] = float(np.mean(avg[np.isfinite(avg)] > 1)) if np.isfinite(avg).any() else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=NULL_COLUMNS)

@@ -157,7 +157,8 @@ def wilcoxon_greater_many(d, ok=None, zero_method: str = "wilcox", method: str =
             raise ValueError(f"flips must be (patterns × {d.shape[1]}), got {flips.shape}")
         # a kept sign counts a positive difference, a flipped one a negative: half-integers, so exact
         neg = np.where(ok & (d < 0), rank, 0.0)
-        t_nonzero = (pos - neg) @ flips.T.astype(float) + neg.sum(axis=1)[:, None]
+        keep = np.ascontiguousarray(flips.T, dtype=float)  # BLAS is ten times slower on the transposed view
+        t_nonzero = (pos - neg) @ keep + neg.sum(axis=1)[:, None]
     r_plus = t_nonzero
     if zero_method == "zsplit":
         r_plus = t_nonzero + (np.where(ok & (d == 0), rank, 0.0).sum(axis=1) / 2)[:, None]
