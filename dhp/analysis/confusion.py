@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from dhp.errors import DHPError
+from dhp.stats.wilcoxon import wilcoxon_greater_many
 
 __all__ = ["adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "confusion_tables",
            "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]
@@ -109,13 +110,6 @@ def paired_drops(scores: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def _wilcoxon_greater(d: np.ndarray) -> float:
-    d = d[~np.isnan(d)]
-    if d.size < 1 or np.all(d == 0):
-        return 1.0
-    return float(stats.wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue)
-
-
 def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
     """One-sided Wilcoxon signed-rank test that the attack lowers the score, per cell.
 
@@ -127,12 +121,19 @@ def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
     and D = 0 when p = 1 (`confusion_cells` recomputes D from the adjusted p).
     """
     _require(drops, CELL_KEYS + ["drop"], "drops")
-    rows = []
+    keys, cells = [], []
     for key, grp in drops.groupby(CELL_KEYS, sort=False):
         d = grp["drop"].to_numpy(dtype=float)
-        d = d[~np.isnan(d)]
-        p = _wilcoxon_greater(d)
-        rows.append((*key, int(d.size), float(d.mean()) if d.size else np.nan, p))
+        keys.append(key)
+        cells.append(d[~np.isnan(d)])
+    # every cell is one row of a single test batch (rows padded to the longest cell, the padding masked)
+    width = max((len(d) for d in cells), default=0)
+    dm, ok = np.zeros((len(cells), width)), np.zeros((len(cells), width), bool)
+    for i, d in enumerate(cells):
+        dm[i, : len(d)], ok[i, : len(d)] = d, True
+    tests = wilcoxon_greater_many(dm, ok, zero_method="wilcox")
+    p = np.where(tests.n_pairs == 0, 1.0, tests.p)  # no pair: no evidence of a drop
+    rows = [(*key, int(d.size), float(d.mean()) if d.size else np.nan, float(pi)) for key, d, pi in zip(keys, cells, p)]
     out = pd.DataFrame(rows, columns=CELL_KEYS + ["n_pairs", "mean_drop", "p_directional"])
     out["D"] = np.log(out["p_directional"].astype(float)) / np.log(0.05)
     return out
