@@ -78,6 +78,10 @@ def _slow_row(key, u, idx, zero_method, method, correction, combine, n_boot, see
         return row, None
     bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    usable = int((u.present & np.isfinite(u.orig - u.pert)).any(axis=0).sum())
+    if usable < 5:  # too few resampling units: no interval (NaN), flagged
+        row["flags"] = ";".join([f for f in [row["flags"]] if f] + [f"few_items_for_interval:{usable}"])
+        return row, pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde})
     row.update(D_lo=float(np.nanpercentile(bd, lo_q)), D_hi=float(np.nanpercentile(bd, hi_q)),
                D_EW_lo=float(np.nanpercentile(bde, lo_q)), D_EW_hi=float(np.nanpercentile(bde, hi_q)),
                share_D_gt_1=float(np.mean(bd > 1)), share_D_EW_gt_1=float(np.mean(bde > 1)))
@@ -133,6 +137,7 @@ def _slow_summarize(discernment):
             levels=";".join(lv for lv in LEVELS if lv in set(fin["level"])),
             combine=";".join(sorted(set(g["combine"].astype(str)))) if "combine" in g else "",
             n_boot=int(g["n_boot"].max()) if "n_boot" in g else 0,
+            interval_note="",
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -48,7 +48,7 @@ from dhp.stats.combine import COMBINES, P_FLOOR, combine_rows, discernment_score
 from dhp.stats.resample import group_seed, resample_items
 from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 
-__all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS", "P_FLOOR",
+__all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS", "P_FLOOR",
            "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
            "level_balanced_mean", "level_balanced_rows", "level_weights", "null_calibration", "summarize"]
 
@@ -61,6 +61,8 @@ GROUP = ["dataset", "judge", "mode"]
 #: single one-sided signed-rank test can reach p < 0.05 (its smallest p is 2^-n >= 1/16), so the interval
 #: would describe the sample size rather than the judge. Too few: the interval is NaN and flagged.
 MIN_BOOT_ITEMS = 5
+#: The flag of a row whose interval was withheld (followed by ":<items with a usable pair>").
+FEW_ITEMS = "few_items_for_interval"
 
 
 def level_weights(levels) -> np.ndarray:
@@ -496,11 +498,14 @@ def _point_table(s, lay, codes, st, ew_units, zero_method, method, combine, n_bo
     return pd.DataFrame(cols, columns=DISCERNMENT_COLUMNS)
 
 
-def _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combine, ci) -> list:
+def _bootstrap(out, s, ew, usable, n_boot, seed, zero_method, method, correction, combine, ci) -> list:
     """Fill the bootstrap columns of `out` unit by unit and return the draws (one frame per unit).
-    The same resampled items serve every perturbation and metric of a judge: keeps their dependence."""
+    The same resampled items serve every perturbation and metric of a judge: keeps their dependence.
+    `usable`: per row of `out`, the items with a usable pair; below MIN_BOOT_ITEMS the row gets no
+    interval (NaN) and the flag few_items_for_interval:<k> (its draws are still returned)."""
     row_of = {k: i for i, k in enumerate(zip(*(out[c].tolist() for c in GROUP + ["perturbation", "severity"])))}
     cols = {c: out[c].to_numpy(dtype=float, copy=True) for c in BOOT_COLUMNS}
+    flags = out["flags"].tolist()
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     boots = []
     for key, g in s.groupby(GROUP, sort=True):
@@ -509,9 +514,12 @@ def _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combin
         for u in _units(g, items, ew):
             i = row_of[(*key, u.perturbation, u.severity)]
             bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
-            for c, x, q in (("D_lo", bd, lo_q), ("D_hi", bd, hi_q), ("D_EW_lo", bde, lo_q), ("D_EW_hi", bde, hi_q)):
-                cols[c][i] = float(np.nanpercentile(x, q))
-            cols["share_D_gt_1"][i], cols["share_D_EW_gt_1"][i] = float(np.mean(bd > 1)), float(np.mean(bde > 1))
+            if usable[i] < MIN_BOOT_ITEMS:
+                flags[i] = ";".join([f for f in [flags[i]] if f] + [f"{FEW_ITEMS}:{int(usable[i])}"])
+            else:
+                for c, x, q in (("D_lo", bd, lo_q), ("D_hi", bd, hi_q), ("D_EW_lo", bde, lo_q), ("D_EW_hi", bde, hi_q)):
+                    cols[c][i] = float(np.nanpercentile(x, q))
+                cols["share_D_gt_1"][i], cols["share_D_EW_gt_1"][i] = float(np.mean(bd > 1)), float(np.mean(bde > 1))
             role = "negative_control" if u.perturbation == CONTROL else "perturbation"
             ident = {**dict(zip(GROUP, key)), "perturbation": u.perturbation, "severity": u.severity,
                      "level": u.level, "role": role}
@@ -519,6 +527,7 @@ def _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combin
     if len(out):
         for c, v in cols.items():
             out[c] = v
+        out["flags"] = flags
     return boots
 
 
@@ -554,8 +563,9 @@ def discernment(
         role : "perturbation", or "negative_control" for the control row (excluded from D_avg/D_min)
         p, p_EW : combined p-values (harmonic mean; without / with expert weights)
         D, D_EW : log_0.05 of p and p_EW (p clipped to >= P_FLOOR); D > 1 means p < 0.05
-        D_lo, D_hi, D_EW_lo, D_EW_hi : bootstrap percentile interval (NaN when n_boot = 0)
-        share_D_gt_1, share_D_EW_gt_1 : share of bootstrap resamples with D > 1 (NaN when n_boot = 0)
+        D_lo, D_hi, D_EW_lo, D_EW_hi : bootstrap percentile interval (NaN when n_boot = 0, or when fewer than
+            MIN_BOOT_ITEMS items have a usable pair: flag few_items_for_interval)
+        share_D_gt_1, share_D_EW_gt_1 : share of bootstrap resamples with D > 1 (NaN as the interval)
         n_metrics : metrics combined
         n_items : items with a perturbed row for this perturbation
         n_pairs_min, n_nonzero_min : smallest number of usable pairs / nonzero differences over metrics
@@ -565,7 +575,8 @@ def discernment(
         zero_method, method : as requested
         combine, n_boot, seed : as requested
         flags : ";"-joined notes: all_zero:<metric>, no_pairs:<metric>, exact_fallback:<metric>,
-                nan_dropped, p_floor (p was clipped before the log)
+                nan_dropped, p_floor (p was clipped before the log), few_items_for_interval:<k> (n_boot > 0
+                and only k < MIN_BOOT_ITEMS items have a usable pair for some metric: no interval)
 
     The bootstrap draws (columns dataset, judge, mode, perturbation, severity, level, role, boot, D, D_EW)
     are attached as ``table.attrs["bootstrap"]`` so :func:`summarize` can give intervals for D_avg/D_min.
@@ -590,7 +601,8 @@ def discernment(
         out = _point_table(s, lay, codes, st, ew_units, zero_method, method, combine, n_boot, seed)
     else:
         out = pd.DataFrame([], columns=DISCERNMENT_COLUMNS)
-    boots = _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combine, ci) if n_boot else []
+    boots = (_bootstrap(out, s, ew, st.unit_usable, n_boot, seed, zero_method, method, correction, combine, ci)
+             if n_boot and len(out) else [])
     out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
     out.attrs["ci"] = ci
     return out
@@ -608,7 +620,7 @@ SUMMARY_COLUMNS = [
     "D_avg_lo", "D_avg_hi", "D_avg_EW_lo", "D_avg_EW_hi", "D_min_lo", "D_min_hi", "D_min_EW_lo", "D_min_EW_hi",
     "share_D_avg_gt_1", "share_D_avg_EW_gt_1", "weakest", "control_D", "control_D_EW",
     "null_fpr_paper", "null_fpr_wilson", "null_fpr_avg_paper", "null_fpr_avg_wilson", "n_null",
-    "n_perturbations", "n_perturbations_nan", "levels", "combine", "n_boot",
+    "n_perturbations", "n_perturbations_nan", "levels", "combine", "n_boot", "interval_note",
 ]  # fmt: skip
 
 NULL_COLUMNS = ["dataset", "judge", "mode", "null_fpr_paper", "null_fpr_wilson", "null_fpr_avg_paper",
@@ -633,6 +645,10 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
             ``null`` (:func:`null_calibration`), NaN when not given
         n_perturbations : perturbation rows averaged; n_perturbations_nan : rows left out (D is NaN)
         levels : levels present (";"-joined); combine, n_boot : as in the discernment table
+        interval_note : why the intervals and share_D_avg_gt_1 are NaN although draws exist: a perturbation
+            of the judge (control excluded, D finite) had fewer than MIN_BOOT_ITEMS items with a usable pair
+            (flag few_items_for_interval in the discernment table), so neither D_min's nor D_avg's interval
+            would rest on enough items; "" otherwise
 
     `bootstrap` defaults to ``discernment.attrs["bootstrap"]`` (set by :func:`discernment`).
     """
@@ -646,6 +662,7 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
     col.update({c: discernment[c].to_numpy(dtype=float) for c in ("D", "D_EW")})
     combines = discernment["combine"].astype(str).to_numpy() if "combine" in discernment else None
     n_boots = discernment["n_boot"].to_numpy(dtype=float) if "n_boot" in discernment else None
+    flags = discernment["flags"].astype(str).to_numpy() if "flags" in discernment else np.full(len(discernment), "")
     gb = discernment.groupby(GROUP, sort=True)
     rows = []
     for key in gb.size().index.tolist():
@@ -657,7 +674,8 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
                    n_boot=int(np.nanmax(n_boots[pos])) if n_boots is not None else 0)
         if key in nulls:
             row.update({c: nulls[key][c] for c in NULL_COLUMNS[3:]})
-        if bootstrap is not None and len(bootstrap):
+        row["interval_note"] = _withheld(pos, col, flags)
+        if bootstrap is not None and len(bootstrap) and not row["interval_note"]:
             row.update(_summary_intervals(bootstrap, key, lo_q, hi_q))
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -688,6 +706,18 @@ def _point_summary(pos: np.ndarray, col: dict) -> dict:
         n_perturbations_nan=int(len(real) - len(fin)),
         levels=";".join(lv for lv in LEVELS if lv in set(col["level"][fin])),
     )
+
+
+def _withheld(pos: np.ndarray, col: dict, flags: np.ndarray) -> str:
+    """Why a group's summary intervals are withheld ("" if they are not): its perturbations (rows `pos`,
+    control excluded, D finite) whose own interval was withheld for too few items."""
+    real = pos[(col["perturbation"][pos] != CONTROL) & np.isfinite(col["D"][pos])]
+    few = [i for i in real if FEW_ITEMS in flags[i]]
+    if not few:
+        return ""
+    names = ", ".join(f"{col['perturbation'][i]}/{col['severity'][i]}" for i in few[:3]) + (", ..." if len(few) > 3 else "")
+    return (f"no interval: {len(few)} of {len(real)} perturbations have fewer than {MIN_BOOT_ITEMS} items with a "
+            f"usable pair ({names})")
 
 
 def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -> dict:
