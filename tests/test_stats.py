@@ -12,7 +12,9 @@ from test_stats_fixtures import synth_scores
 
 import stats_reference as ref
 from dhp.analysis.discernment import (
+    _units,
     discernment,
+    group_seed,
     level_balanced_mean,
     level_weights,
     null_calibration,
@@ -376,3 +378,57 @@ def test_normal_approximation_matches_scipy_with_ties_zeros_and_correction(zero_
         ref = sps.wilcoxon(o - q, zero_method=zero_method, correction=correction, alternative="greater",
                            method=SCIPY_ASYMPTOTIC).pvalue
         assert r.method_used == "asymptotic" and r.p == pytest.approx(ref, rel=1e-9, abs=1e-15)
+
+
+# ---------------------------------------------------------------- no interval from too few items
+def _two_levels(n, seed=0):
+    """Two perturbations on `n` items, one metric, every item damaged (so D is finite)."""
+    return synth_scores(n=n, seed=seed, mode="likelihood", perturbations=[("char_typo", "minor", "character", 2.0),
+                                                                          ("fictional_entities", "minor", "word", 2.0)])
+
+
+def test_two_items_gave_a_zero_width_interval_and_now_give_none():
+    """The former bootstrap (stats_reference: one resample at a time) gives D_lo = D_hi from 2 items: every
+    resample of two positive differences has the same p. The interval is NaN now, and says why."""
+    s = _two_levels(2)
+    s.loc[s["perturbation"] != "original", "score"] -= 3  # both items clearly damaged
+    g = s.assign(**{c: s[c].astype(str) for c in ("item_id", "level")})
+    u = _units(g, ["i0", "i1"], None)[0]
+    idx = np.random.default_rng(group_seed(0, ("summeval", "j1", "likelihood"))).integers(0, 2, size=(50, 2))
+    old_d, _ = ref.boot_d(u, idx, "wilcox", "auto", False, "paper")
+    assert np.nanpercentile(old_d, 2.5) == np.nanpercentile(old_d, 97.5)  # zero width: what the rule removes
+    d = discernment(s, n_boot=50)
+    assert d[["D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1"]].isna().all().all()
+    assert d["flags"].str.contains("few_items_for_interval:2").all() and d["D"].notna().all()
+    assert len(d.attrs["bootstrap"]) == 2 * 50  # the draws are kept
+    sm = summarize(d).iloc[0]
+    assert math.isnan(sm["D_avg_lo"]) and math.isnan(sm["D_min_hi"]) and math.isnan(sm["share_D_avg_gt_1"])
+    assert "fewer than 5 items" in sm["interval_note"] and "char_typo/minor" in sm["interval_note"]
+    assert sm["D_avg"] == pytest.approx(d["D"].mean())  # the point statistics stay
+
+
+@pytest.mark.parametrize("n,has_interval", [(4, False), (5, True)])
+def test_the_minimum_is_five_items(n, has_interval):
+    d = discernment(_two_levels(n, seed=n), n_boot=40)
+    assert d["D_lo"].notna().all() == has_interval and d["D_lo"].isna().all() != has_interval
+    assert d["flags"].str.contains("few_items_for_interval").all() != has_interval
+    assert (summarize(d).iloc[0]["interval_note"] == "") == has_interval
+
+
+def test_items_without_a_usable_pair_do_not_count():
+    """Six items, but two have no usable score for this perturbation: 4 resampling units, no interval;
+    the other perturbation keeps its interval, the summary's are withheld (D_min could be the thin one)."""
+    s = _two_levels(6, seed=2)
+    thin = (s["perturbation"] == "char_typo") & s["item_id"].isin(["i0", "i1"])
+    s.loc[thin, "score"] = np.nan
+    d = discernment(s, n_boot=40).set_index("perturbation")
+    assert math.isnan(d.loc["char_typo", "D_lo"]) and "few_items_for_interval:4" in d.loc["char_typo", "flags"]
+    assert "nan_dropped" in d.loc["char_typo", "flags"]  # the former flags are kept before it
+    assert np.isfinite(d.loc["fictional_entities", "D_lo"])
+    sm = summarize(d.reset_index()).iloc[0]
+    assert math.isnan(sm["D_min_lo"]) and "1 of 2 perturbations" in sm["interval_note"]
+
+
+def test_without_bootstrap_nothing_is_flagged():
+    d = discernment(_two_levels(2), n_boot=0)
+    assert not d["flags"].str.contains("few_items").any() and (summarize(d)["interval_note"] == "").all()
