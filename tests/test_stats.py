@@ -8,9 +8,10 @@ import pytest
 import scipy.stats as sps
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import stats_reference as ref
 from test_stats_fixtures import synth_scores
 
-import stats_reference as ref
+import dhp.analysis.discernment as dm
 from dhp.analysis.discernment import (
     _units,
     discernment,
@@ -432,3 +433,13 @@ def test_items_without_a_usable_pair_do_not_count():
 def test_without_bootstrap_nothing_is_flagged():
     d = discernment(_two_levels(2), n_boot=0)
     assert not d["flags"].str.contains("few_items").any() and (summarize(d)["interval_note"] == "").all()
+
+
+def test_bootstrap_tested_in_chunks_gives_the_same_draws(monkeypatch):
+    """The bootstrap tests its resamples a bounded number of cells at a time: chunking changes no draw."""
+    s = synth_scores(n=15, seed=6)
+    whole = discernment(s, n_boot=30, seed=1)
+    monkeypatch.setattr(dm, "_BOOT_CELLS", 100)  # a few resamples per batch
+    chunked = discernment(s, n_boot=30, seed=1)
+    pd.testing.assert_frame_equal(whole.attrs["bootstrap"], chunked.attrs["bootstrap"], check_exact=True)
+    pd.testing.assert_frame_equal(whole, chunked, check_exact=True)

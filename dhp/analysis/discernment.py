@@ -268,15 +268,23 @@ def _unit_diffs(unit: _Unit) -> tuple[np.ndarray, np.ndarray]:
     return d, unit.present & np.isfinite(d)
 
 
+#: Cells of resampled differences tested at once in the bootstrap (its memory, not its result).
+_BOOT_CELLS = 1 << 21
+
+
 def _boot_d(unit: _Unit, idx: np.ndarray, zero_method, method, correction, combine):
     """D and D_EW of one perturbation for each bootstrap resample of items (rows of idx): every metric's
     test on every resample is one row of a single Wilcoxon batch."""
     d, ok = _unit_diffs(unit)
-    n_metrics, n_boot = d.shape[0], idx.shape[0]
-    flat = (n_metrics * n_boot, idx.shape[1])
-    p = wilcoxon_greater_many(d[:, idx].reshape(flat), ok[:, idx].reshape(flat), zero_method, method,
-                              correction).p
-    pm = p.reshape(n_metrics, n_boot).T  # resamples × metrics
+    n_metrics, (n_boot, n_items) = d.shape[0], idx.shape
+    pm = np.empty((n_boot, n_metrics))  # resamples × metrics
+    step = max(1, _BOOT_CELLS // max(n_metrics * n_items, 1))  # a few arrays of this size at a time, not n_boot's
+    for a in range(0, n_boot, step):
+        part = idx[a: a + step]
+        flat = (n_metrics * len(part), n_items)
+        p = wilcoxon_greater_many(d[:, part].reshape(flat), ok[:, part].reshape(flat), zero_method, method,
+                                  correction).p
+        pm[a: a + len(part)] = p.reshape(n_metrics, len(part)).T
     p = combine_rows(pm, None, combine)
     p_ew = p if unit.ew is None else combine_rows(pm, np.broadcast_to(unit.ew, pm.shape), combine)
     return discernment_score(p), discernment_score(p_ew)
