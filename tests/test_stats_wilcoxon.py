@@ -71,7 +71,8 @@ def test_exact_p_equals_scipy_on_the_actual_differences(d, signs):
 @pytest.mark.parametrize("zero_method", ZERO_METHODS)
 def test_permutation_rows_of_every_size_match_scipy_enumeration(zero_method):
     rng = np.random.default_rng(11)
-    rows = [np.r_[rng.integers(-3, 4, k - 1).astype(float), 1.0] for k in range(2, 14)]  # ties (mostly); scipy needs 2 pairs
+    # ties (mostly), 2 to 13 pairs (scipy's permutation test needs 2)
+    rows = [np.r_[rng.integers(-3, 4, k - 1).astype(float), 1.0] for k in range(2, 14)]
     d, ok = _matrix(rows)
     got = wilcoxon_greater_many(d, ok, zero_method, "permutation")
     for i, r in enumerate(rows):
@@ -83,8 +84,8 @@ def test_permutation_rows_of_every_size_match_scipy_enumeration(zero_method):
 # ---------------------------------------------------------------- one batch = the tests one by one
 @settings(max_examples=150, deadline=None)
 @given(rows=st.lists(st.lists(st.integers(-3, 3).map(float), min_size=0, max_size=30), min_size=1, max_size=5),
-       zero_method=st.sampled_from(ZERO_METHODS), method=st.sampled_from(["auto", "exact", "asymptotic", "permutation"]),
-       correction=st.booleans())
+       zero_method=st.sampled_from(ZERO_METHODS),
+       method=st.sampled_from(["auto", "exact", "asymptotic", "permutation"]), correction=st.booleans())
 def test_a_row_does_not_depend_on_its_batch(rows, zero_method, method, correction):
     rows = [r for r in rows] + [[1.0]]  # at least one non-empty row: a matrix with a column
     d, ok = _matrix(rows)

@@ -31,8 +31,8 @@ from dhp.stats.combine import discernment_score
 from dhp.stats.multitest import ADJUST_METHODS, adjust
 from dhp.stats.wilcoxon import wilcoxon_greater_many
 
-__all__ = ["ADJUST_METHODS", "adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "confusion_tables",
-           "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]
+__all__ = ["ADJUST_METHODS", "adjust", "aspect_correlations", "confusion_cells", "confusion_summary",
+           "confusion_tables", "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]
 
 #: Columns of the aspect scores table (dhp.judging.aspects) the statistics need.
 REQUIRED_ASPECT_COLUMNS = ["item_id", "attack", "aspect", "description_type", "variant", "score"]

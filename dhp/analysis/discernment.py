@@ -48,8 +48,8 @@ from dhp.stats.combine import COMBINES, P_FLOOR, combine_rows, discernment_score
 from dhp.stats.resample import group_seed, resample_items
 from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 
-__all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS", "P_FLOOR",
-           "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
+__all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS",
+           "P_FLOOR", "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
            "level_balanced_mean", "level_balanced_rows", "level_weights", "null_calibration", "summarize"]
 
 #: Columns of the scores table the statistics need (the rest of dhp.schema.SCORE_COLUMNS is optional here).
@@ -449,7 +449,8 @@ def _batch(lay, st, tests, diff, usable, width, zero_method, method, correction)
     present, ok, dm = present[:-1], ok[:-1], dm[:-1]
     t = wilcoxon_greater_many(dm, ok, zero_method, method, correction)
     st.p[tests], st.used[tests], st.flags[tests] = t.p, t.method_used, t.flags
-    st.n_pairs[tests], st.n_nonzero[tests], st.n_dropped[tests] = t.n_pairs, t.n_nonzero, present.sum(axis=1) - t.n_pairs
+    st.n_pairs[tests], st.n_nonzero[tests] = t.n_pairs, t.n_nonzero
+    st.n_dropped[tests] = present.sum(axis=1) - t.n_pairs
     tu = lay.test_unit[tests]
     heads = np.flatnonzero(np.r_[True, tu[1:] != tu[:-1]])  # a unit's tests are adjacent
     st.unit_items[tu[heads]] = np.logical_or.reduceat(present, heads, axis=0).sum(axis=1)
@@ -723,7 +724,7 @@ def _withheld(pos: np.ndarray, col: dict, flags: np.ndarray) -> str:
     few = [i for i in real if FEW_ITEMS in flags[i]]
     if not few:
         return ""
-    names = ", ".join(f"{col['perturbation'][i]}/{col['severity'][i]}" for i in few[:3]) + (", ..." if len(few) > 3 else "")
+    names = ", ".join(f"{col['perturbation'][i]}/{col['severity'][i]}" for i in few[:3]) + ", ..." * (len(few) > 3)
     return (f"no interval: {len(few)} of {len(real)} perturbations have fewer than {MIN_BOOT_ITEMS} items with a "
             f"usable pair ({names})")
 

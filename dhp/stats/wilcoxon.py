@@ -10,7 +10,7 @@ correction=..., method=...)`` with the null distribution chosen by scipy's ``met
 :func:`resolve`), and the null actually used is recorded per test:
 
 - ``"exact"``: scipy's exact null (no ties, no zeros); it depends on n and T+ only, so scipy is asked
-  once per distinct (n, T+) pair;
+  once per n, with one row per distinct T+;
 - ``"permutation"``: all 2^k sign patterns of the k nonzero differences (k <= 13), enumerated as scipy's
   ``PermutationMethod`` does, for every test of a batch in one matrix product;
 - ``"asymptotic"``: the normal approximation of T+ with scipy's tie correction and Pratt's zero
@@ -229,7 +229,9 @@ def _ranks_slice(d: np.ndarray, ok: np.ndarray, zero_method: str):
 
 def _normal_p(r_plus, n_pairs, n_nonzero, tiesum, zero_method: str, correction: bool) -> np.ndarray:
     """Normal approximation of T+ (tests × patterns) with scipy's mean, variance and tie term.
-    The tail is math.erfc per value (not scipy.special), as the workbench has always computed it."""
+
+    The tail is 0.5·erfc(z/√2) with math.erfc per value, as DHP's p-values have always been computed (so
+    they stay bit-identical); scipy's own tail, ndtr(-z), differs from it by up to ~1e-14 relative."""
     count = (n_nonzero if zero_method == "wilcox" else n_pairs).astype(np.int64)
     mn = (count * (count + 1)) * 0.25
     var = count * (count + 1) * (2 * count + 1)
