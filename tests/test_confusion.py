@@ -158,6 +158,21 @@ def test_shared_original_rows_pair_with_every_attack():
     assert drops.loc[(0, "inversion")] == 1.0 and drops.loc[(0, "hypernym")] == 0.0
 
 
+def test_directional_p_of_every_cell_is_scipys():
+    """Every cell is one row of dhp.stats.wilcoxon's batch: cells of 1 to 80 pairs, with and without ties,
+    take scipy's exact, permutation or normal p (scipy's auto rule, zero_method="wilcox")."""
+    rng = np.random.default_rng(4)
+    cells = {f"c{n}{kind}": (rng.normal(0.3, 1, n) if kind == "cont" else rng.integers(-1, 3, n).astype(float))
+             for n in (1, 2, 6, 13, 14, 40, 80) for kind in ("cont", "int")}
+    drops = pd.DataFrame([(a, "fluency", "term", x) for a, d in cells.items() for x in d],
+                         columns=["attack", "aspect", "description_type", "drop"])
+    got = directional_test(drops).set_index("attack")
+    for a, d in cells.items():
+        ref = stats.wilcoxon(d, alternative="greater").pvalue if np.any(d != 0) else 1.0
+        assert got.loc[a, "p_directional"] == pytest.approx(ref, rel=1e-12, abs=0), a
+        assert got.loc[a, "n_pairs"] == len(d)
+
+
 def test_directional_and_equivalence_edge_cases():
     drops = pd.DataFrame({
         "attack": ["a"] * 4 + ["b"] * 3 + ["c"],

@@ -8,21 +8,22 @@ import pytest
 import scipy.stats as sps
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import stats_reference as ref
 from test_stats_fixtures import synth_scores
 
-from dhp.errors import DHPError
+import dhp.analysis.discernment as dm
 from dhp.analysis.discernment import (
-    combine_p,
+    _units,
     discernment,
-    discernment_score,
-    fast_p_greater,
+    group_seed,
     level_balanced_mean,
     level_weights,
     null_calibration,
-    resolve_method,
     summarize,
-    wilcoxon_greater,
 )
+from dhp.errors import DHPError
+from dhp.stats.combine import combine_p, discernment_score
+from dhp.stats.wilcoxon import SCIPY_ASYMPTOTIC, resolve_method, wilcoxon_greater, wilcoxon_greater_many
 
 
 # ---------------------------------------------------------------- Wilcoxon, by hand
@@ -98,12 +99,21 @@ diffs = st.lists(st.integers(-4, 4).map(float), min_size=1, max_size=40)
 
 
 @settings(max_examples=150, deadline=None)
-@given(d=diffs, zero_method=st.sampled_from(["wilcox", "pratt", "zsplit"]), method=st.sampled_from(["auto", "exact", "asymptotic"]))
-def test_bootstrap_fast_path_equals_scipy_path(d, zero_method, method):
-    d = np.array(d)
-    slow = wilcoxon_greater(d, np.zeros_like(d), zero_method=zero_method, method=method).p
-    fast = fast_p_greater(d, zero_method=zero_method, method=method)
-    assert fast == pytest.approx(slow, rel=1e-7, abs=1e-12)
+@given(rows=st.lists(diffs, min_size=1, max_size=4), zero_method=st.sampled_from(["wilcox", "pratt", "zsplit"]),
+       method=st.sampled_from(["auto", "exact", "asymptotic"]))
+def test_rows_of_one_batch_equal_the_scipy_path_test_by_test(rows, zero_method, method):
+    """The bootstrap's tests are rows of one batch, of different lengths (ok masks the padding): each p is
+    the one the former per-test path (scipy's exact null, scipy-checked enumeration and normal tail) gives."""
+    width = max(map(len, rows))
+    d = np.zeros((len(rows), width))
+    ok = np.zeros(d.shape, bool)
+    for i, r in enumerate(rows):
+        d[i, : len(r)], ok[i, : len(r)] = r, True
+    d[~ok] = 7.0  # padding that would change every rank if it were read
+    got = wilcoxon_greater_many(d, ok, zero_method, method)
+    for i, r in enumerate(rows):
+        slow = ref.wilcoxon_greater(np.array(r), np.zeros(len(r)), zero_method=zero_method, method=method)
+        assert got.p[i] == slow.p and got.method_used[i] == slow.method_used and list(got.flags[i]) == slow.flags
 
 
 # ---------------------------------------------------------------- combination and D
@@ -361,13 +371,75 @@ def test_a_judge_without_any_usable_score_gives_nan_rows_not_an_error():
 @pytest.mark.parametrize("zero_method", ["wilcox", "pratt", "zsplit"])
 @pytest.mark.parametrize("correction", [False, True])
 def test_normal_approximation_matches_scipy_with_ties_zeros_and_correction(zero_method, correction):
-    from dhp.analysis.discernment import _ASYMPTOTIC, wilcoxon_greater
-
     rng = np.random.default_rng(7)
     for n in (30, 60, 120):
         o = rng.integers(1, 6, n).astype(float)
         q = np.clip(o - rng.integers(-1, 3, n), 1, 5)  # ties and zeros on purpose
         r = wilcoxon_greater(o, q, zero_method, "asymptotic", correction)
         ref = sps.wilcoxon(o - q, zero_method=zero_method, correction=correction, alternative="greater",
-                           method=_ASYMPTOTIC).pvalue
+                           method=SCIPY_ASYMPTOTIC).pvalue
         assert r.method_used == "asymptotic" and r.p == pytest.approx(ref, rel=1e-9, abs=1e-15)
+
+
+# ---------------------------------------------------------------- no interval from too few items
+def _two_levels(n, seed=0):
+    """Two perturbations on `n` items, one metric, every item damaged (so D is finite)."""
+    return synth_scores(n=n, seed=seed, mode="likelihood", perturbations=[("char_typo", "minor", "character", 2.0),
+                                                                          ("fictional_entities", "minor", "word", 2.0)])
+
+
+def test_two_items_gave_a_zero_width_interval_and_now_give_none():
+    """The former bootstrap (stats_reference: one resample at a time) gives D_lo = D_hi from 2 items: every
+    resample of two positive differences has the same p. The interval is NaN now, and says why."""
+    s = _two_levels(2)
+    s.loc[s["perturbation"] != "original", "score"] -= 3  # both items clearly damaged
+    g = s.assign(**{c: s[c].astype(str) for c in ("item_id", "level")})
+    u = _units(g, ["i0", "i1"], None)[0]
+    idx = np.random.default_rng(group_seed(0, ("summeval", "j1", "likelihood"))).integers(0, 2, size=(50, 2))
+    old_d, _ = ref.boot_d(u, idx, "wilcox", "auto", False, "paper")
+    assert np.nanpercentile(old_d, 2.5) == np.nanpercentile(old_d, 97.5)  # zero width: what the rule removes
+    d = discernment(s, n_boot=50)
+    assert d[["D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1"]].isna().all().all()
+    assert d["flags"].str.contains("few_items_for_interval:2").all() and d["D"].notna().all()
+    assert len(d.attrs["bootstrap"]) == 2 * 50  # the draws are kept
+    sm = summarize(d).iloc[0]
+    assert math.isnan(sm["D_avg_lo"]) and math.isnan(sm["D_min_hi"]) and math.isnan(sm["share_D_avg_gt_1"])
+    assert "fewer than 5 items" in sm["interval_note"] and "char_typo/minor" in sm["interval_note"]
+    assert sm["D_avg"] == pytest.approx(d["D"].mean())  # the point statistics stay
+
+
+@pytest.mark.parametrize("n,has_interval", [(4, False), (5, True)])
+def test_the_minimum_is_five_items(n, has_interval):
+    d = discernment(_two_levels(n, seed=n), n_boot=40)
+    assert d["D_lo"].notna().all() == has_interval and d["D_lo"].isna().all() != has_interval
+    assert d["flags"].str.contains("few_items_for_interval").all() != has_interval
+    assert (summarize(d).iloc[0]["interval_note"] == "") == has_interval
+
+
+def test_items_without_a_usable_pair_do_not_count():
+    """Six items, but two have no usable score for this perturbation: 4 resampling units, no interval;
+    the other perturbation keeps its interval, the summary's are withheld (D_min could be the thin one)."""
+    s = _two_levels(6, seed=2)
+    thin = (s["perturbation"] == "char_typo") & s["item_id"].isin(["i0", "i1"])
+    s.loc[thin, "score"] = np.nan
+    d = discernment(s, n_boot=40).set_index("perturbation")
+    assert math.isnan(d.loc["char_typo", "D_lo"]) and "few_items_for_interval:4" in d.loc["char_typo", "flags"]
+    assert "nan_dropped" in d.loc["char_typo", "flags"]  # the former flags are kept before it
+    assert np.isfinite(d.loc["fictional_entities", "D_lo"])
+    sm = summarize(d.reset_index()).iloc[0]
+    assert math.isnan(sm["D_min_lo"]) and "1 of 2 perturbations" in sm["interval_note"]
+
+
+def test_without_bootstrap_nothing_is_flagged():
+    d = discernment(_two_levels(2), n_boot=0)
+    assert not d["flags"].str.contains("few_items").any() and (summarize(d)["interval_note"] == "").all()
+
+
+def test_bootstrap_tested_in_chunks_gives_the_same_draws(monkeypatch):
+    """The bootstrap tests its resamples a bounded number of cells at a time: chunking changes no draw."""
+    s = synth_scores(n=15, seed=6)
+    whole = discernment(s, n_boot=30, seed=1)
+    monkeypatch.setattr(dm, "_BOOT_CELLS", 100)  # a few resamples per batch
+    chunked = discernment(s, n_boot=30, seed=1)
+    pd.testing.assert_frame_equal(whole.attrs["bootstrap"], chunked.attrs["bootstrap"], check_exact=True)
+    pd.testing.assert_frame_equal(whole, chunked, check_exact=True)

@@ -336,7 +336,7 @@ def test_segment_table_reports_acc_star_first_with_its_threshold():
     from dhp.analysis.alignment import SEGMENT_COLUMNS, segment_level, segment_table
 
     h, m, g = synth(21, n_items=30, max_sys=5, nan_share=0.0)
-    df = pd.DataFrame({"seg_id": g, "system": 0, "mqm": h, "judge": m})
+    df = pd.DataFrame({"seg_id": g, "system": 0, "mqm": h, "judge_score": m})
     t = segment_table(df, n_boot=40, seed=1)
     assert list(t.columns) == SEGMENT_COLUMNS and t["statistic"].iloc[0] == "acc_eq_calibrated"
     star = t.iloc[0]
@@ -349,14 +349,16 @@ def test_segment_table_reports_acc_star_first_with_its_threshold():
 
 
 def test_report_card_puts_acc_star_first_and_uses_it_as_headline_without_a_summary_view():
-    from dhp.analysis.report_card import headline, report_card
+    from dhp import methods
+    from dhp.analysis.report_card import alignment_rows, headline
 
-    al = pd.DataFrame({"view": "segment", "aspect": "mqm", "statistic": ["tau_b", "acc_eq", "acc_eq_calibrated"],
+    al = pd.DataFrame({"judge": "j", "mode": "m", "view": "segment", "aspect": "mqm",
+                       "statistic": ["tau_b", "acc_eq", "acc_eq_calibrated"],
                        "value": [0.4, 0.39, 0.53], "ci_lo": np.nan, "ci_hi": np.nan, "n": 10})
-    card = report_card("j", "m", alignment=al)
-    ha = card[card["method"] == "human_alignment"]
-    assert ha["measure"].tolist() == ["segment_acc_eq_calibrated", "segment_tau_b", "segment_acc_eq"]
-    assert headline(card)["human_alignment"].iloc[0] == 0.53
+    card = alignment_rows(al)
+    assert card["measure"].tolist() == ["segment_acc_eq_calibrated", "segment_tau_b", "segment_acc_eq"]
+    picks = {"human_alignment": methods.get("human_alignment").headline}
+    assert headline(card, picks)["human_alignment"].iloc[0] == 0.53
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,5 +1,6 @@
-"""The vectorised point statistics (all tests of a table at once) against the previous per-unit path
-(kept below as the reference: scipy-checked wilcoxon_greater and combine_p per perturbation) and scipy."""
+"""The vectorised statistics (all tests of a table at once, the bootstrap's resamples as rows of one batch)
+against the previous per-unit path (kept below and in stats_reference as the reference: scipy-checked
+per-test Wilcoxon and 1-D combine_p per perturbation, the bootstrap one resample at a time) and scipy."""
 
 import math
 
@@ -17,18 +18,17 @@ from dhp.analysis.discernment import (
     GROUP,
     P_FLOOR,
     SUMMARY_COLUMNS,
-    _boot_d,
     _units,
     _weights_lookup,
-    combine_p,
     discernment,
-    discernment_score,
     group_seed,
     level_balanced_mean,
     summarize,
-    wilcoxon_greater,
 )
 from dhp.errors import DHPError
+from dhp.stats.wilcoxon import SCIPY_ASYMPTOTIC
+from stats_reference import boot_d as _boot_d
+from stats_reference import combine_p, discernment_score, wilcoxon_greater
 from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
 
 
@@ -78,6 +78,10 @@ def _slow_row(key, u, idx, zero_method, method, correction, combine, n_boot, see
         return row, None
     bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    usable = int((u.present & np.isfinite(u.orig - u.pert)).any(axis=0).sum())
+    if usable < 5:  # too few resampling units: no interval (NaN), flagged
+        row["flags"] = ";".join([f for f in [row["flags"]] if f] + [f"few_items_for_interval:{usable}"])
+        return row, pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde})
     row.update(D_lo=float(np.nanpercentile(bd, lo_q)), D_hi=float(np.nanpercentile(bd, hi_q)),
                D_EW_lo=float(np.nanpercentile(bde, lo_q)), D_EW_hi=float(np.nanpercentile(bde, hi_q)),
                share_D_gt_1=float(np.mean(bd > 1)), share_D_EW_gt_1=float(np.mean(bde > 1)))
@@ -133,6 +137,7 @@ def _slow_summarize(discernment):
             levels=";".join(lv for lv in LEVELS if lv in set(fin["level"])),
             combine=";".join(sorted(set(g["combine"].astype(str)))) if "combine" in g else "",
             n_boot=int(g["n_boot"].max()) if "n_boot" in g else 0,
+            interval_note="",
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -281,7 +286,7 @@ def test_every_normal_approximation_in_a_table_matches_scipy(zero_method, correc
         pert = s[(s["perturbation"] == r.perturbation) & (s["severity"] == r.severity)].set_index("item_id")["score"]
         diff = (orig[pert.index] - pert).to_numpy()
         ref = sps.wilcoxon(diff, zero_method=zero_method, correction=correction, alternative="greater",
-                           method=dm._ASYMPTOTIC).pvalue if np.any(diff != 0) else 1.0
+                           method=SCIPY_ASYMPTOTIC).pvalue if np.any(diff != 0) else 1.0
         assert r.p == pytest.approx(ref, rel=1e-12, abs=0), r.perturbation
 
 

@@ -27,15 +27,16 @@ import pandas as pd
 from scipy import stats
 
 from dhp.errors import DHPError
+from dhp.stats.combine import discernment_score
+from dhp.stats.multitest import ADJUST_METHODS, adjust
+from dhp.stats.wilcoxon import wilcoxon_greater_many
 
-__all__ = ["adjust", "aspect_correlations", "confusion_cells", "confusion_summary", "confusion_tables",
-           "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]
+__all__ = ["ADJUST_METHODS", "adjust", "aspect_correlations", "confusion_cells", "confusion_summary",
+           "confusion_tables", "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]
 
 #: Columns of the aspect scores table (dhp.judging.aspects) the statistics need.
 REQUIRED_ASPECT_COLUMNS = ["item_id", "attack", "aspect", "description_type", "variant", "score"]
 CELL_KEYS = ["attack", "aspect", "description_type"]
-#: Multiple-testing adjustments of `adjust`: Holm (family-wise error rate) and Benjamini-Hochberg (false discovery).
-ADJUST_METHODS = ("holm", "bh")
 #: What tells apart the runs a run folder may hold: each is analysed on its own (scores asked with and without
 #: the mitigation are never pooled, and neither are two judges or two modes).
 RUN_KEYS = ["judge", "mode", "instruction"]
@@ -109,13 +110,6 @@ def paired_drops(scores: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def _wilcoxon_greater(d: np.ndarray) -> float:
-    d = d[~np.isnan(d)]
-    if d.size < 1 or np.all(d == 0):
-        return 1.0
-    return float(stats.wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue)
-
-
 def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
     """One-sided Wilcoxon signed-rank test that the attack lowers the score, per cell.
 
@@ -127,14 +121,21 @@ def directional_test(drops: pd.DataFrame) -> pd.DataFrame:
     and D = 0 when p = 1 (`confusion_cells` recomputes D from the adjusted p).
     """
     _require(drops, CELL_KEYS + ["drop"], "drops")
-    rows = []
+    keys, cells = [], []
     for key, grp in drops.groupby(CELL_KEYS, sort=False):
         d = grp["drop"].to_numpy(dtype=float)
-        d = d[~np.isnan(d)]
-        p = _wilcoxon_greater(d)
-        rows.append((*key, int(d.size), float(d.mean()) if d.size else np.nan, p))
+        keys.append(key)
+        cells.append(d[~np.isnan(d)])
+    # every cell is one row of a single test batch (rows padded to the longest cell, the padding masked)
+    width = max((len(d) for d in cells), default=0)
+    dm, ok = np.zeros((len(cells), width)), np.zeros((len(cells), width), bool)
+    for i, d in enumerate(cells):
+        dm[i, : len(d)], ok[i, : len(d)] = d, True
+    tests = wilcoxon_greater_many(dm, ok, zero_method="wilcox")
+    p = np.where(tests.n_pairs == 0, 1.0, tests.p)  # no pair: no evidence of a drop
+    rows = [(*key, int(d.size), float(d.mean()) if d.size else np.nan, float(pi)) for key, d, pi in zip(keys, cells, p)]
     out = pd.DataFrame(rows, columns=CELL_KEYS + ["n_pairs", "mean_drop", "p_directional"])
-    out["D"] = np.log(out["p_directional"].astype(float)) / np.log(0.05)
+    out["D"] = discernment_score(out["p_directional"].to_numpy(dtype=float))
     return out
 
 
@@ -182,36 +183,6 @@ def equivalence_test(drops: pd.DataFrame, delta: float = 0.2, alpha: float = 0.0
     return out
 
 
-def adjust(p, method: str = "holm") -> np.ndarray:
-    """Adjust p values for multiple testing; NaN entries stay NaN and do not count as tests.
-
-    method="holm": Holm step-down (family-wise error rate); method="bh": Benjamini-Hochberg
-    (false discovery rate, via scipy.stats.false_discovery_control). Returns a float array
-    of the input's shape.
-    """
-    arr = np.asarray(p, dtype=float)
-    flat = arr.ravel()
-    out = np.full(flat.shape, np.nan)
-    ok = ~np.isnan(flat)
-    vals = flat[ok]
-    if vals.size == 0:
-        return out.reshape(arr.shape)
-    if np.any((vals < 0) | (vals > 1)):
-        raise DHPError("p values must lie in [0, 1].", "pass probabilities, not test statistics.")
-    if method == "holm":
-        m = vals.size
-        order = np.argsort(vals, kind="mergesort")
-        stepped = np.maximum.accumulate((m - np.arange(m)) * vals[order])
-        res = np.empty(m)
-        res[order] = np.minimum(stepped, 1.0)
-    elif method == "bh":
-        res = stats.false_discovery_control(vals, method="bh")
-    else:
-        raise DHPError(f"Unknown adjustment method {method!r}.", 'use method="holm" or method="bh".')
-    out[ok] = res
-    return out.reshape(arr.shape)
-
-
 def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: float = 0.2,
                     alpha: float = 0.05, adjust_method: str = "holm") -> pd.DataFrame:
     """All per-cell statistics of the method in one table.
@@ -246,7 +217,7 @@ def confusion_cells(scores: pd.DataFrame, expectations: pd.DataFrame, delta: flo
     for _, idx in cells.groupby("description_type", sort=False).groups.items():
         for raw in ("p_directional", "p_equivalence"):
             cells.loc[idx, f"{raw}_adj"] = adjust(cells.loc[idx, raw].to_numpy(dtype=float), adjust_method)
-    cells["D"] = np.log(cells["p_directional_adj"].astype(float)) / np.log(0.05) + 0.0  # + 0.0: p = 1 gives 0, not -0
+    cells["D"] = discernment_score(cells["p_directional_adj"].to_numpy(dtype=float))
     cells["significant_drop"] = (cells["p_directional_adj"] < alpha).astype(bool)
     cells["invariant"] = (cells["p_equivalence_adj"] < alpha).astype(bool)
     return cells[cols].reset_index(drop=True)

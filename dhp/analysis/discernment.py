@@ -4,11 +4,12 @@ The chain, per (dataset, judge, mode):
 
 1. For every perturbation i (one `perturbation` × `severity` pair, e.g. char_typo/minor) and metric j,
    a one-sided Wilcoxon signed-rank test on the paired differences original − perturbed
-   (H1: originals score higher), `scipy.stats.wilcoxon(..., alternative="greater")` -> p_ij.
+   (H1: originals score higher), scipy's test (dhp.stats.wilcoxon, every test of the table at once) -> p_ij.
 2. Metrics are combined per perturbation with the harmonic mean p-value, as the paper prints it:
    p_i = 1 / Σ_j (1 / p_ij) and p_i^EW = 1 / Σ_j (EW_ij / p_ij), Σ_j EW_ij = 1.
    `combine="wilson"` uses Wilson's (2019) weighted harmonic mean with weights summing to 1 instead:
-   unweighted, p_i = M / Σ_j (1 / p_ij), i.e. M times the paper's value (the EW form is the same).
+   unweighted, p_i = M / Σ_j (1 / p_ij), i.e. M times the paper's value (the EW form is the same)
+   (dhp.stats.combine).
 3. D_i = log_0.05(p_i) (p clipped to at least P_FLOOR so that D stays finite). D > 1 <=> p < 0.05.
 4. Per judge: D_avg is level-balanced (character, word and sentence levels weigh equally; equal weights
    within a level; a task without a sentence level averages the levels it has); D_min is the minimum.
@@ -17,6 +18,8 @@ Beyond the paper: a bootstrap over items (the same resampled items for every per
 gives 95% percentile intervals for every D and for D_avg/D_min, and the share of resamples with D > 1
 (the resampling seed is derived from a hash of the judge's group key, so a judge's intervals do not
 depend on which other judges share the table); `original` rows are the reference, never a perturbation.
+A perturbation with fewer than MIN_BOOT_ITEMS items holding a usable pair gets no interval (NaN, flag
+``few_items_for_interval:<k>``): resampling 2 items gives a zero-width interval, certainty from nothing.
 
 Two controls (beyond the paper):
 - the **negative control** (`control`: the original re-scored through a separate judge call, see
@@ -26,264 +29,40 @@ Two controls (beyond the paper):
   random sign (the same for all its metrics and perturbations, so their dependence is kept) and p, D and
   D_avg are recomputed; the share of null D values above 1 is the false-positive rate of a "discerned"
   verdict under each combination rule — with the paper's rule it is far above 5% for multi-metric tasks.
+
+The statistics themselves (the Wilcoxon test, the combination, the resampling) are dhp.stats'; this
+module holds the method's own logic: the units and levels, the table layout, D_avg / D_min, the summary.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
+from dhp.stats.combine import COMBINES, P_FLOOR, combine_rows, discernment_score
+from dhp.stats.resample import group_seed, resample_items
+from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 
-#: Smallest p used in D = log_0.05(p): p = 0 (e.g. an underflowed normal tail) would give D = inf.
-#: The smallest positive normal double keeps D finite (D <= ~236) and never changes a real p-value.
-P_FLOOR = float(np.finfo(float).tiny)
+__all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS",
+           "P_FLOOR", "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
+           "level_balanced_mean", "level_balanced_rows", "level_weights", "null_calibration", "summarize"]
 
 #: Columns of the scores table the statistics need (the rest of dhp.schema.SCORE_COLUMNS is optional here).
 REQUIRED_SCORE_COLUMNS = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score")
-ZERO_METHODS = ("wilcox", "pratt", "zsplit")
-METHODS = ("auto", "exact", "asymptotic", "approx", "permutation")
-COMBINES = ("paper", "wilson")
 GROUP = ["dataset", "judge", "mode"]
 
-# Older scipy calls the normal approximation "approx"; newer scipy calls it "asymptotic".
-try:
-    sps.wilcoxon([1.0, 2.0, 3.0], method="asymptotic")
-    _ASYMPTOTIC = "asymptotic"
-except ValueError:  # pragma: no cover - depends on the installed scipy
-    _ASYMPTOTIC = "approx"
-
-# scipy's own rule: below this many pairs an exact/permutation null is used.
-_EXACT_MAX_N = 50
-_PERMUTATION_MAX_N = 13
-
-
-# --------------------------------------------------------------------------------------------------
-# One Wilcoxon test
-# --------------------------------------------------------------------------------------------------
-@dataclass
-class TestResult:
-    """Outcome of one one-sided Wilcoxon test (original > perturbed)."""
-
-    p: float
-    n_pairs: int
-    n_nonzero: int
-    n_dropped_nan: int
-    method_used: str
-    flags: list[str] = field(default_factory=list)
-
-
-def _has_ties(d: np.ndarray, zero_method: str) -> bool:
-    """Ties among the values that get ranked (zeros are not ranked with zero_method='wilcox')."""
-    a = np.abs(d[d != 0]) if zero_method == "wilcox" else np.abs(d)
-    return len(np.unique(a)) < len(a)
-
-
-def resolve_method(d: np.ndarray, method: str, zero_method: str) -> tuple[str, list[str]]:
-    """Which null distribution to use for differences `d` (NaN already dropped).
-
-    Mirrors scipy's `method="auto"` (exact null for n <= 50 without ties or zeros; an exhaustive
-    permutation null for n <= 13 otherwise; the normal approximation for the rest), so that the method
-    actually used can be recorded whatever the scipy version. `method="exact"` with ties or zeros is
-    never run (scipy's exact null is wrong then): it falls back like "auto" and is flagged.
-    Returns (method_used, flags) with method_used in {"exact", "permutation", "asymptotic"}.
-    """
-    return _resolve(len(d), bool(np.any(d == 0)) or _has_ties(d, zero_method), method)
-
-
-def _resolve(n: int, ties_or_zeros: bool, method: str) -> tuple[str, list[str]]:
-    """The rule of :func:`resolve_method` from the number of pairs and whether ties or zeros occur (the
-    vectorised path applies it to each distinct (n, ties_or_zeros) once)."""
-    if method in ("asymptotic", "approx"):
-        return "asymptotic", []
-    if method == "permutation":
-        if n > _PERMUTATION_MAX_N:
-            return "asymptotic", ["permutation_too_large"]
-        return "permutation", []
-    if method == "exact":
-        if not ties_or_zeros:
-            return "exact", []
-        return ("permutation" if n <= _PERMUTATION_MAX_N else "asymptotic"), ["exact_fallback"]
-    # auto
-    if n > _EXACT_MAX_N:
-        return "asymptotic", []
-    if not ties_or_zeros:
-        return "exact", []
-    return ("permutation" if n <= _PERMUTATION_MAX_N else "asymptotic"), []
-
-
-def wilcoxon_greater(
-    original, perturbed, zero_method: str = "wilcox", method: str = "auto", correction: bool = False
-) -> TestResult:
-    """One-sided Wilcoxon signed-rank test that originals score higher than their perturbed pairs.
-
-    Pairs where either score is NaN are dropped and counted (`n_dropped_nan`). When every remaining
-    difference is zero scipy has no test (it returns NaN or 1 depending on the version): we report
-    p = 1 and the flag "all_zero". No pair at all gives p = NaN and the flag "no_pairs".
-    The p-value is `scipy.stats.wilcoxon(d, alternative="greater")`'s, with the method decided by
-    :func:`resolve_method`; the permutation and normal-approximation cases are computed here with scipy's
-    rules (identical p, tested) because scipy's per-call overhead dominated large tables.
-    """
-    o = np.asarray(original, dtype=float)
-    q = np.asarray(perturbed, dtype=float)
-    if o.shape != q.shape:
-        raise ValueError("original and perturbed must be paired (same length)")
-    ok = np.isfinite(o) & np.isfinite(q)
-    return _test_on_diffs((o - q)[ok], int((~ok).sum()), zero_method, method, correction)
-
-
-def _test_on_diffs(d: np.ndarray, n_dropped: int, zero_method: str, method: str, correction: bool) -> TestResult:
-    """:func:`wilcoxon_greater` once the NaN pairs are dropped (`d`: the usable differences)."""
-    n_pairs = len(d)
-    n_nonzero = int(np.count_nonzero(d))
-    if n_pairs == 0:
-        return TestResult(math.nan, 0, 0, n_dropped, "none", ["no_pairs"])
-    if n_nonzero == 0:
-        return TestResult(1.0, n_pairs, 0, n_dropped, "none", ["all_zero"])
-    used, flags = resolve_method(d, method, zero_method)
-    if used == "permutation":
-        # scipy's PermutationMethod enumerates all 2**n (n <= 13) sign flips too, but one statistic at a
-        # time (seconds per test); the same enumeration vectorised gives the identical p (tested).
-        p = _permutation_p(d, zero_method)
-    elif used == "asymptotic":
-        p = _asymptotic_p(d, zero_method, correction)
-    else:
-        scipy_method = "exact" if used == "exact" else _ASYMPTOTIC
-        p = float(sps.wilcoxon(
-            d, zero_method=zero_method, correction=correction, alternative="greater", method=scipy_method
-        ).pvalue)  # fmt: skip
-    return TestResult(p, n_pairs, n_nonzero, n_dropped, used, flags)
-
-
-# --------------------------------------------------------------------------------------------------
-# Fast path for the bootstrap (same rules, no scipy call overhead); cross-checked against scipy in tests
-# --------------------------------------------------------------------------------------------------
-_SIGN_PATTERNS: dict[int, np.ndarray] = {}
-
-
-def _patterns(n: int) -> np.ndarray:
-    if n not in _SIGN_PATTERNS:
-        _SIGN_PATTERNS[n] = np.array(list(itertools.product((0.0, 1.0), repeat=n)))
-    return _SIGN_PATTERNS[n]
-
-
-def _ranks_and_stat(d: np.ndarray, zero_method: str):
-    zeros = d == 0
-    if zero_method == "wilcox":
-        r = np.zeros_like(d)
-        r[~zeros] = sps.rankdata(np.abs(d[~zeros]))
-    else:
-        r = sps.rankdata(np.abs(d))
-    r_plus = r[d > 0].sum()
-    if zero_method == "zsplit":
-        r_plus += r[zeros].sum() / 2
-    return r, r_plus
-
-
-def _permutation_p(d: np.ndarray, zero_method: str) -> float:
-    """Exact permutation p-value of T+ by enumerating every sign assignment (n <= 13).
-
-    Under H0 every sign pattern of the nonzero differences is equally likely; zeros never move (their
-    constant zsplit share cancels), so enumerating the nonzero ones gives scipy's permutation p exactly.
-    """
-    r, r_plus = _ranks_and_stat(d, zero_method)
-    zeros = d == 0
-    rn = r[~zeros]
-    t_perm = _patterns(len(rn)) @ rn
-    t_obs = r_plus - (r[zeros].sum() / 2 if zero_method == "zsplit" else 0.0)
-    return float(np.mean(t_perm >= t_obs - 1e-9 * max(1.0, abs(t_obs))))
-
-
-def _normal_null(d: np.ndarray, zero_method: str) -> tuple[float, float]:
-    """Mean and standard deviation of T+ under H0 for the normal approximation, with the tie correction
-    and Pratt's zero adjustment, as scipy computes them."""
-    zeros = d == 0
-    a = np.abs(d) if zero_method == "zsplit" else np.abs(d[~zeros])
-    count = len(a) if zero_method == "wilcox" else len(d)
-    mn = count * (count + 1) * 0.25
-    var = count * (count + 1) * (2 * count + 1)
-    if zero_method == "pratt":
-        n0 = int(zeros.sum())
-        mn -= n0 * (n0 + 1) * 0.25
-        var -= n0 * (n0 + 1) * (2 * n0 + 1)
-    _, t = np.unique(a, return_counts=True)
-    return mn, math.sqrt((var - float(np.sum(t.astype(float) ** 3 - t)) / 2) / 24)
-
-
-def fast_p_greater(d: np.ndarray, zero_method: str = "wilcox", method: str = "auto", correction: bool = False) -> float:
-    """p-value of the one-sided test on differences `d` (no NaN), same rules as :func:`wilcoxon_greater`.
-
-    Used inside the bootstrap, where thousands of small tests make scipy's per-call overhead dominate.
-    """
-    d = np.asarray(d, dtype=float)
-    n = len(d)
-    if n == 0:
-        return math.nan
-    if not np.any(d != 0):
-        return 1.0
-    used, _ = resolve_method(d, method, zero_method)
-    if used == "exact":
-        return float(sps.wilcoxon(d, zero_method=zero_method, alternative="greater", method="exact").pvalue)
-    if used == "permutation":
-        return _permutation_p(d, zero_method)
-    return _asymptotic_p(d, zero_method, correction)
-
-
-def _asymptotic_p(d: np.ndarray, zero_method: str, correction: bool) -> float:
-    """Normal approximation of T+ with scipy's tie correction (cross-checked against scipy in the tests);
-    computed here because scipy's per-call overhead dominates thousands of small tests."""
-    _, r_plus = _ranks_and_stat(d, zero_method)
-    mn, se = _normal_null(d, zero_method)
-    if se == 0:
-        return 1.0
-    z = (r_plus - mn) / se
-    if correction:
-        z -= 0.5 / se
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-# --------------------------------------------------------------------------------------------------
-# Combining metrics and turning p into D
-# --------------------------------------------------------------------------------------------------
-def combine_p(p, weights=None, combine: str = "paper") -> float:
-    """Harmonic-mean combination of metric p-values for one perturbation.
-
-    paper, no weights:  1 / Σ_j (1/p_j)          (as printed in the paper, §4.3.2)
-    paper, weights w:   1 / Σ_j (w_j/p_j)         (weights are the expert weights, Σ w_j = 1)
-    wilson, no weights: M / Σ_j (1/p_j)          (weighted harmonic mean with w_j = 1/M)
-    wilson, weights w:  Σ_j w_j / Σ_j (w_j/p_j)   (= the paper's EW form when Σ w_j = 1)
-    NaN p-values (no pairs for that metric) are left out; the weights of the rest are renormalised.
-    Returns NaN if no p-value is finite.
-    """
-    if combine not in COMBINES:
-        raise DHPError(f"Unknown combine={combine!r}.", f"use one of {list(COMBINES)}.")
-    p = np.asarray(p, dtype=float)
-    w = np.ones_like(p) if weights is None else np.asarray(weights, dtype=float)
-    keep = np.isfinite(p)
-    if not keep.any():
-        return math.nan
-    p, w = np.clip(p[keep], P_FLOOR, 1.0), w[keep]
-    if weights is not None:
-        if w.sum() <= 0:
-            return math.nan
-        w = w / w.sum()
-        return float(min(1.0, 1.0 / np.sum(w / p)))
-    if combine == "paper":
-        return float(1.0 / np.sum(1.0 / p))
-    return float(min(1.0, len(p) / np.sum(1.0 / p)))
-
-
-def discernment_score(p):
-    """D = log_0.05(p), with p clipped to [P_FLOOR, 1] (so D >= 0 and finite; NaN stays NaN)."""
-    p = np.clip(np.asarray(p, dtype=float), P_FLOOR, 1.0)
-    out = np.log(p) / np.log(0.05) + 0.0  # + 0.0 turns log(1)'s -0.0 into 0.0
-    return float(out) if out.ndim == 0 else out
+#: Fewest items with a usable pair for a bootstrap interval. The resampling units are the items: from 2
+#: items every resample can give the same D (a zero-width interval), and with fewer than 5 pairs no
+#: single one-sided signed-rank test can reach p < 0.05 (its smallest p is 2^-n >= 1/16), so the interval
+#: would describe the sample size rather than the judge. Too few: the interval is NaN and flagged.
+MIN_BOOT_ITEMS = 5
+#: The flag of a row whose interval was withheld (followed by ":<items with a usable pair>").
+FEW_ITEMS = "few_items_for_interval"
 
 
 def level_weights(levels) -> np.ndarray:
@@ -305,6 +84,19 @@ def level_balanced_mean(values, levels) -> float:
     if not keep.any():
         return math.nan
     return float(np.sum(level_weights(lv[keep]) * v[keep]))
+
+
+def level_balanced_rows(values, levels) -> np.ndarray:
+    """:func:`level_balanced_mean` of every row of a (resamples × perturbations) matrix: rows without NaN
+    share one set of weights (numpy sums each row of the product as it sums one row alone)."""
+    v = np.asarray(values, dtype=float)
+    out = np.full(v.shape[0], math.nan)
+    full = np.isfinite(v).all(axis=1)
+    if full.any() and v.shape[1]:
+        out[full] = (level_weights(levels) * v[full]).sum(axis=1)
+    for i in np.flatnonzero(~full):
+        out[i] = level_balanced_mean(v[i], levels)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,15 +221,6 @@ def _ew_vector(ew: pd.DataFrame, task, perturbation: str, metrics: list[str]) ->
     return weights_for(ew, task, perturbation, metrics)
 
 
-def group_seed(seed: int, key) -> list[int]:
-    """Seed of a (dataset, judge, mode) group's resampling: the run seed and a stable hash of the key,
-    so a group's bootstrap or null draws do not depend on the other groups in the table."""
-    import hashlib
-
-    h = hashlib.blake2b("\x1f".join(map(str, key)).encode("utf-8"), digest_size=8).digest()
-    return [int(seed), int.from_bytes(h, "big")]
-
-
 @dataclass
 class _Unit:
     perturbation: str
@@ -478,23 +261,37 @@ def _units(g: pd.DataFrame, items: list[str], ew: pd.DataFrame | None) -> list[_
     return units
 
 
+def _unit_diffs(unit: _Unit) -> tuple[np.ndarray, np.ndarray]:
+    """A unit's differences original − perturbed (metrics × items) and which are usable."""
+    with np.errstate(invalid="ignore"):  # inf − inf: such pairs are not usable anyway
+        d = unit.orig - unit.pert
+    return d, unit.present & np.isfinite(d)
+
+
+#: Cells of resampled differences tested at once in the bootstrap (its memory, not its result).
+_BOOT_CELLS = 1 << 21
+
+
 def _boot_d(unit: _Unit, idx: np.ndarray, zero_method, method, correction, combine):
-    """D and D_EW of one perturbation for each bootstrap resample of items (rows of idx)."""
-    n_boot = idx.shape[0]
-    pm = np.full((n_boot, len(unit.metrics)), np.nan)
-    for j in range(len(unit.metrics)):
-        o, q, pr = unit.orig[j], unit.pert[j], unit.present[j]
-        for b in range(n_boot):
-            sel = idx[b][pr[idx[b]]]
-            d = o[sel] - q[sel]
-            pm[b, j] = fast_p_greater(d[np.isfinite(d)], zero_method, method, correction)
-    p = np.array([combine_p(row, None, combine) for row in pm])
-    p_ew = p if unit.ew is None else np.array([combine_p(row, unit.ew, combine) for row in pm])
+    """D and D_EW of one perturbation for each bootstrap resample of items (rows of idx): every metric's
+    test on every resample is one row of a single Wilcoxon batch."""
+    d, ok = _unit_diffs(unit)
+    n_metrics, (n_boot, n_items) = d.shape[0], idx.shape
+    pm = np.empty((n_boot, n_metrics))  # resamples × metrics
+    step = max(1, _BOOT_CELLS // max(n_metrics * n_items, 1))  # a few arrays of this size at a time, not n_boot's
+    for a in range(0, n_boot, step):
+        part = idx[a: a + step]
+        flat = (n_metrics * len(part), n_items)
+        p = wilcoxon_greater_many(d[:, part].reshape(flat), ok[:, part].reshape(flat), zero_method, method,
+                                  correction).p
+        pm[a: a + len(part)] = p.reshape(n_metrics, len(part)).T
+    p = combine_rows(pm, None, combine)
+    p_ew = p if unit.ew is None else combine_rows(pm, np.broadcast_to(unit.ew, pm.shape), combine)
     return discernment_score(p), discernment_score(p_ew)
 
 
 # --------------------------------------------------------------------------------------------------
-# Point statistics of the whole table at once (the bootstrap still goes unit by unit, through _units)
+# Point statistics of the whole table at once (the bootstrap goes unit by unit, through _units)
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class _Layout:
@@ -604,103 +401,41 @@ def _unit_weights(s: pd.DataFrame, lay: _Layout, codes: dict, ew: pd.DataFrame) 
     return out
 
 
-def _rank_sums(dm: np.ndarray, ok: np.ndarray, zero_method: str):
-    """T+ (scipy's r_plus), the tie term Σ(t³ − t) of the normal approximation and whether ranked values
-    tie, for each row of a (tests × items) matrix of differences (`ok`: the usable pairs).
-
-    The ranks are scipy.stats.rankdata's average ranks, read off the sorted |d| of each row; they are
-    half-integers, so every sum here is exact whatever its order."""
-    nonzero = ok & (dm != 0)
-    ranked = nonzero if zero_method == "wilcox" else ok
-    a = np.where(ranked, np.abs(dm), np.inf)  # cells not ranked sort last
-    order = np.argsort(a, axis=1)
-    a = np.take_along_axis(a, order, axis=1)
-    col = np.arange(a.shape[1])
-    valid = col < ranked.sum(axis=1)[:, None]
-    first = np.ones(a.shape, bool)
-    first[:, 1:] = a[:, 1:] != a[:, :-1]
-    last = np.ones(a.shape, bool)
-    last[:, :-1] = first[:, 1:]
-    start = np.maximum.accumulate(np.where(first, col, 0), axis=1)  # where each run of ties starts
-    end = np.minimum.accumulate(np.where(last, col, a.shape[1])[:, ::-1], axis=1)[:, ::-1]  # and ends
-    rank = (start + end) * 0.5 + 1.0
-    t = (end - start + 1).astype(float)
-    plus = np.take_along_axis(nonzero & (dm > 0), order, axis=1)
-    r_plus = np.where(plus, rank, 0.0).sum(axis=1)
-    if zero_method == "zsplit":
-        zero = np.take_along_axis(ok & (dm == 0), order, axis=1)
-        r_plus = r_plus + np.where(zero, rank, 0.0).sum(axis=1) / 2
-    counted = valid & (a != 0) if zero_method == "pratt" else valid  # pratt's tie term leaves zeros out
-    tiesum = np.where(counted, t * t - 1.0, 0.0).sum(axis=1)  # each of t tied values adds t² − 1
-    return r_plus, tiesum, (valid & (t > 1)).any(axis=1)
-
-
-def _normal_p(r_plus, n_pairs, n_nonzero, tiesum, zero_method: str, correction: bool) -> np.ndarray:
-    """:func:`_asymptotic_p` for many tests: the same float operations elementwise, and math.erfc per
-    test (not scipy.special.erfc), so every p is bit-identical to the scalar one."""
-    count = (n_nonzero if zero_method == "wilcox" else n_pairs).astype(np.int64)
-    mn = (count * (count + 1)) * 0.25
-    var = count * (count + 1) * (2 * count + 1)
-    if zero_method == "pratt":
-        n0 = (n_pairs - n_nonzero).astype(np.int64)
-        mn = mn - (n0 * (n0 + 1)) * 0.25
-        var = var - n0 * (n0 + 1) * (2 * n0 + 1)
-    se = np.sqrt((var.astype(float) - tiesum / 2) / 24)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (r_plus - mn) / se
-        if correction:
-            z = z - 0.5 / se
-        x = z / math.sqrt(2.0)
-    p = 0.5 * np.fromiter(map(math.erfc, x.tolist()), float, len(x))
-    return np.where(se == 0, 1.0, p)
-
-
 @dataclass
 class _TestStats:
     p: np.ndarray
-    used: list  # method used per test
-    flags: list  # list of flags per test
+    used: np.ndarray  # method used per test
+    flags: np.ndarray  # tuple of flags per test
     n_pairs: np.ndarray
     n_nonzero: np.ndarray
     n_dropped: np.ndarray
     unit_items: np.ndarray  # items with a perturbed row, per unit
-
-
-def _objects(n: int, value) -> np.ndarray:
-    """An object array of n references to `value` (numpy would unpack a tuple given directly)."""
-    out = np.empty(n, dtype=object)
-    out.fill(value)
-    return out
+    unit_usable: np.ndarray  # items with a usable pair (for some metric), per unit
 
 
 def _test_stats(lay: _Layout, zero_method: str, method: str, correction: bool) -> _TestStats:
-    """Every test's p-value, method and flags, as :func:`_test_on_diffs` gives them, in one pass per batch.
+    """Every test's p-value, method and flags, one Wilcoxon batch per group of similar widths.
 
     A batch is a (tests × items) matrix of the tests of groups of similar size (group widths in
     [2^(k-1), 2^k) share one, so padding at most doubles the memory)."""
-    n_test = len(lay.test_unit)
+    n_test, n_unit = len(lay.test_unit), len(lay.unit_group)
     st = _TestStats(p=np.full(n_test, np.nan), used=np.full(n_test, "none", dtype=object),
-                    flags=_objects(n_test, ()), n_pairs=np.zeros(n_test, np.int64),
+                    flags=np.full(n_test, None, dtype=object), n_pairs=np.zeros(n_test, np.int64),
                     n_nonzero=np.zeros(n_test, np.int64), n_dropped=np.zeros(n_test, np.int64),
-                    unit_items=np.zeros(len(lay.unit_group), np.int64))
+                    unit_items=np.zeros(n_unit, np.int64), unit_usable=np.zeros(n_unit, np.int64))
     width = lay.group_width[lay.unit_group[lay.test_unit]]
     bucket = np.frexp(width.astype(float))[1]
     with np.errstate(invalid="ignore"):  # inf − inf: such pairs are not usable anyway
         diff = lay.row_o - lay.row_q
     usable = np.isfinite(lay.row_o) & np.isfinite(lay.row_q)
-    exact_cache: dict = {}
     for b in np.unique(bucket):
         tests = np.flatnonzero(bucket == b)
-        _batch(lay, st, tests, diff, usable, int(width[tests].max()), zero_method, method, correction, exact_cache)
+        _batch(lay, st, tests, diff, usable, int(width[tests].max()), zero_method, method, correction)
     return st
 
 
-def _batch(lay, st, tests, diff, usable, width, zero_method, method, correction, exact_cache) -> None:
-    """Fill `st` for `tests` (sorted test numbers) from every row's difference `diff` and `usable` flag.
-
-    The normal approximation is computed for all of them at once; exact and permutation tests (at most
-    50 pairs), and any |d| that overflowed to inf, go through the scalar path. The exact p depends on n
-    and T+ only when there are no ties or zeros, so scipy is called once per distinct (n, T+)."""
+def _batch(lay, st, tests, diff, usable, width, zero_method, method, correction) -> None:
+    """Fill `st` for `tests` (sorted test numbers) from every row's difference `diff` and `usable` flag."""
     # Rows of other tests (and originals, test -1) land in a spare last row, dropped after the scatter:
     # cheaper than selecting this batch's rows first.
     local = np.full(len(lay.test_unit) + 1, len(tests))
@@ -710,52 +445,22 @@ def _batch(lay, st, tests, diff, usable, width, zero_method, method, correction,
     dm = np.zeros((len(tests) + 1, width))
     present.reshape(-1)[flat] = True
     ok.reshape(-1)[flat] = usable
-    dm.reshape(-1)[flat] = diff  # NaN or inf where not usable: everything below looks through `ok`
+    dm.reshape(-1)[flat] = diff  # NaN or inf where not usable: the test looks through `ok`
     present, ok, dm = present[:-1], ok[:-1], dm[:-1]
-    n_pairs, n_nonzero = ok.sum(axis=1), (ok & (dm != 0)).sum(axis=1)
-    st.n_pairs[tests], st.n_nonzero[tests], st.n_dropped[tests] = n_pairs, n_nonzero, present.sum(axis=1) - n_pairs
+    t = wilcoxon_greater_many(dm, ok, zero_method, method, correction)
+    st.p[tests], st.used[tests], st.flags[tests] = t.p, t.method_used, t.flags
+    st.n_pairs[tests], st.n_nonzero[tests] = t.n_pairs, t.n_nonzero
+    st.n_dropped[tests] = present.sum(axis=1) - t.n_pairs
     tu = lay.test_unit[tests]
     heads = np.flatnonzero(np.r_[True, tu[1:] != tu[:-1]])  # a unit's tests are adjacent
     st.unit_items[tu[heads]] = np.logical_or.reduceat(present, heads, axis=0).sum(axis=1)
-    # In slices of about 2^18 cells: the temporaries stay small and are reused, instead of fresh memory
-    # for every one (page faults made a single pass over the whole matrix twice as slow).
-    step = max(1, (1 << 18) // width)
-    parts = [_rank_sums(dm[i: i + step], ok[i: i + step], zero_method) for i in range(0, len(tests), step)]
-    r_plus, tiesum, tie = (np.concatenate(x) for x in zip(*parts))
-    used, flags = np.full(len(tests), "none", dtype=object), _objects(len(tests), ())
-    key = n_pairs * 2 + ((n_pairs > n_nonzero) | tie)  # (n, ties or zeros): all resolve_method looks at
-    for k in np.unique(key):
-        u, f = _resolve(int(k // 2), bool(k % 2), method)
-        used[key == k], flags[key == k] = u, _objects(1, tuple(f))
-    flags[n_pairs == 0] = _objects(1, ("no_pairs",))
-    flags[(n_pairs > 0) & (n_nonzero == 0)] = _objects(1, ("all_zero",))
-    used[n_nonzero == 0] = "none"
-    p = np.where(n_pairs == 0, np.nan, 1.0)
-    odd = (ok & ~np.isfinite(dm)).any(axis=1)
-    normal = (used == "asymptotic") & ~odd
-    p[normal] = _normal_p(r_plus[normal], n_pairs[normal], n_nonzero[normal], tiesum[normal], zero_method, correction)
-    for i in np.flatnonzero((n_nonzero > 0) & ~normal):
-        d = dm[i][ok[i]]
-        cached = (len(d), r_plus[i]) if used[i] == "exact" and not odd[i] else None
-        if cached in exact_cache:
-            p[i] = exact_cache[cached]
-            continue
-        t = _test_on_diffs(d, 0, zero_method, method, correction)
-        p[i], used[i], flags[i] = t.p, t.method_used, tuple(t.flags)
-        if cached is not None:
-            exact_cache[cached] = t.p
-    st.p[tests], st.used[tests], st.flags[tests] = p, used, flags
+    st.unit_usable[tu[heads]] = np.logical_or.reduceat(ok, heads, axis=0).sum(axis=1)
 
 
 def _combine_units(p_test: np.ndarray, starts: np.ndarray, ew_units: list, combine: str):
-    """:func:`combine_p` of every unit's metric p-values, unweighted and with its expert weights (p_EW = p
-    for a single metric), bit-identical: in a (units × metrics) matrix a missing p-value adds a zero, and
-    numpy sums fewer than 8 terms one after the other from 0, so the zeros change no sum."""
+    """Every unit's combined p, unweighted and with its expert weights (p_EW = p for a single metric):
+    the units' metric p-values as rows of a (units × metrics) matrix, NaN where a unit has fewer."""
     k = np.diff(starts)
-    if k.max() >= 8:  # numpy's pairwise summation would group the terms differently: unit by unit
-        ps = [p_test[a:b] for a, b in zip(starts[:-1], starts[1:])]
-        p = np.array([combine_p(x, None, combine) for x in ps])
-        return p, np.array([pu if w is None else combine_p(x, w, combine) for x, w, pu in zip(ps, ew_units, p)])
     rows = np.repeat(np.arange(len(k)), k)
     cols = np.arange(len(p_test)) - np.repeat(starts[:-1], k)
     pm, wm = np.full((len(k), k.max()), np.nan), np.zeros((len(k), k.max()))
@@ -763,20 +468,10 @@ def _combine_units(p_test: np.ndarray, starts: np.ndarray, ew_units: list, combi
     weighted = np.array([w is not None for w in ew_units])
     for u in np.flatnonzero(weighted):
         wm[u, : k[u]] = ew_units[u]
-    keep = np.isfinite(pm)
-    pc = np.clip(np.where(keep, pm, 1.0), P_FLOOR, 1.0)
-    m = keep.sum(axis=1)
-    wk = np.where(keep, wm, 0.0)
-    wsum = wk.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # Σ 1/p = inf: p = 0, floored later
-        inv = np.where(keep, 1.0 / pc, 0.0).sum(axis=1)
-        p = 1.0 / inv if combine == "paper" else np.minimum(1.0, m / inv)
-        p_ew = np.minimum(1.0, 1.0 / np.where(keep, wk / wsum[:, None] / pc, 0.0).sum(axis=1))
-    p = np.where(m > 0, p, np.nan)
-    return p, np.where(weighted, np.where((m > 0) & (wsum > 0), p_ew, np.nan), p)
+    p = combine_rows(pm, None, combine)
+    return p, np.where(weighted, combine_rows(pm, wm, combine), p)
 
 
-#: The discernment columns filled by the bootstrap (NaN without it).
 BOOT_COLUMNS = ("D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1")
 
 
@@ -812,22 +507,28 @@ def _point_table(s, lay, codes, st, ew_units, zero_method, method, combine, n_bo
     return pd.DataFrame(cols, columns=DISCERNMENT_COLUMNS)
 
 
-def _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combine, ci) -> list:
+def _bootstrap(out, s, ew, usable, n_boot, seed, zero_method, method, correction, combine, ci) -> list:
     """Fill the bootstrap columns of `out` unit by unit and return the draws (one frame per unit).
-    The same resampled items serve every perturbation and metric of a judge: keeps their dependence."""
+    The same resampled items serve every perturbation and metric of a judge: keeps their dependence.
+    `usable`: per row of `out`, the items with a usable pair; below MIN_BOOT_ITEMS the row gets no
+    interval (NaN) and the flag few_items_for_interval:<k> (its draws are still returned)."""
     row_of = {k: i for i, k in enumerate(zip(*(out[c].tolist() for c in GROUP + ["perturbation", "severity"])))}
     cols = {c: out[c].to_numpy(dtype=float, copy=True) for c in BOOT_COLUMNS}
+    flags = out["flags"].tolist()
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     boots = []
     for key, g in s.groupby(GROUP, sort=True):
         items = sorted(g["item_id"].unique())
-        idx = np.random.default_rng(group_seed(seed, key)).integers(0, len(items), size=(n_boot, len(items)))
+        idx = resample_items(len(items), n_boot, group_seed(seed, key), "bootstrap")
         for u in _units(g, items, ew):
             i = row_of[(*key, u.perturbation, u.severity)]
             bd, bde = _boot_d(u, idx, zero_method, method, correction, combine)
-            for c, x, q in (("D_lo", bd, lo_q), ("D_hi", bd, hi_q), ("D_EW_lo", bde, lo_q), ("D_EW_hi", bde, hi_q)):
-                cols[c][i] = float(np.nanpercentile(x, q))
-            cols["share_D_gt_1"][i], cols["share_D_EW_gt_1"][i] = float(np.mean(bd > 1)), float(np.mean(bde > 1))
+            if usable[i] < MIN_BOOT_ITEMS:
+                flags[i] = ";".join([f for f in [flags[i]] if f] + [f"{FEW_ITEMS}:{int(usable[i])}"])
+            else:
+                for c, x, q in (("D_lo", bd, lo_q), ("D_hi", bd, hi_q), ("D_EW_lo", bde, lo_q), ("D_EW_hi", bde, hi_q)):
+                    cols[c][i] = float(np.nanpercentile(x, q))
+                cols["share_D_gt_1"][i], cols["share_D_EW_gt_1"][i] = float(np.mean(bd > 1)), float(np.mean(bde > 1))
             role = "negative_control" if u.perturbation == CONTROL else "perturbation"
             ident = {**dict(zip(GROUP, key)), "perturbation": u.perturbation, "severity": u.severity,
                      "level": u.level, "role": role}
@@ -835,6 +536,7 @@ def _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combin
     if len(out):
         for c, v in cols.items():
             out[c] = v
+        out["flags"] = flags
     return boots
 
 
@@ -870,8 +572,9 @@ def discernment(
         role : "perturbation", or "negative_control" for the control row (excluded from D_avg/D_min)
         p, p_EW : combined p-values (harmonic mean; without / with expert weights)
         D, D_EW : log_0.05 of p and p_EW (p clipped to >= P_FLOOR); D > 1 means p < 0.05
-        D_lo, D_hi, D_EW_lo, D_EW_hi : bootstrap percentile interval (NaN when n_boot = 0)
-        share_D_gt_1, share_D_EW_gt_1 : share of bootstrap resamples with D > 1 (NaN when n_boot = 0)
+        D_lo, D_hi, D_EW_lo, D_EW_hi : bootstrap percentile interval (NaN when n_boot = 0, or when fewer than
+            MIN_BOOT_ITEMS items have a usable pair: flag few_items_for_interval)
+        share_D_gt_1, share_D_EW_gt_1 : share of bootstrap resamples with D > 1 (NaN as the interval)
         n_metrics : metrics combined
         n_items : items with a perturbed row for this perturbation
         n_pairs_min, n_nonzero_min : smallest number of usable pairs / nonzero differences over metrics
@@ -881,7 +584,8 @@ def discernment(
         zero_method, method : as requested
         combine, n_boot, seed : as requested
         flags : ";"-joined notes: all_zero:<metric>, no_pairs:<metric>, exact_fallback:<metric>,
-                nan_dropped, p_floor (p was clipped before the log)
+                nan_dropped, p_floor (p was clipped before the log), few_items_for_interval:<k> (n_boot > 0
+                and only k < MIN_BOOT_ITEMS items have a usable pair for some metric: no interval)
 
     The bootstrap draws (columns dataset, judge, mode, perturbation, severity, level, role, boot, D, D_EW)
     are attached as ``table.attrs["bootstrap"]`` so :func:`summarize` can give intervals for D_avg/D_min.
@@ -906,7 +610,8 @@ def discernment(
         out = _point_table(s, lay, codes, st, ew_units, zero_method, method, combine, n_boot, seed)
     else:
         out = pd.DataFrame([], columns=DISCERNMENT_COLUMNS)
-    boots = _bootstrap(out, s, ew, n_boot, seed, zero_method, method, correction, combine, ci) if n_boot else []
+    boots = (_bootstrap(out, s, ew, st.unit_usable, n_boot, seed, zero_method, method, correction, combine, ci)
+             if n_boot and len(out) else [])
     out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
     out.attrs["ci"] = ci
     return out
@@ -924,7 +629,7 @@ SUMMARY_COLUMNS = [
     "D_avg_lo", "D_avg_hi", "D_avg_EW_lo", "D_avg_EW_hi", "D_min_lo", "D_min_hi", "D_min_EW_lo", "D_min_EW_hi",
     "share_D_avg_gt_1", "share_D_avg_EW_gt_1", "weakest", "control_D", "control_D_EW",
     "null_fpr_paper", "null_fpr_wilson", "null_fpr_avg_paper", "null_fpr_avg_wilson", "n_null",
-    "n_perturbations", "n_perturbations_nan", "levels", "combine", "n_boot",
+    "n_perturbations", "n_perturbations_nan", "levels", "combine", "n_boot", "interval_note",
 ]  # fmt: skip
 
 NULL_COLUMNS = ["dataset", "judge", "mode", "null_fpr_paper", "null_fpr_wilson", "null_fpr_avg_paper",
@@ -949,6 +654,10 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
             ``null`` (:func:`null_calibration`), NaN when not given
         n_perturbations : perturbation rows averaged; n_perturbations_nan : rows left out (D is NaN)
         levels : levels present (";"-joined); combine, n_boot : as in the discernment table
+        interval_note : why the intervals and share_D_avg_gt_1 are NaN although draws exist: a perturbation
+            of the judge (control excluded, D finite) had fewer than MIN_BOOT_ITEMS items with a usable pair
+            (flag few_items_for_interval in the discernment table), so neither D_min's nor D_avg's interval
+            would rest on enough items; "" otherwise
 
     `bootstrap` defaults to ``discernment.attrs["bootstrap"]`` (set by :func:`discernment`).
     """
@@ -962,6 +671,7 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
     col.update({c: discernment[c].to_numpy(dtype=float) for c in ("D", "D_EW")})
     combines = discernment["combine"].astype(str).to_numpy() if "combine" in discernment else None
     n_boots = discernment["n_boot"].to_numpy(dtype=float) if "n_boot" in discernment else None
+    flags = discernment["flags"].astype(str).to_numpy() if "flags" in discernment else np.full(len(discernment), "")
     gb = discernment.groupby(GROUP, sort=True)
     rows = []
     for key in gb.size().index.tolist():
@@ -973,7 +683,8 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
                    n_boot=int(np.nanmax(n_boots[pos])) if n_boots is not None else 0)
         if key in nulls:
             row.update({c: nulls[key][c] for c in NULL_COLUMNS[3:]})
-        if bootstrap is not None and len(bootstrap):
+        row["interval_note"] = _withheld(pos, col, flags)
+        if bootstrap is not None and len(bootstrap) and not row["interval_note"]:
             row.update(_summary_intervals(bootstrap, key, lo_q, hi_q))
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -1006,6 +717,18 @@ def _point_summary(pos: np.ndarray, col: dict) -> dict:
     )
 
 
+def _withheld(pos: np.ndarray, col: dict, flags: np.ndarray) -> str:
+    """Why a group's summary intervals are withheld ("" if they are not): its perturbations (rows `pos`,
+    control excluded, D finite) whose own interval was withheld for too few items."""
+    real = pos[(col["perturbation"][pos] != CONTROL) & np.isfinite(col["D"][pos])]
+    few = [i for i in real if FEW_ITEMS in flags[i]]
+    if not few:
+        return ""
+    names = ", ".join(f"{col['perturbation'][i]}/{col['severity'][i]}" for i in few[:3]) + ", ..." * (len(few) > 3)
+    return (f"no interval: {len(few)} of {len(real)} perturbations have fewer than {MIN_BOOT_ITEMS} items with a "
+            f"usable pair ({names})")
+
+
 def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -> dict:
     """Percentile intervals of D_avg/D_min and the share of D_avg > 1 over one group's bootstrap draws."""
     b = bootstrap
@@ -1025,7 +748,7 @@ def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -
             .set_index(["perturbation", "severity"])["level"]
             .reindex(wide.columns)
         )
-        avg = np.array([level_balanced_mean(r, lv) for r in wide.to_numpy()])
+        avg = level_balanced_rows(wide.to_numpy(), lv)
         mn = np.nanmin(wide.to_numpy(), axis=1)
         sfx = "" if name == "D" else "_EW"
         agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = np.nanpercentile(avg, [lo_q, hi_q])
@@ -1034,62 +757,10 @@ def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -
     return {k: float(v) for k, v in agg.items()}
 
 
+
 # --------------------------------------------------------------------------------------------------
 # Sign-flip null calibration
 # --------------------------------------------------------------------------------------------------
-def _exact_sf(n: int) -> np.ndarray:
-    """P(T+ >= t) for t = 0..n(n+1)/2 under H0, no ties or zeros (ranks 1..n): subset-sum counts."""
-    counts = np.zeros(n * (n + 1) // 2 + 1)
-    counts[0] = 1.0
-    for r in range(1, n + 1):
-        counts[r:] = counts[r:] + counts[:-r].copy()
-    return np.cumsum(counts[::-1])[::-1] / 2.0**n
-
-
-def _null_p(d: np.ndarray, pos: np.ndarray, zero_method: str, method: str, correction: bool) -> np.ndarray:
-    """p-values of the one-sided test for every sign-flip pattern.
-
-    ``d``: the observed differences (no NaN); ``pos``: (n_null, len(d)) bool, True where the item keeps
-    its sign. A flip leaves |d| — hence the ranks, the ties, the zeros and the null distribution that
-    :func:`resolve_method` picks — unchanged, so T+ of every pattern is one matrix product and p is a
-    lookup in that fixed null distribution (cross-checked against scipy in the tests)."""
-    n_null = pos.shape[0]
-    if len(d) == 0:
-        return np.full(n_null, math.nan)
-    if not np.any(d != 0):
-        return np.ones(n_null)
-    r, _ = _ranks_and_stat(d, zero_method)
-    plus = np.where(pos, d > 0, d < 0)  # after the flip, which differences are positive
-    t = plus.astype(float) @ r
-    if zero_method == "zsplit":
-        t = t + r[d == 0].sum() / 2
-    used, _ = resolve_method(d, method, zero_method)
-    if used == "exact":
-        sf = _exact_sf(len(d))
-        return sf[np.clip(np.rint(t).astype(int), 0, len(sf) - 1)]
-    if used == "permutation":
-        zeros = d == 0
-        t_perm = np.sort(_patterns(int((~zeros).sum())) @ r[~zeros])
-        t_obs = t - (r[zeros].sum() / 2 if zero_method == "zsplit" else 0.0)
-        lo = np.searchsorted(t_perm, t_obs - 1e-9 * np.maximum(1.0, np.abs(t_obs)), side="left")
-        return (len(t_perm) - lo) / len(t_perm)
-    mn, se = _normal_null(d, zero_method)  # depends on |d| only, so on no flip
-    if se == 0:
-        return np.ones(n_null)
-    z = (t - mn) / se - (0.5 / se if correction else 0.0)
-    return sps.norm.sf(z)
-
-
-def _combine_rows(pm: np.ndarray, combine: str) -> np.ndarray:
-    """:func:`combine_p` (unweighted) for each row of a (n_null, n_metrics) p matrix."""
-    keep = np.isfinite(pm)
-    inv = np.where(keep, 1.0 / np.clip(np.where(keep, pm, 1.0), P_FLOOR, 1.0), 0.0).sum(axis=1)
-    m = keep.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = 1.0 / inv if combine == "paper" else np.minimum(1.0, m / inv)
-    return np.where(m > 0, p, np.nan)
-
-
 def null_calibration(scores: pd.DataFrame, n_null: int = 1000, seed: int = 0, zero_method: str = "wilcox",
                      method: str = "auto", correction: bool = False) -> pd.DataFrame:
     """False-positive rates of "D > 1" for a judge that cannot see the damage, from its own scores.
@@ -1116,26 +787,21 @@ def null_calibration(scores: pd.DataFrame, n_null: int = 1000, seed: int = 0, ze
     for key, g in s.groupby(GROUP, sort=True):
         items = sorted(g["item_id"].unique())
         units = [u for u in _units(g, items, None) if u.perturbation != CONTROL]
-        keeps = np.random.default_rng(group_seed(seed, key)).integers(0, 2, size=(n_null, len(items))).astype(bool)
-        d_by_rule = {c: [] for c in COMBINES}
-        for u in units:
-            pm = np.full((n_null, len(u.metrics)), np.nan)
-            for j in range(len(u.metrics)):
-                dj = u.orig[j] - u.pert[j]
-                ok = u.present[j] & np.isfinite(dj)
-                pm[:, j] = _null_p(dj[ok], keeps[:, ok], zero_method, method, correction)
-            for c in COMBINES:
-                d_by_rule[c].append(discernment_score(_combine_rows(pm, c)))
         row = dict(zip(GROUP, key), n_null=int(n_null))
+        if not units:
+            rows.append({**row, **{f"null_fpr{a}_{c}": math.nan for c in COMBINES for a in ("", "_avg")}})
+            continue
+        flips = resample_items(len(items), n_null, group_seed(seed, key), "sign_flip")
+        d, ok = (np.concatenate(x) for x in zip(*map(_unit_diffs, units)))  # every test of the judge
+        p = wilcoxon_greater_many(d, ok, zero_method, method, correction, flips=flips).p  # tests × n_null
+        bounds = np.cumsum([0] + [len(u.metrics) for u in units])
         levels = [u.level for u in units]
         for c in COMBINES:
-            if not units:
-                row[f"null_fpr_{c}"] = row[f"null_fpr_avg_{c}"] = math.nan
-                continue
-            dm = np.column_stack(d_by_rule[c])  # (n_null, n_units)
+            dm = np.column_stack([discernment_score(combine_rows(p[a:b].T, None, c))
+                                  for a, b in zip(bounds[:-1], bounds[1:])])  # n_null × units
             fin = np.isfinite(dm)
             row[f"null_fpr_{c}"] = float((dm[fin] > 1).mean()) if fin.any() else math.nan
-            avg = np.array([level_balanced_mean(r, levels) for r in dm])
+            avg = level_balanced_rows(dm, levels)
             row[f"null_fpr_avg_{c}"] = float(np.mean(avg[np.isfinite(avg)] > 1)) if np.isfinite(avg).any() else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=NULL_COLUMNS)

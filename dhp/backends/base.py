@@ -215,6 +215,23 @@ class Backend:
         return f"<{type(self).__name__} {self.identity}>"
 
 
+#: Stop conditions of ``ChatRequest.stop_when`` by kind (the part before ":") -> factory(argument) returning
+#: ``(text_so_far, top_logprobs_so_far or None) -> bool``. The protocol that sets ``stop_when`` registers its kind
+#: (dhp.judging.parsing registers "scored"), so a backend applies it without importing the protocol.
+STOP_CONDITIONS: dict[str, Callable[[str], Callable]] = {}
+
+
+def stop_condition(stop_when: str):
+    """The test a generating backend applies after each token for ``stop_when``; None for ""."""
+    if not stop_when:
+        return None
+    kind, _, arg = stop_when.partition(":")
+    if kind not in STOP_CONDITIONS:
+        raise DHPError(f"Unknown stop condition {stop_when!r}.",
+                       f"use one of the registered kinds {sorted(STOP_CONDITIONS)} (dhp.judging.parsing.score_stop).")
+    return STOP_CONDITIONS[kind](arg)
+
+
 #: Backend families by the spec prefix before the first ":" -> (factory(rest, **options), an example spec).
 BACKENDS: dict[str, tuple[Callable[..., "Backend"], str]] = {}
 

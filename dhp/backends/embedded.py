@@ -14,7 +14,7 @@ import numpy as np
 
 from dhp.errors import DHPError
 from dhp.backends.base import (
-    Backend, ChatRequest, Completion, LogLikelihood, Messages, _lcp, gguf_sha256,
+    Backend, ChatRequest, Completion, LogLikelihood, Messages, _lcp, gguf_sha256, stop_condition,
 )
 
 
@@ -249,9 +249,7 @@ class EmbeddedBackend(Backend):
         computed = self._decode_with_reuse(llm, tokens)
         stop_when = None
         if req.stop_when:
-            from dhp.judging.parsing import stop_condition  # not at module top: dhp.judging imports dhp.backends
-
-            stop_when = stop_condition(req.stop_when)
+            stop_when = stop_condition(req.stop_when)  # registered by the protocol that set it
         rng = np.random.default_rng(req.seed)
         n_vocab = llm.n_vocab()
         out: list[int] = []

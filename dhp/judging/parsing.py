@@ -8,6 +8,8 @@ import re
 import numpy as np
 import regex  # for partial matching: reply_decided asks whether a continuation could still match
 
+from dhp.backends.base import STOP_CONDITIONS
+from dhp.backends.base import stop_condition as _backend_stop_condition
 from dhp.errors import DHPError
 
 
@@ -117,12 +119,11 @@ def score_stop(metric: str | None) -> str:
 def stop_condition(stop_when: str):
     """The test a generating backend applies after each token for ``ChatRequest.stop_when``:
     ``(text_so_far, top_logprobs_so_far or None) -> bool``; None for ""."""
-    if not stop_when:
-        return None
-    kind, _, metric = stop_when.partition(":")
-    if kind != STOP_WHEN_SCORED:
-        raise DHPError(f"Unknown stop condition {stop_when!r}.", "use dhp.judging.parsing.score_stop(metric).")
-    return lambda text, tops=None: reply_decided(text, metric or None, tops)
+    return _backend_stop_condition(stop_when)
+
+
+# backends look the kind up in their registry, so they need not import this protocol
+STOP_CONDITIONS[STOP_WHEN_SCORED] = lambda metric: (lambda text, tops=None: reply_decided(text, metric or None, tops))
 
 
 def parse_score(text: str | None, metric: str | None = None) -> float:

@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats as sps
 
 from dhp.errors import DHPError
+from dhp.stats.multitest import adjust
 from dhp.stats.permutation import STATISTICS
 from dhp.stats import segment
 from dhp.stats.segment import SegmentPairs, _pair_terms, sweep_order
@@ -51,19 +52,9 @@ def mcnemar_exact(correct_a, correct_b) -> dict:
 
 
 def holm(pvalues) -> np.ndarray:
-    """Holm-adjusted p-values in the input order (NaN stays NaN and does not count in the family)."""
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, math.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    if not len(ok):
-        return out
-    if ((p[ok] < 0) | (p[ok] > 1)).any():
-        raise DHPError("Holm's adjustment got p-values outside [0, 1].", "pass p-values.")
-    m = len(ok)
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out[order] = adj
-    return out
+    """Holm-adjusted p-values in the input order (NaN stays NaN and does not count in the family); the one
+    implementation is :func:`dhp.stats.multitest.adjust`."""
+    return adjust(np.asarray(pvalues, dtype=float), "holm")
 
 
 def percentile_interval(boots, n_units: int, ci: float = 0.95) -> tuple[float, float]:
