@@ -11,14 +11,15 @@ from dhp.analysis.alignment import alignment_table, summary_level, system_level
 from dhp.errors import DHPError
 
 
-def table():
+def table(copies: int = 1):
     rows = []
     human = {"d1": [1, 2, 3, 4], "d2": [2, 4, 1, 3], "d3": [2, 2, 2, 2]}  # d3: humans give one level
     judge = {"d1": [1, 3, 2, 4], "d2": [1, 4, 2, 3], "d3": [1, 2, 3, 4]}
-    for d in human:
-        for k, sysname in enumerate(["A", "B", "C", "D"]):
-            rows.append({"doc_id": d, "system": sysname, "aspect": "coherence",
-                         "human": float(human[d][k]), "judge_score": float(judge[d][k])})
+    for c in range(copies):  # copies of the three documents under new ids (enough documents for an interval)
+        for d in human:
+            for k, sysname in enumerate(["A", "B", "C", "D"]):
+                rows.append({"doc_id": d if c == 0 else f"{d}_{c}", "system": sysname, "aspect": "coherence",
+                             "human": float(human[d][k]), "judge_score": float(judge[d][k])})
     return pd.DataFrame(rows)
 
 
@@ -41,7 +42,7 @@ def test_system_level_correlates_system_means():
 
 
 def test_alignment_table_schema_and_intervals_contain_the_estimate():
-    out = alignment_table(table(), n_boot=200, seed=1)
+    out = alignment_table(table(copies=2), n_boot=200, seed=1)
     assert list(out.columns) == ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
     assert len(out) == 8  # summary 2, system 3, dataset 3 statistics
     fin = out.dropna(subset=["ci_lo", "ci_hi"])
@@ -50,6 +51,9 @@ def test_alignment_table_schema_and_intervals_contain_the_estimate():
     assert s["ci_lo"] <= s["value"] <= s["ci_hi"]
     with pytest.raises(DHPError, match="judge"):
         alignment_table(table().drop(columns="judge_score"))
+    # 3 documents (fewer than MIN_RESAMPLE_UNITS): a bootstrap has a handful of distinct resamples, no interval
+    few = alignment_table(table(), n_boot=200, seed=1)
+    assert few["value"].notna().any() and few[["ci_lo", "ci_hi"]].isna().all().all()
 
 
 def test_nan_judge_scores_are_left_out():
@@ -93,8 +97,10 @@ def test_one_document_or_segment_gives_an_estimate_without_an_interval():
     out = alignment_table(one, n_boot=50, seed=0)
     assert out["value"].notna().all()
     assert out["ci_lo"].isna().all() and out["ci_hi"].isna().all()  # not a zero-width "certain" interval
-    two = alignment_table(table()[lambda t: t["doc_id"] != "d3"], n_boot=50, seed=0)
-    assert two["ci_lo"].notna().any()
+    four = alignment_table(table(copies=2)[lambda t: ~t["doc_id"].str.startswith("d3")], n_boot=50, seed=0)
+    assert four["ci_lo"].isna().all()  # 4 documents: still below MIN_RESAMPLE_UNITS
+    six = alignment_table(table(copies=3)[lambda t: ~t["doc_id"].str.startswith("d3")], n_boot=50, seed=0)
+    assert six["ci_lo"].notna().any()
     from dhp.analysis.alignment import segment_table
 
     seg = pd.DataFrame({"seg_id": [1, 1, 1], "system": ["A", "B", "C"], "mqm": [0.0, -1.0, -5.0], "judge_score": [3.0, 2.0, 1.0]})

@@ -327,7 +327,8 @@ def test_paired_bootstrap_of_a_mean():
     one = paired_bootstrap(a[:1], a[:1], k=20)
     assert math.isnan(one["a_lo"]) and math.isnan(one["p_two_sided"])
     assert all(math.isnan(v) for v in percentile_interval([1.0, 2.0], n_units=1))
-    assert percentile_interval([1.0, 2.0, 3.0], n_units=3, ci=0.5) == (1.5, 2.5)
+    assert all(math.isnan(v) for v in percentile_interval([1.0, 2.0, 3.0], n_units=4, ci=0.5))
+    assert percentile_interval([1.0, 2.0, 3.0], n_units=5, ci=0.5) == (1.5, 2.5)
 
 
 # ---- the segment view of human alignment and the report card ----

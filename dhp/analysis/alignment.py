@@ -23,6 +23,7 @@ from scipy import stats as sps
 from dhp.errors import DHPError
 from dhp.stats import paired
 from dhp.stats import segment as seg
+from dhp.stats.resample import MIN_RESAMPLE_UNITS  # noqa: F401  (named in the docstrings: the interval rule)
 
 __all__ = ["summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
            "segment_rows", "alignment_tables", "ALIGNMENT_COLUMNS"]
@@ -66,25 +67,14 @@ def dataset_level(df: pd.DataFrame, stat: str = "pearson") -> tuple[float, int]:
     return _corr(stat, df["human"].to_numpy(float), df["judge_score"].to_numpy(float)), len(df)
 
 
-def _interval(boots: np.ndarray, n_units: int, lo_q: float, hi_q: float) -> tuple[float, float]:
-    """Percentile interval of the finite bootstrap values; NaN with fewer than two resampling units (a
-    resample of one document is that document: a zero-width interval would claim certainty)."""
-    boots = boots[np.isfinite(boots)]
-    if n_units < 2 or not len(boots):
-        return math.nan, math.nan
-    lo, hi = np.percentile(boots, [lo_q, hi_q])
-    return float(lo), float(hi)
-
-
 def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
     """Summary-level Spearman and Kendall, system-level and dataset-level Pearson/Spearman/Kendall per
     aspect, each with a percentile bootstrap interval over documents (documents resampled with
-    replacement, all their systems kept; no interval from a single document). ``n`` is documents
+    replacement, all their systems kept; no interval from fewer than MIN_RESAMPLE_UNITS documents). ``n`` is documents
     (summary level), systems (system level) or targets (dataset level). Kendall is scipy's tau-b (the
     experts' mean ratings tie often)."""
     df = _check(df)
     rng = np.random.default_rng(seed)
-    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     rows = []
     for aspect, g in df.groupby("aspect", sort=True):
         docs = g["doc_id"].unique()
@@ -97,7 +87,7 @@ def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: flo
             for stat in stats:
                 value, n = fn(g, stat)
                 boots = np.array([fn(s, stat)[0] for s in samples]) if n_boot else np.array([])
-                lo, hi = _interval(boots, len(docs), lo_q, hi_q)
+                lo, hi = paired.percentile_interval(boots, len(docs), ci)
                 rows.append({"view": view, "aspect": aspect, "statistic": stat, "value": value,
                              "ci_lo": lo, "ci_hi": hi, "n": n})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -144,13 +134,12 @@ def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge_scor
                   ci: float = 0.95, aspect: str = "") -> pd.DataFrame:
     """alignment.csv rows (view "segment") for every variant, acc*_eq first, with percentile intervals from
     resampling segments (all systems of a drawn segment kept, the same draws for every variant; acc*_eq
-    re-optimises ε on each resample; no interval from a single segment). ``epsilon``: acc*_eq's tie
+    re-optimises ε on each resample; no interval from fewer than MIN_RESAMPLE_UNITS segments). ``epsilon``: acc*_eq's tie
     threshold in the judge's units (NaN for the other variants). Returns SEGMENT_COLUMNS."""
     h, j, g = _segment_arrays(df, human, judge)
     ok = np.isfinite(h) & np.isfinite(j)
     n_segs = len(np.unique(g[ok]))
     counts = paired.item_bootstrap_draws(len(np.unique(g)), n_boot, seed) if n_boot and len(g) else None
-    lo_q = (1 - ci) / 2
     rows = []
     for variant in SEGMENT_VARIANTS:
         value, n = segment_level(df, human, judge, variant)
@@ -158,7 +147,7 @@ def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge_scor
         lo = hi = math.nan
         if counts is not None:
             boots = paired.segment_bootstrap(h, j[None, :], g, variant, counts=counts)[0]
-            lo, hi = _interval(boots, n_segs, 100 * lo_q, 100 * (1 - lo_q))
+            lo, hi = paired.percentile_interval(boots, n_segs, ci)
         rows.append({"view": "segment", "aspect": aspect or human, "statistic": variant, "value": value,
                      "ci_lo": lo, "ci_hi": hi, "n": n, "epsilon": eps})
     return pd.DataFrame(rows, columns=SEGMENT_COLUMNS)

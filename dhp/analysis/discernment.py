@@ -45,7 +45,7 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
 from dhp.stats.combine import COMBINES, P_FLOOR, combine_rows, discernment_score
-from dhp.stats.resample import group_seed, resample_items
+from dhp.stats.resample import MIN_RESAMPLE_UNITS, group_seed, resample_items
 from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 
 __all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS",
@@ -60,7 +60,7 @@ GROUP = ["dataset", "judge", "mode"]
 #: items every resample can give the same D (a zero-width interval), and with fewer than 5 pairs no
 #: single one-sided signed-rank test can reach p < 0.05 (its smallest p is 2^-n >= 1/16), so the interval
 #: would describe the sample size rather than the judge. Too few: the interval is NaN and flagged.
-MIN_BOOT_ITEMS = 5
+MIN_BOOT_ITEMS = MIN_RESAMPLE_UNITS
 #: The flag of a row whose interval was withheld (followed by ":<items with a usable pair>").
 FEW_ITEMS = "few_items_for_interval"
 

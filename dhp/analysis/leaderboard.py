@@ -47,6 +47,7 @@ from scipy import stats as sps
 from dhp.errors import DHPError
 from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
+from dhp.stats.resample import MIN_RESAMPLE_UNITS
 
 __all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS"]
 
@@ -119,10 +120,9 @@ def _units(v: View) -> dict[str, set]:
     return out
 
 
-#: Fewest units a judge is compared on: with fewer, no paired test of two judges can reach p < 0.05 (an exact
-#: sign-flip test on 4 units bottoms out at 1/8 two-sided) and a bootstrap of 2 to 4 units has only a handful of
-#: distinct resamples — its p and interval would look decisive without being so (the DHP interval rule, 5 items).
-MIN_UNITS = 5
+#: Fewest units a judge is compared on (dhp.stats.resample.MIN_RESAMPLE_UNITS): with fewer, no paired test of two
+#: judges can reach p < 0.05 and a bootstrap has only a handful of distinct resamples.
+MIN_UNITS = MIN_RESAMPLE_UNITS
 
 
 def _common(v: View, min_coverage: float, min_units: int) -> tuple[list[str], list, dict[str, str]]:

@@ -23,6 +23,7 @@ from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.stats.multitest import adjust
+from dhp.stats.resample import MIN_RESAMPLE_UNITS
 from dhp.stats.permutation import STATISTICS
 from dhp.stats import segment
 from dhp.stats.segment import SegmentPairs, _pair_terms, sweep_order
@@ -58,11 +59,12 @@ def holm(pvalues) -> np.ndarray:
 
 
 def percentile_interval(boots, n_units: int, ci: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the finite resampled values; NaN with fewer than two resampling units (a
-    resample of one item is that item: a zero-width interval would claim certainty) or no finite value."""
+    """Percentile interval of the finite resampled values; NaN with fewer than MIN_RESAMPLE_UNITS resampling
+    units (a resample of one item is that item, of two one of three sets: the interval would claim a certainty
+    the data do not have) or no finite value."""
     boots = np.asarray(boots, dtype=float)
     boots = boots[np.isfinite(boots)]
-    if n_units < 2 or not len(boots):
+    if n_units < MIN_RESAMPLE_UNITS or not len(boots):
         return math.nan, math.nan
     lo, hi = np.percentile(boots, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
     return float(lo), float(hi)

@@ -12,7 +12,13 @@ import hashlib
 
 import numpy as np
 
-__all__ = ["SCHEMES", "group_seed", "resample_items"]
+__all__ = ["MIN_RESAMPLE_UNITS", "SCHEMES", "group_seed", "resample_items"]
+
+#: Fewest resampling units (items, documents, segments) an interval or a resampling test is given for. With fewer,
+#: no one-sided paired test reaches p < 0.05 (an exact sign test on 4 units bottoms out at 1/16) and a bootstrap
+#: has only a handful of distinct resamples (2 units: 3), so its interval would look precise without being so;
+#: such a statistic gets NaN with its reason instead.
+MIN_RESAMPLE_UNITS = 5
 
 #: "bootstrap": items drawn with replacement (indices); "sign_flip": a random sign per item (True keeps
 #: it), the null of "no difference" for paired differences.
