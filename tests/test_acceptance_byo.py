@@ -59,7 +59,7 @@ def test_own_file_runs_through_every_stage(byo_file, tmp_path, mode):
     failures = pd.read_csv(run / "failures.csv")
     assert len(failures) == int((scores["n_failed"] > 0).sum())
     manifest = json.loads((run / "manifest.json").read_text())
-    assert str(byo_file) in manifest["stages"]["pipeline"]["inputs"]
+    assert str(byo_file) in manifest["stages"]["dhp"]["inputs"]  # the method that ran: dhp
 
 
 def test_missing_expert_weights_fail_before_any_judge_call(byo_file, tmp_path):

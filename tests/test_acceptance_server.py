@@ -96,7 +96,7 @@ def _files_with(root: Path, needle: bytes) -> list[str]:
 
 
 def test_secret_key_is_never_written(llama_server, storycloze_path, tmp_path):
-    from dhp.grid import aggregate
+    from dhp.grid import Point, Report, aggregate
 
     env = child_env(OPENAI_API_KEY=SENTINEL)
     spec = f"openai:{llama_server.model_alias}@{llama_server.base_url}"
@@ -104,8 +104,9 @@ def test_secret_key_is_never_written(llama_server, storycloze_path, tmp_path):
     r = run_cli(tiny_cli_args(run_dir, cache, judge=spec), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (run_dir / "scores.parquet").exists() and cache.exists()
-    aggregate([run_dir], tmp_path / "results")
-    assert (tmp_path / "results" / "scores.csv").exists()
+    report = Report()
+    aggregate([Point("dhp", spec, "logprobs", "storycloze", run_dir, None)], tmp_path / "results", report)
+    assert (tmp_path / "results" / "scores.csv").exists() and not report.failures
 
     # The key really was in play: the backend reads it from the environment for this URL.
     os.environ["OPENAI_API_KEY"] = SENTINEL
