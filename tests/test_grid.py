@@ -82,7 +82,8 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
     nbs.mkdir()
     _nb(nbs / "01_perturb.ipynb", 'run_dir = "x"\ndataset = "summeval"\nn_items = 1',
         "import pandas as pd\nfrom pathlib import Path\nPath(run_dir).mkdir(parents=True, exist_ok=True)\n"
-        "pd.DataFrame({'dataset': ['summeval'], 'item_id': ['1'], 'n': [n_items]}).to_parquet(Path(run_dir, 'perturbed.parquet'))")
+        "pd.DataFrame({'dataset': ['summeval'], 'item_id': ['1'], 'perturbation': ['original'], 'severity': ['none'],"
+        " 'level': ['none'], 'text': ['t'], 'status': ['ok'], 'n': [n_items]}).to_parquet(Path(run_dir, 'perturbed.parquet'))")
     _nb(nbs / "02_judge.ipynb", 'run_dir = "x"\njudge = "embedded"\nmode = "logprobs"',
         "import pandas as pd\nfrom pathlib import Path\n"
         "assert Path(run_dir, 'perturbed.parquet').exists()\n"
@@ -99,7 +100,7 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
             "from pathlib import Path\nPath(figures_dir).mkdir(parents=True, exist_ok=True)\n"
             f"Path(figures_dir, '{name}.txt').write_text(results_dir or run_dir)")
     cfg = {**BASE, "judges": ["bad", "good"], "run_id": "t", "notebooks_dir": str(nbs), "runs_dir": str(tmp_path / "runs"),
-           "results_dir": str(tmp_path / "results"), "figures_dir": str(tmp_path / "figures"), "report_card": False,
+           "results_dir": str(tmp_path / "results"), "figures_dir": str(tmp_path / "figures"), "report_card": False, "leaderboard": None,
            "method_params": {"dhp": {"n_items": 1}}, "overrides": [{"judges": ["good"], "params": {"n_items": 2}}]}
     f = tmp_path / "grid.yaml"
     f.write_text(yaml.safe_dump(cfg))
@@ -175,7 +176,7 @@ def test_a_registered_method_runs_per_judge_and_its_tables_reach_results_and_the
     cfg = {**BASE, "judges": ["good", "bad"], "modes": ["logprobs", "likelihood"], "methods": ["grid_toy"],
            "run_id": "t", "notebooks_dir": str(nbs), "runs_dir": str(tmp_path / "runs"), "results_dir": str(results),
            "figures_dir": str(tmp_path / "figures"), "params": {"cache_path": str(tmp_path / "shared.sqlite")},
-           "method_params": {"grid_toy": {"n_things": 2}}}
+           "method_params": {"grid_toy": {"n_things": 2}}, "leaderboard": None}
     f = tmp_path / "grid.yaml"
     f.write_text(yaml.safe_dump(cfg))
 
