@@ -530,8 +530,11 @@ def run_grid(g: GridParams) -> Report:
     figures = str(resolve(g.figures_dir))
     for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
         (results / name).unlink(missing_ok=True)
-    if g.leaderboard is not None and done:
+    entries = {(p.judge, p.mode) for p in done}
+    if g.leaderboard is not None and (len(entries) >= 2 or g.leaderboard.get("recorded")):
         _leaderboard(g, done, results, figures, report)
+    elif g.leaderboard is not None and done:  # one judge, nothing published beside it: nothing to compare
+        print("[grid] no leaderboard: one judge × mode ran and leaderboard.recorded is empty", flush=True)
     jobs = []  # (notebook, parameters): they read results/ only and call no model, so they run side by side
     if g.result_notebooks:
         for name in dict.fromkeys(p.method for p in done):
