@@ -77,15 +77,17 @@ def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
     # at export time, so the cached answers are found without a connection (issue 23, "offline means offline")
     with Cache(cache) as c:
         assert c.recorded_server("openai:smollm2-135m@" + server.base_url)["id"] == "smollm2-135m"
-    run()
+    _, offline = _run(tmp_path, run_dir.name, server.base_url, storycloze_path)  # a new backend, as a new process
+    offline()
     stats = json.loads((run_dir / "judge_stats.json").read_text())
     assert stats["calls"] == 0
     assert (run_dir / "scores.parquet").read_bytes() == (live_dir / "scores.parquet").read_bytes()
     # the control: a cache without the record cannot name the model offline, and says so
     with Cache(cache) as c:
         c._con.execute("DELETE FROM servers")
+    _, fresh = _run(tmp_path, run_dir.name, server.base_url, storycloze_path)  # a new backend: nothing in memory
     with pytest.raises(DHPError, match="Cannot reach the judge server"):
-        run()
+        fresh()
     scores = pd.read_parquet(run_dir / "scores.parquet")
     assert len(scores) == 2 * 2 * 3  # items x (original, char_typo) x metrics
     assert (scores["score"].notna() | (scores["failure"] != "")).all()  # a score or its reason
