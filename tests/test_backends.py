@@ -382,17 +382,40 @@ def test_gemma_reuses_only_whole_aligned_batches():
     batch); a longer prompt sharing its first 1024 tokens computes [512, 1024) whole from an empty cache,
     so only [0, 512) may come from the KV cache — and the logits must be a cold model's."""
     b = EmbeddedBackend("gemma-3-270m")
-    b.loglikelihood("Article:", " x")  # loads the all-logits model
+    b.loglikelihood("Article:", " x")  # loads the likelihood model
     llm = b._ll_llm
     text = b.tokenize(f"Article:\n{SOURCE * 40}", add_bos=True)
     first = text[: 2 * b.n_batch + 1]
     longer = text[: 2 * b.n_batch + 200]
     b._decode_with_reuse(llm, first)
-    assert b._decode_with_reuse(llm, longer) == len(longer) - b.n_batch
-    reused = np.array(llm.scores[: len(longer)])
+    rows = {"from": b.n_batch}  # the logits of every position after the first batch
+    assert b._decode_with_reuse(llm, longer, rows) == len(longer) - b.n_batch
     cold = EmbeddedBackend("gemma-3-270m")
     cold.loglikelihood("Article:", " x")
-    assert cold._decode_with_reuse(cold._ll_llm, longer) == len(longer)
-    assert np.array_equal(reused, np.array(cold._ll_llm.scores[: len(longer)]))
+    cold_rows = {"from": b.n_batch}
+    assert cold._decode_with_reuse(cold._ll_llm, longer, cold_rows) == len(longer)
+    assert sorted(rows["logits"]) == list(range(b.n_batch, len(longer) - 1))
+    assert all(np.array_equal(rows["logits"][t], cold_rows["logits"][t]) for t in rows["logits"])
     b.close()
     cold.close()
+
+
+@pytest.mark.slow
+def test_likelihood_reads_only_the_continuations_rows_and_equals_all_logits():
+    """The likelihood model computes the output layer for the continuation's positions only; the result must be
+    the one from logits for every position (bit for bit), whatever the KV cache held before."""
+    b = EmbeddedBackend()
+    prefix, cont = f"Article:\n{SOURCE}\n\nSummary:\n", SUMMARY
+    got = b.loglikelihood(prefix, cont)
+    full = b._load(logits_all=True)  # the reference: every position's logits, as llama-cpp-python keeps them
+    pre = full.tokenize(prefix.encode(), add_bos=True, special=False)
+    toks = pre + full.tokenize(cont.encode(), add_bos=False, special=False)
+    full.eval(toks)
+    rows = full.scores[len(pre) - 1: len(toks) - 1].astype(np.float64)
+    m = rows.max(axis=1, keepdims=True)
+    logz = (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
+    want = float((rows[np.arange(len(toks) - len(pre)), toks[len(pre):]] - logz).sum())
+    assert got.logprob_sum == want
+    b.loglikelihood(prefix + SUMMARY[:40], " other")  # a prompt sharing the prefix and more: positions reused
+    assert b.loglikelihood(prefix, cont).logprob_sum == want
+    b.close()

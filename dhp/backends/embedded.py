@@ -123,7 +123,7 @@ class EmbeddedBackend(Backend):
         self.n_batch = n_batch
         self.trace: list | None = None  # set to [] to record KV-cache operations (benchmarks/judge_throughput.py)
         self._chat_llm = None  # logits for the last position only: cheaper prompt evaluation
-        self._ll_llm = None  # logits for every position: needed for log-likelihood
+        self._ll_llm = None  # the likelihood model: logits for the continuation's positions only (see _loglik)
         self._lock = threading.Lock()
         self._formatter = None
         self._kv_prompt_len: dict[int, int] = {}
@@ -206,7 +206,7 @@ class EmbeddedBackend(Backend):
                 stop_ids.add(ids[0])
         return tokens, stop_ids
 
-    def _decode_with_reuse(self, llm, tokens: list[int]) -> int:
+    def _decode_with_reuse(self, llm, tokens: list[int], rows: dict | None = None) -> int:
         """Evaluate ``tokens``, reusing the KV cache for the prefix shared with what is already in the
         context (as llama.cpp's server does); the rest goes to llama.cpp in batches of up to ``n_batch``.
         Returns the number of prompt tokens actually computed.
@@ -218,15 +218,27 @@ class EmbeddedBackend(Backend):
         last two tokens are evaluated, and a remainder of one joins the batch before it. A resumed run then
         reproduces an uninterrupted one, and no shared token is computed twice. That holds for SmolLM2;
         a model without ``exact_prefix_reuse`` (Gemma 3) reuses only whole batches aligned at multiples of
-        ``n_batch``, so its prompts are computed in the batches an empty cache would get."""
+        ``n_batch``, so its prompts are computed in the batches an empty cache would get.
+
+        ``rows``: for log-likelihood, ``{"from": position}`` asks for the logits of every position from there to
+        the second-to-last token (each predicts the next token); they are computed in this call (no position
+        from there on is reused) and returned in ``rows["logits"]`` (position -> float32 row). Only those rows
+        (and at least two per batch, as a one-row output takes another path) go through the output layer —
+        for Gemma 3's 262k-token vocabulary that layer costs more than the rest of the model."""
         valid = self._kv_prompt_len.get(id(llm), 0)  # positions computed as prompt (not generated)
         keep = max(0, min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 2))
+        if rows is not None:
+            keep = min(keep, rows["from"])
+            rows["logits"] = {}
         if not self.exact_prefix_reuse:  # the batches an empty cache would get (see EMBEDDED_MODELS)
             keep -= keep % self.n_batch
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
         batches = prompt_batches(keep, len(tokens), self.n_batch)
         for start, end in batches:
-            llm.eval(tokens[start:end])
+            if rows is None:
+                llm.eval(tokens[start:end])
+            else:
+                rows["logits"].update(self._eval_rows(llm, tokens, start, end, rows["from"]))
         if self.trace is not None:  # benchmarks replay these KV-cache operations with bare llama.cpp calls
             self.trace.append(("prompt", keep, list(tokens)))
         valid = len(tokens)
@@ -238,6 +250,25 @@ class EmbeddedBackend(Backend):
                 valid = end
         self._kv_prompt_len[id(llm)] = valid
         return len(tokens) - keep
+
+    @staticmethod
+    def _eval_rows(llm, tokens: list[int], start: int, end: int, first: int) -> dict[int, np.ndarray]:
+        """Evaluate tokens[start:end] (as Llama.eval does) with logits for positions >= ``first`` up to the
+        second-to-last token of the prompt only; returns position -> logits."""
+        want = range(max(start, first), min(end, len(tokens) - 1))
+        out_pos = set(want) | {end - 1}  # llama.cpp always outputs a batch's last token
+        if len(out_pos) == 1:
+            out_pos.add(end - 2)  # batches hold >= 2 tokens (prompt_batches): never a one-row output
+        llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+        batch = llm._batch
+        batch.set_batch(batch=tokens[start:end], n_past=llm.n_tokens, logits_all=False)
+        for i in range(end - start):
+            batch.batch.logits[i] = (start + i) in out_pos
+        llm._ctx.decode(batch)
+        llm.input_ids[start:end] = tokens[start:end]
+        llm.n_tokens += end - start
+        n_vocab = llm.n_vocab()
+        return {p: np.ctypeslib.as_array(llm._ctx.get_logits_ith(p - start), shape=(n_vocab,)).copy() for p in want}
 
     def _generate(self, req: ChatRequest) -> Completion:
         llm = self.llm
@@ -323,7 +354,7 @@ class EmbeddedBackend(Backend):
 
     def _loglik(self, prefix: str, continuation: str) -> LogLikelihood:
         if self._ll_llm is None:
-            self._ll_llm = self._load(logits_all=True)
+            self._ll_llm = self._load(logits_all=False)  # rows are asked for per position (_eval_rows)
         llm = self._ll_llm
         pre = llm.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
         cont = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
@@ -333,9 +364,9 @@ class EmbeddedBackend(Backend):
         if len(tokens) > self.n_ctx:
             raise DHPError(f"Likelihood input of {len(tokens)} tokens exceeds the context of {self.n_ctx}.",
                            "shorten the source (the judge truncates sources automatically).")
-        computed = self._decode_with_reuse(llm, tokens)
-        # Row t of scores holds the logits predicting token t+1.
-        rows = llm.scores[len(pre) - 1: len(tokens) - 1].astype(np.float64)
+        wanted = {"from": len(pre) - 1}  # the logits at position t predict token t+1
+        computed = self._decode_with_reuse(llm, tokens, wanted)
+        rows = np.stack([wanted["logits"][t] for t in range(len(pre) - 1, len(tokens) - 1)]).astype(np.float64)
         m = rows.max(axis=1, keepdims=True)
         logz = (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
         lp = rows[np.arange(len(cont)), cont] - logz
