@@ -65,7 +65,7 @@ def storycloze_path() -> Path:
 @pytest.fixture(scope="session")
 def llama_server():
     """A real llama_cpp.server with the embedded GGUF on loopback, shared by the server tests."""
-    from dhp.testing import start_llama_server
+    from servers import start_llama_server
 
     server = start_llama_server(model_alias="smollm2-135m", n_threads=1, timeout=180)
     try:

@@ -224,7 +224,7 @@ def judge_unreachable_url(t):
 
 
 def judge_401(t):
-    from dhp.testing import StatusServer
+    from servers import StatusServer
 
     with StatusServer(401) as srv:
         _pipeline(t, judge=f"openai:smollm2-135m@{srv.base_url}")

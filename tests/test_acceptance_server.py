@@ -1,6 +1,6 @@
 """Acceptance (issue 6, checks 3 and 5) against a real llama_cpp.server on loopback.
 
-- Faults: a fault-injecting proxy (dhp.testing.FaultProxy) in front of the server answers 20% of
+- Faults: a fault-injecting proxy (servers.FaultProxy) in front of the server answers 20% of
   judge calls with HTTP 429, 500, a hang past the client timeout, or malformed JSON; the run must
   complete with every (item, variant, metric) row, bounded retries, and unparsable output as NaN
   counted in failures.csv.
@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT, STORYCLOZE, TINY, child_env, run_cli, tiny_cli_args
 from dhp.backends import OpenAIBackend
 from dhp.pipeline import run_pipeline
-from dhp.testing import FAULTS, FaultProxy
+from servers import FAULTS, FaultProxy
 
 pytestmark = pytest.mark.slow
 

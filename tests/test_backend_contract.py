@@ -72,7 +72,7 @@ def test_embedded():
 
 @pytest.mark.slow
 def test_openai_compatible_server():
-    from dhp.testing import start_llama_server
+    from servers import start_llama_server
 
     server = start_llama_server(model_alias="smollm2-135m", n_threads=1, timeout=180)
     try:

@@ -85,7 +85,7 @@ def test_server_features_per_row_400_and_tokenizer(llama_server):
 def test_a_server_that_dies_mid_run_stops_the_run_with_finished_calls_kept(tmp_path):
     """Once the model list answered, a dead server used to yield a 'completed' run of NaN rows; now the
     circuit breaker stops it, and what was answered stays in the cache for the rerun."""
-    from dhp.testing import start_llama_server
+    from servers import start_llama_server
 
     server = start_llama_server(model_alias="smollm2-135m", n_threads=1, timeout=180)
     try:

@@ -14,7 +14,7 @@ from dhp.backends.base import _lcp
 from dhp.backends import ChatRequest, EmbeddedBackend, OpenAIBackend, get_backend
 from dhp.errors import DHPError
 from dhp.judging import failure_summary, score_perturbed
-from dhp.testing import FaultProxy, StatusServer, free_port, start_llama_server
+from servers import FaultProxy, StatusServer, free_port, start_llama_server
 
 
 def test_spec_parsing_and_identity_without_secret(monkeypatch):

@@ -30,7 +30,7 @@ def _run(tmp: Path, name: str, url: str, storycloze_path: Path):
 
 
 def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
-    from dhp.testing import free_port, start_llama_server
+    from servers import free_port, start_llama_server
 
     port = free_port()  # both servers on one port: the judge's identity (with its URL) is in the scores
     server = start_llama_server(model_alias="smollm2-135m", port=port, n_threads=1, timeout=180)

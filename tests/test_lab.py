@@ -29,7 +29,7 @@ def _get(url: str) -> tuple[int, bytes]:
 
 
 def test_lab_starts_on_localhost_with_a_token_and_lists_the_notebooks(tmp_path):
-    from dhp.testing import free_port
+    from servers import free_port
 
     port, token = free_port(), "t0ken-for-the-test"
     env = {**os.environ, "BIN": str(Path(sys.executable).parent), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),

@@ -163,7 +163,7 @@ def test_perturb_uses_the_backend_only_for_llm_methods():
 @pytest.fixture(scope="module")
 def llama_server():
     """A real llama_cpp.server with the embedded model on loopback (serves the model as "smollm2")."""
-    from dhp.testing import start_llama_server
+    from servers import start_llama_server
 
     with start_llama_server(model_alias="smollm2") as server:
         yield server.base_url

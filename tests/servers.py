@@ -1,4 +1,4 @@
-"""Loopback helpers for tests and benchmarks: a real ``llama_cpp.server`` with the embedded GGUF, a
+"""Loopback helpers for the tests (not part of the installed package): a real ``llama_cpp.server`` with the embedded GGUF, a
 fault-injecting HTTP proxy, and a server that answers every request with one fixed status.
 
 Everything binds to 127.0.0.1 on a free port, and stops itself (context managers, an ``atexit`` hook,
