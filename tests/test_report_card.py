@@ -70,8 +70,14 @@ def test_per_method_folders(tmp_path):
 
 
 def test_row_builders_keep_each_judge():
-    rows = dhp_rows(pd.concat([_summary(), _summary("k", "sample", 0.3)]))
+    summary = pd.concat([_summary(), _summary("k", "sample", 0.3)])
+    rows = dhp_rows(summary)
     assert set(zip(rows["judge"], rows["mode"])) == {("j", "logprobs"), ("k", "sample")}
+    assert rows.loc[rows["measure"].str.startswith("D_"), "n"].isna().all()  # items unknown without discernment.csv
+    disc = pd.DataFrame({"dataset": summary["dataset"].iloc[0], "judge": ["j", "j", "k"], "mode": ["logprobs", "logprobs",
+                         "sample"], "role": ["perturbation", "negative_control", "perturbation"], "n_items": [10, 40, 7]})
+    rows = dhp_rows(summary, disc).set_index(["judge", "measure"])
+    assert rows.loc[("j", "D_avg"), "n"] == 10 and rows.loc[("k", "D_min"), "n"] == 7  # items, not perturbations
     conf = confusion_rows(_confusion())
     inv = conf[conf["measure"] == "share_SF_invariant"].iloc[0]
     assert inv["value"] == 0.5 and inv["n"] == 20  # n = the S_F cells that could be tested

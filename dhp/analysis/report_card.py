@@ -47,15 +47,20 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
-def dhp_rows(summary: pd.DataFrame) -> pd.DataFrame:
+def dhp_rows(summary: pd.DataFrame, discernment: pd.DataFrame | None = None) -> pd.DataFrame:
     """DHP (summary.csv): D_avg, D_min (+ expert-weighted) with their bootstrap intervals, the negative control's D
-    and the null false-positive rate of D_avg > 1, per dataset, for every judge × mode in the table."""
+    and the null false-positive rate of D_avg > 1, per dataset, for every judge × mode in the table. n: the items
+    (the most any perturbation was tested on, from discernment.csv; NaN without it)."""
+    items: dict = {}
+    if discernment is not None and len(discernment):
+        d = discernment[discernment["role"] == "perturbation"] if "role" in discernment.columns else discernment
+        items = d.groupby(["dataset", "judge", "mode"])["n_items"].max().to_dict()
     rows = []
     for r in summary.to_dict("records"):
         judge, mode = r["judge"], r["mode"]
+        n = items.get((r["dataset"], judge, mode), math.nan)
         for m in ("D_avg", "D_min", "D_avg_EW", "D_min_EW"):
-            rows.append(card_row(judge, mode, "dhp", m, r["dataset"], r[m], r.get(f"{m}_lo"), r.get(f"{m}_hi"),
-                                 r.get("n_perturbations")))
+            rows.append(card_row(judge, mode, "dhp", m, r["dataset"], r[m], r.get(f"{m}_lo"), r.get(f"{m}_hi"), n))
         rows.append(card_row(judge, mode, "dhp", "control_D", r["dataset"], r.get("control_D")))
         rows.append(card_row(judge, mode, "dhp", "null_fpr_avg_paper", r["dataset"], r.get("null_fpr_avg_paper"),
                              n=r.get("n_null")))

@@ -189,7 +189,8 @@ class DHP(Method):
         return {"discernment.csv": disc, "summary.csv": summary}
 
     def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-        return dhp_rows(tables["summary.csv"]) if "summary.csv" in tables else pd.DataFrame()
+        return dhp_rows(tables["summary.csv"], tables.get("discernment.csv")) if "summary.csv" in tables \
+            else pd.DataFrame()
 
     def figures(self, tables: dict[str, pd.DataFrame], config: DHPParams) -> dict:
         if "summary.csv" not in tables or "discernment.csv" not in tables:
