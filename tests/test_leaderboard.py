@@ -209,3 +209,29 @@ def test_a_large_segment_view_walks_only_the_deciding_pairs_to_the_same_clusters
     a, b = (x["leaderboard.csv"].set_index("judge")["cluster"] for x in (walked, full))
     assert a.to_dict() == b.reindex(a.index).to_dict() and a.nunique() >= 3
     assert len(walked["leaderboard_pairs.csv"]) < len(full["leaderboard_pairs.csv"]) == 66
+
+
+def test_summary_correlation_view_is_the_mean_of_per_document_rho_on_shared_documents():
+    from dhp import methods
+    from dhp.analysis.alignment import summary_level
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for doc in range(12):
+        human = rng.integers(1, 6, size=8).astype(float)
+        if doc == 0:
+            human[:] = 3.0  # constant human ratings: ρ undefined, not a unit
+        for judge, noise in (("a", 0.5), ("b", 3.0)):
+            for s in range(8):
+                score = np.nan if (judge == "b" and doc == 1) else human[s] + rng.normal(scale=noise)
+                rows.append({"judge": judge, "mode": "m", "doc_id": doc, "system": f"s{s}", "aspect": "coherence",
+                             "human": human[s], "judge_score": score})
+    targets = pd.DataFrame(rows)
+    (view,) = [v for v in methods.get("human_alignment").views({"summary_targets.parquet": targets})
+               if v.view == "summary_correlation"]
+    board = leaderboard([view], n_resamples=200)["leaderboard.csv"].set_index("judge")
+    shared = targets[~targets["doc_id"].isin([0, 1])]  # doc 0: constant humans; doc 1: b has no scores
+    for j in ("a", "b"):
+        assert board.loc[j, "value"] == pytest.approx(summary_level(shared[shared["judge"] == j])[0])
+        assert board.loc[j, "n"] == 10
+    assert board.loc["a", "value"] > board.loc["b", "value"]

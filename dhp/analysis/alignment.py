@@ -25,7 +25,7 @@ from dhp.stats import paired
 from dhp.stats import segment as seg
 from dhp.stats.resample import MIN_RESAMPLE_UNITS  # noqa: F401  (named in the docstrings: the interval rule)
 
-__all__ = ["summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
+__all__ = ["document_correlations", "summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
            "segment_rows", "alignment_tables", "ALIGNMENT_COLUMNS"]
 
 STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
@@ -46,12 +46,17 @@ def _corr(stat: str, x: np.ndarray, y: np.ndarray) -> float:
     return float(STATISTICS[stat](x, y)[0])
 
 
+def document_correlations(df: pd.DataFrame, stat: str = "spearman") -> pd.Series:
+    """The correlation across each document's systems, by doc_id (NaN where the human ratings or the judge's
+    scores of a document are constant: undefined, not 0)."""
+    return pd.Series({doc: _corr(stat, g["human"].to_numpy(float), g["judge_score"].to_numpy(float))
+                      for doc, g in df.groupby("doc_id")}, dtype=float)
+
+
 def summary_level(df: pd.DataFrame, stat: str = "spearman") -> tuple[float, int]:
     """Mean over documents of the correlation across that document's systems; (value, documents used)."""
-    per_doc = [_corr(stat, g["human"].to_numpy(float), g["judge_score"].to_numpy(float))
-               for _, g in df.groupby("doc_id")]
-    vals = [v for v in per_doc if math.isfinite(v)]
-    return (float(np.mean(vals)) if vals else math.nan), len(vals)
+    vals = document_correlations(df, stat).dropna()
+    return (float(vals.mean()) if len(vals) else math.nan), len(vals)
 
 
 def system_level(df: pd.DataFrame, stat: str = "kendall") -> tuple[float, int]:

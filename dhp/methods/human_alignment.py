@@ -139,7 +139,8 @@ class HumanAlignment(Method):
 
     def views(self, tables: dict[str, pd.DataFrame]) -> list:
         """The segment view per language pair (acc*_eq and τ_b against MQM; units: segments, every scored system of
-        a segment) and the summary-level Spearman ρ per SummEval aspect (units: documents)."""
+        a segment) and the summary-level Spearman ρ per SummEval aspect: the mean over documents of each document's
+        ρ across its systems, so a "mean" view of per-document ρ (units: documents where the ρ is defined)."""
         out = []
         scores, human = tables.get(SEGMENTS.name), tables.get(HUMAN.name)
         if scores is not None and human is not None and len(scores):
@@ -151,13 +152,11 @@ class HumanAlignment(Method):
                         for measure in ("acc_eq_calibrated", "tau_b")]
         targets = tables.get(TARGETS.name)
         if targets is not None and len(targets):
-            for aspect, g in targets.groupby("aspect", sort=True):
-                data = g.assign(unit=g["doc_id"])[["judge", "mode", "unit", "system", "human", "judge_score"]]
-                out.append(View("summary_correlation", f"SummEval {aspect}", "summary_spearman", "statistic", data,
-                                statistic=_summary_spearman))
+            scored = targets.dropna(subset=["human", "judge_score"])  # a target without a usable score is no unit
+            for aspect, g in scored.groupby("aspect", sort=True):
+                per_doc = [al.document_correlations(rows, "spearman").rename("value").rename_axis("unit")
+                           .reset_index().assign(judge=judge, mode=mode)
+                           for (judge, mode), rows in g.groupby(["judge", "mode"], sort=True)]
+                data = pd.concat(per_doc, ignore_index=True)[["judge", "mode", "unit", "value"]]
+                out.append(View("summary_correlation", f"SummEval {aspect}", "summary_spearman", "mean", data))
         return out
-
-
-def _summary_spearman(rows: pd.DataFrame) -> float:
-    """Summary-level Spearman ρ of one judge's rows, each unit a document."""
-    return al.summary_level(rows.assign(doc_id=rows["unit"], aspect="a"), "spearman")[0]
