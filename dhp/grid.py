@@ -18,12 +18,20 @@ Every notebook gets one progress line when it starts and one with its elapsed ti
 bar shows its model calls (the call engine reports them through DHP_PROGRESS_FILE). A failing cell is recorded
 (notebook, parameters, cell, error) and the other grid points go on; the run ends with a summary of failures and a
 non-zero exit status if any.
+
+A rerun skips what is up to date, as ``make`` does: each executed notebook gets a stamp (``NN_*.ipynb.stamp``: a
+hash of dhp's code and resources, the notebook, its parameters and the stamps of the notebooks it reads from), and a
+notebook whose stamp is unchanged is not run again; its tables are used as they are. ``rerun: true`` (or
+``--rerun``) runs everything; a failed notebook loses its stamp.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -85,6 +93,7 @@ class GridParams(Params):
     figures_dir: str = Field("figures", description="aggregated figures")
     notebooks_dir: str = Field("notebooks", description="folder holding the notebooks")
     execution_timeout: int | None = Field(None, ge=1, description="seconds allowed per cell (None: no limit)")
+    rerun: bool = Field(False, description="run every notebook, even those whose stamp says they are up to date")
     report_card: bool = Field(True, description="write results/report_card.csv and its figures at the end")
     result_notebooks: bool = Field(True, description="run the methods' notebooks on the aggregated results")
     leaderboard: dict[str, Any] | None = Field(
@@ -248,7 +257,9 @@ class Report:
     timings: list[tuple[str, float]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     not_applicable: list[str] = field(default_factory=list)
+    up_to_date: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+    stamps: dict = field(default_factory=dict)  # run folder -> stamp of its last notebook (what reads it depends on)
 
 
 def _declared_parameters(nb_path: Path) -> set[str] | None:
@@ -342,8 +353,49 @@ class _CallProgress:
         self.bar.refresh()
 
 
+@functools.lru_cache(maxsize=1)
+def _code_stamp() -> str:
+    """A hash of dhp's code, prompts and resources: a changed file makes every notebook out of date."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _stamp(nb_path: Path, params: dict, *upstream: str) -> str:
+    """The stamp of a notebook run: dhp's code, the notebook, its parameters, what it reads from (upstream stamps,
+    the data folder)."""
+    declared = _declared_parameters(nb_path)  # what the notebook is given (as _execute passes it)
+    params = {k: v for k, v in params.items() if declared is None or k in declared}
+    h = hashlib.sha256()
+    for part in (_code_stamp(), nb_path.read_bytes(), json.dumps(params, sort_keys=True, default=str),
+                 os.environ.get("DHP_DATA_DIR", ""), *upstream):
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _stamp_file(out_path: Path) -> Path:
+    return out_path.with_name(out_path.name + ".stamp")
+
+
+def _fresh(out_path: Path, stamp: str, g: GridParams) -> bool:
+    """The executed notebook exists and ran with this very stamp (and rerun is off)."""
+    f = _stamp_file(out_path)
+    return not g.rerun and out_path.is_file() and f.is_file() and f.read_text() == stamp
+
+
+def _up_to_date(out_paths: list[Path], report: Report) -> None:
+    for out in out_paths:
+        print(f"[grid] up to date {_rel(out)}", flush=True)
+        report.up_to_date.append(_rel(out))
+
+
 def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report: Report,
-             watch_calls: bool = True) -> bool:
+             watch_calls: bool = True, stamp: str | None = None) -> bool:
     """Run one notebook with the parameters it declares; True if it succeeded. Prints a line when it starts, a bar
     for its model calls while it runs (``watch_calls``: the watcher sets an environment variable, so notebooks run
     side by side go without it) and its elapsed time."""
@@ -353,6 +405,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
     declared = _declared_parameters(nb_path)
     use = {k: v for k, v in params.items() if declared is None or k in declared}
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    _stamp_file(out_path).unlink(missing_ok=True)  # written again only if this run succeeds
     rel = _rel(out_path)
     t0 = time.perf_counter()
     print(f"[grid] {rel}  {use}", flush=True)
@@ -377,6 +430,8 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
         ok = False
     elapsed = time.perf_counter() - t0
     report.timings.append((rel, elapsed))
+    if ok and stamp is not None:
+        _stamp_file(out_path).write_text(stamp)
     print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {elapsed:.1f} s "
           f"(grid elapsed {time.perf_counter() - report.started:.0f} s)", flush=True)
     return ok
@@ -417,11 +472,20 @@ def _shared_stage(g: GridParams, m: methods.Method, group: list[Point], report: 
     if not m.shared_notebooks:
         return True
     folder = group[0].folder.parent
-    _clear(folder, m)
     widest = max(group, key=lambda p: getattr(p.config, "n_items", 0) or 0)
     params = {**widest.config.model_dump(), "run_dir": str(folder), "figures_dir": str(folder / "figures")}
+    stamps, prev = [], ""
     for name in m.shared_notebooks:
-        if not _execute(_nb(g, name), folder / f"{name}.ipynb", params, g, report):
+        prev = _stamp(_nb(g, name), params, prev)
+        stamps.append(prev)
+    outs = [folder / f"{name}.ipynb" for name in m.shared_notebooks]
+    report.stamps[folder] = prev
+    if all(_fresh(o, s, g) for o, s in zip(outs, stamps)):
+        _up_to_date(outs, report)
+        return True
+    _clear(folder, m)
+    for name, out, s in zip(m.shared_notebooks, outs, stamps):
+        if not _execute(_nb(g, name), out, params, g, report, stamp=s):
             report.skipped += [_rel(p.folder) for p in group]
             return False
     for p in group:
@@ -452,15 +516,25 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
                     done.append(p)
                 continue
             ran.add(p.folder)
-            if not m.shared_notebooks:
-                for q in together:
-                    _clear(p.folder, methods.get(q.method))
             own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
             params = {}
             for q in reversed(together):  # every sharing method's parameters; the point's own win
                 params.update(q.config.model_dump())
-            for i, nb in enumerate(own):
-                if not _execute(_nb(g, nb), p.folder / f"{nb}.ipynb", params, g, report):
+            stamps, prev = [], report.stamps.get(p.folder.parent, "") if m.shared_notebooks else ""
+            for nb in own:
+                prev = _stamp(_nb(g, nb), params, prev)
+                stamps.append(prev)
+            report.stamps[p.folder] = prev
+            outs = [p.folder / f"{nb}.ipynb" for nb in own]
+            if all(_fresh(o, s, g) for o, s in zip(outs, stamps)):  # its tables are the ones it would write
+                _up_to_date(outs, report)
+                done.append(p)
+                continue
+            if not m.shared_notebooks:
+                for q in together:
+                    _clear(p.folder, methods.get(q.method))
+            for i, (nb, out, s) in enumerate(zip(own, outs, stamps)):
+                if not _execute(_nb(g, nb), out, params, g, report, stamp=s):
                     report.skipped += [f"{_rel(p.folder)}/{n}" for n in own[i + 1:]]
                     break
             else:  # only a point whose every notebook succeeded reaches results/
@@ -545,7 +619,11 @@ def run_grid(g: GridParams) -> Report:
             jobs += [(nb, base) for nb in m.result_notebooks]
     if g.report_card and tables:
         jobs.append((REPORT_NB, {"run_dir": str(results), "figures_dir": figures}))
-    _run_side_by_side(g, agg_dir, jobs, report)
+    upstream = _upstream(done, report)
+    lb_out = resolve(g.runs_dir) / g.run_id / "leaderboard" / f"{LEADERBOARD_NB}.ipynb"
+    if g.leaderboard is not None and _stamp_file(lb_out).is_file():  # the cards show the leaderboard's standings
+        upstream.append(_stamp_file(lb_out).read_text())
+    _run_side_by_side(g, agg_dir, jobs, report, upstream)
     return report
 
 
@@ -566,23 +644,61 @@ def _leaderboard(g: GridParams, done: list[Point], results: Path, figures: str, 
     """Notebook 11 on every point's tables gathered into runs/<run_id>/leaderboard (recorded judges imported there as
     asked); its two tables (numbers only) are copied into results/."""
     folder = resolve(g.runs_dir) / g.run_id / "leaderboard"
-    gather(done, folder)
     params = {**g.leaderboard, "run_dir": str(folder), "figures_dir": figures}
-    if _execute(_nb(g, LEADERBOARD_NB), folder / f"{LEADERBOARD_NB}.ipynb", params, g, report, watch_calls=False):
+    out = folder / f"{LEADERBOARD_NB}.ipynb"
+    stamp = _stamp(_nb(g, LEADERBOARD_NB), params, *_upstream(done, report), *_recorded_files(g))
+    if _fresh(out, stamp, g):
+        _up_to_date([out], report)
+        ok = True
+    else:
+        gather(done, folder)
+        ok = _execute(_nb(g, LEADERBOARD_NB), out, params, g, report, watch_calls=False, stamp=stamp)
+    if ok:
         for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
             if (folder / name).is_file():
                 shutil.copy2(folder / name, results / name)
 
 
-def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]], report: Report) -> None:
+def _upstream(done: list[Point], report: Report) -> list[str]:
+    """The stamps of every finished point (what a notebook on the gathered tables depends on)."""
+    return sorted({report.stamps.get(p.folder, "") for p in done})
+
+
+def _recorded_files(g: GridParams) -> list[str]:
+    """Name, size and modification time of the recorded judgments the leaderboard imports (cheap: no reading)."""
+    kinds = (g.leaderboard or {}).get("recorded") or []
+    if not kinds:
+        return []
+    from dhp.datasets import data_root
+    from dhp.leaderboard import RECORDED_SOURCES
+
+    root = data_root((g.leaderboard or {}).get("data_dir") or g.params.get("data_dir"))
+    out = []
+    for kind in kinds:
+        base = root / RECORDED_SOURCES[kind][0]
+        files = sorted(f for f in base.rglob("*") if f.is_file()) if base.exists() else []
+        out += [f"{f.relative_to(root)}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    return out
+
+
+def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]], report: Report,
+                      upstream: list[str] = ()) -> None:
     """Run notebooks that depend on nothing but finished tables two at a time (this machine class has two
-    cores; each notebook is mostly kernel start-up, imports and plotting)."""
+    cores; each notebook is mostly kernel start-up, imports and plotting); those whose stamp (over ``upstream``,
+    the stamps of what they read) is unchanged are up to date."""
     from concurrent.futures import ThreadPoolExecutor
 
     notebooks = [(_nb(g, name), params) for name, params in jobs]  # a missing notebook fails before any runs
+    todo = []
+    for nb, params in notebooks:
+        stamp = _stamp(nb, params, *upstream)
+        if _fresh(folder / nb.name, stamp, g):
+            _up_to_date([folder / nb.name], report)
+        else:
+            todo.append((nb, params, stamp))
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1], g, report, watch_calls=False),
-                      notebooks))
+        list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1], g, report, watch_calls=False,
+                                           stamp=job[2]), todo))
 
 
 def print_report(report: Report, total_s: float, out=None) -> None:
@@ -597,6 +713,8 @@ def print_report(report: Report, total_s: float, out=None) -> None:
             print(f"  - {s}", file=out)
     for s in report.not_applicable:
         print(f"[grid] not run: {s}", file=out)
+    if report.up_to_date:
+        print(f"[grid] up to date (not run again; --rerun runs them): {len(report.up_to_date)} notebook(s)", file=out)
     if report.failures:
         print(f"[grid] {len(report.failures)} FAILED notebook(s):", file=out)
         for f in report.failures:
@@ -608,10 +726,13 @@ def print_report(report: Report, total_s: float, out=None) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dhp.grid", description=__doc__.split("\n")[0])
     ap.add_argument("params", help="grid YAML, e.g. params/demo.yaml")
+    ap.add_argument("--rerun", action="store_true", help="run every notebook, even those that are up to date")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
         g = load_params(args.params)
+        if args.rerun:
+            g = g.model_copy(update={"rerun": True})
         report = run_grid(g)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)

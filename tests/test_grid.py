@@ -193,3 +193,44 @@ def test_a_registered_method_runs_per_judge_and_its_tables_reach_results_and_the
     assert (tmp_path / "runs" / "t" / "grid_toy" / "good-logprobs" / "91_grid_toy.ipynb").exists()
     # the card ran last, on results/, after the tables were collected
     assert (results / "report_card.csv").read_text() == "grid_toy.csv"
+
+
+@pytest.mark.slow
+def test_a_rerun_skips_up_to_date_notebooks_and_runs_what_changed(tmp_path, capsys):
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    log = tmp_path / "executions.txt"
+    body = ("import pandas as pd\nfrom pathlib import Path\nPath(run_dir).mkdir(parents=True, exist_ok=True)\n"
+            f"open({str(log)!r}, 'a').write(NAME + ' ' + str(judge) + '\\n')\n")
+    _nb(nbs / "01_perturb.ipynb", 'run_dir = "x"\ndataset = "summeval"\nn_items = 1\njudge = None',
+        body.replace("NAME + ' ' + str(judge)", "'01 shared'") + "pd.DataFrame({'dataset': ['summeval'], 'item_id': ['1'], 'perturbation': "
+        "['original'], 'severity': ['none'], 'level': ['none'], 'text': ['t'], 'status': ['ok']})"
+        ".to_parquet(Path(run_dir, 'perturbed.parquet'))")
+    _nb(nbs / "02_judge.ipynb", 'run_dir = "x"\njudge = "embedded"\nmode = "logprobs"\nn_items = 1\nseed = 0',
+        body.replace("NAME", "'02'") + "if judge == 'bad':\n    raise RuntimeError('judge exploded')\n"
+        "pd.DataFrame({'dataset': ['summeval'], 'task': ['summarization'], 'judge': [judge], 'mode': [mode], "
+        "'item_id': ['1'], 'perturbation': ['original'], 'severity': ['none'], 'level': ['none'], 'metric': ['f'], "
+        "'score': [3.0], 'n_valid': [1], 'n_failed': [0]}).to_parquet(Path(run_dir, 'scores.parquet'))")
+    _nb(nbs / "03_discernment.ipynb", 'run_dir = "x"\njudge = "embedded"',
+        body.replace("NAME", "'03'") + "pd.DataFrame({'dataset': ['summeval'], 'judge': [judge], 'mode': ['logprobs'], "
+        "'D_avg': [1.5], 'D_min': [1.0]}).to_csv(Path(run_dir, 'summary.csv'), index=False)")
+    cfg = {**BASE, "judges": ["good", "bad"], "run_id": "t", "notebooks_dir": str(nbs),
+           "runs_dir": str(tmp_path / "runs"), "results_dir": str(tmp_path / "results"),
+           "figures_dir": str(tmp_path / "figures"), "report_card": False, "result_notebooks": False,
+           "leaderboard": None, "method_params": {"dhp": {"n_items": 1}}}
+    f = tmp_path / "grid.yaml"
+
+    def run(change: dict | None = None, *extra: str) -> list[str]:
+        f.write_text(yaml.safe_dump({**cfg, **(change or {})}))
+        log.write_text("")
+        assert grid.main([str(f), *extra]) == 1  # "bad" fails every time
+        return sorted(log.read_text().split("\n")[:-1])
+
+    assert run() == ["01 shared", "02 bad", "02 good", "03 good"]
+    assert run() == ["02 bad"]  # the failed point has no stamp: it runs again; the rest is up to date
+    assert "up to date" in capsys.readouterr().out
+    assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["good"]  # still gathered
+    # a changed parameter of one judge runs that judge's notebooks (and nothing upstream of them)
+    assert run({"overrides": [{"judges": ["good"], "methods": ["dhp"], "params": {"seed": 3}}]}) == [
+        "02 bad", "02 good", "03 good"]
+    assert run(None, "--rerun") == ["01 shared", "02 bad", "02 good", "03 good"]
