@@ -47,9 +47,10 @@ class LeaderboardParams(Params):
     early_stop: bool = Field(True, description="segment views: stop a pair's permutation test once its p is clearly "
                                                "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT)")
     recorded: list[Literal["llmbar", "mtme"]] = Field(
-        [], description="published judgments to import into run_dir first, so your judges stand beside them: "
-                        "'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts), 'mtme' (the WMT22 zh-en "
-                        "metrics' segment scores); read from data_dir")
+        ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
+                                "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
+                                "'mtme' (the WMT22 zh-en metrics' segment scores; ~10 s); read from data_dir; an "
+                                "empty list (--recorded '') imports nothing")
     data_dir: str | None = Field(None, description="dataset root for the recorded judgments (None: DHP_DATA_DIR or "
                                                    "../shared/datasets)")
 

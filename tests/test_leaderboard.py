@@ -152,10 +152,11 @@ def test_too_few_common_units_and_bad_views_say_why():
         View("toy", "s", "m", "statistic", pd.DataFrame({"judge": [], "mode": [], "unit": []}))
 
 
-def test_the_cli_needs_two_judges(tmp_path):
+def test_the_cli_needs_two_judges(tmp_path, capsys):
     from dhp.cli import main
 
-    assert main(["leaderboard", "--run-dir", str(tmp_path)]) == 2
+    assert main(["leaderboard", "--run-dir", str(tmp_path), "--recorded", ""]) == 2  # nothing imported, no judge
+    assert "judge" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not (DATA / "llmbar_judgments").is_dir(), reason="../shared/datasets not present")
