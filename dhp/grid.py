@@ -597,7 +597,8 @@ def run_grid(g: GridParams) -> Report:
     for m in map(methods.get, methods.names()):
         for t in (*m.collects, *m.produces):  # a method not run this time must read "not run" on the card
             (results / f"{Path(t.name).stem}.csv").unlink(missing_ok=True)
-    (results / "report_card.csv").unlink(missing_ok=True)
+    if not g.report_card:
+        (results / "report_card.csv").unlink(missing_ok=True)  # (else: removed when notebook 10 runs again)
     done = _run_points(g, pts, report)
     tables = aggregate(done, results, report)
     agg_dir = resolve(g.runs_dir) / g.run_id / "aggregate"
@@ -695,6 +696,8 @@ def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]],
         if _fresh(folder / nb.name, stamp, g):
             _up_to_date([folder / nb.name], report)
         else:
+            if nb.stem == REPORT_NB:  # a failed card must not leave the previous one in results/
+                (Path(params["run_dir"]) / "report_card.csv").unlink(missing_ok=True)
             todo.append((nb, params, stamp))
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1], g, report, watch_calls=False,

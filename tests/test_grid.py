@@ -214,9 +214,11 @@ def test_a_rerun_skips_up_to_date_notebooks_and_runs_what_changed(tmp_path, caps
     _nb(nbs / "03_discernment.ipynb", 'run_dir = "x"\njudge = "embedded"',
         body.replace("NAME", "'03'") + "pd.DataFrame({'dataset': ['summeval'], 'judge': [judge], 'mode': ['logprobs'], "
         "'D_avg': [1.5], 'D_min': [1.0]}).to_csv(Path(run_dir, 'summary.csv'), index=False)")
+    _nb(nbs / "10_report_card.ipynb", 'run_dir = "x"\nfigures_dir = None',
+        body.replace("NAME + ' ' + str(judge)", "'10 card'") + "Path(run_dir, 'report_card.csv').write_text('card')")
     cfg = {**BASE, "judges": ["good", "bad"], "run_id": "t", "notebooks_dir": str(nbs),
            "runs_dir": str(tmp_path / "runs"), "results_dir": str(tmp_path / "results"),
-           "figures_dir": str(tmp_path / "figures"), "report_card": False, "result_notebooks": False,
+           "figures_dir": str(tmp_path / "figures"), "report_card": True, "result_notebooks": False,
            "leaderboard": None, "method_params": {"dhp": {"n_items": 1}}}
     f = tmp_path / "grid.yaml"
 
@@ -226,11 +228,12 @@ def test_a_rerun_skips_up_to_date_notebooks_and_runs_what_changed(tmp_path, caps
         assert grid.main([str(f), *extra]) == 1  # "bad" fails every time
         return sorted(log.read_text().split("\n")[:-1])
 
-    assert run() == ["01 shared", "02 bad", "02 good", "03 good"]
+    assert run() == ["01 shared", "02 bad", "02 good", "03 good", "10 card"]
     assert run() == ["02 bad"]  # the failed point has no stamp: it runs again; the rest is up to date
+    assert (tmp_path / "results" / "report_card.csv").read_text() == "card"  # an up-to-date card stays
     assert "up to date" in capsys.readouterr().out
     assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["good"]  # still gathered
     # a changed parameter of one judge runs that judge's notebooks (and nothing upstream of them)
     assert run({"overrides": [{"judges": ["good"], "methods": ["dhp"], "params": {"seed": 3}}]}) == [
-        "02 bad", "02 good", "03 good"]
-    assert run(None, "--rerun") == ["01 shared", "02 bad", "02 good", "03 good"]
+        "02 bad", "02 good", "03 good", "10 card"]  # the card reads what changed
+    assert run(None, "--rerun") == ["01 shared", "02 bad", "02 good", "03 good", "10 card"]

