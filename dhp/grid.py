@@ -19,6 +19,9 @@ bar shows its model calls (the call engine reports them through DHP_PROGRESS_FIL
 (notebook, parameters, cell, error) and the other grid points go on; the run ends with a summary of failures and a
 non-zero exit status if any.
 
+(The module is long because it holds the whole batch runner: the grid's schema, the run order of points and shared
+stages, stamps, gathering and the report; each is a few functions.)
+
 A rerun skips what is up to date, as ``make`` does: each executed notebook gets a stamp (``NN_*.ipynb.stamp``: a
 hash of dhp's code and resources, the notebook, its parameters and the stamps of the notebooks it reads from), and a
 notebook whose stamp is unchanged is not run again; its tables are used as they are. ``rerun: true`` (or

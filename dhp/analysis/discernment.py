@@ -32,6 +32,8 @@ Two controls (beyond the paper):
 
 The statistics themselves (the Wilcoxon test, the combination, the resampling) are dhp.stats'; this
 module holds the method's own logic: the units and levels, the table layout, D_avg / D_min, the summary.
+(About 200 of its ~800 lines pack a long score table into integer-coded arrays so that every test of a table runs
+in one pass; that layout code is what makes 875,900 score rows take 0.2 s.)
 """
 
 from __future__ import annotations

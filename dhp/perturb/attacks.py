@@ -1,7 +1,8 @@
 """Rule-based aspect-targeted attacks (after the perturbation families of Hu et al., 2024).
 
 Nine attacks, each aimed at one quality aspect, implemented with explicit rules over a spaCy parse
-instead of an LLM rewrite:
+instead of an LLM rewrite (one module of ~800 lines because the nine share the parse helpers, the
+verb-form and connective tables and the verification rules; each attack is one function):
 
   coherence      sentence_exchange, improper_connective
   grammaticality incorrect_verb_form, word_exchange, spelling_mistake
