@@ -66,8 +66,9 @@ class VLLMBackend(Backend):
         from vllm import SamplingParams
 
         reqs = list(requests)
+        # greedy decoding gives n identical replies: generate once and repeat it (as the embedded judge does)
         params = [SamplingParams(temperature=r.temperature, max_tokens=r.max_tokens, seed=r.seed,
-                                 logprobs=r.logprobs, n=r.n) for r in reqs]
+                                 logprobs=r.logprobs, n=r.n if r.temperature > 0 else 1) for r in reqs]
         outs = self._llm.chat([r.message_dicts() for r in reqs], params, use_tqdm=False)
         results: list[Completion | Exception] = []
         for i, o in enumerate(outs):
@@ -75,9 +76,12 @@ class VLLMBackend(Backend):
             tops = None
             if gen.logprobs is not None:
                 tops = [{lp.decoded_token: float(lp.logprob) for lp in pos.values()} for pos in gen.logprobs]
+            texts = [g.text for g in o.outputs]
+            if reqs[i].n > len(texts):  # greedy: the one reply stands for all n
+                texts = texts * reqs[i].n
             res = Completion(gen.text, tops, len(o.prompt_token_ids), sum(len(g.token_ids) for g in o.outputs),
                              len(o.prompt_token_ids) - int(getattr(o, "num_cached_tokens", 0) or 0),
-                             texts=[g.text for g in o.outputs] if len(o.outputs) > 1 else None)
+                             texts=texts if len(texts) > 1 else None)
             results.append(res)
             if on_result is not None:
                 on_result(i, res)
