@@ -3,7 +3,8 @@
 (a) ``openai:<model>@http://127.0.0.1:PORT/v1`` against ``vllm serve`` with prefix caching on,
 (b) ``vllm:<local model dir>`` (offline ``vllm.LLM``),
 (c) ``python -m dhp batch``-style export → ``vllm run-batch`` (its module entry point) → import → rerun with the
-    server stopped (0 live calls).
+    server stopped (0 live calls), for the ``openai:`` judge of (a) and for the ``vllm:`` judge of (b) — whose rerun
+    never starts an engine.
 
 The model is the embedded SmolLM2-135M GGUF converted to float32 (scripts/vllm_model.py). The three routes run the
 same greedy model on the same engine version, so their scores agree up to the order of floating-point sums, which
@@ -161,6 +162,23 @@ def test_three_routes_through_vllm_agree(tmp_path, capsys):
     report["max_diff_batch_vs_serve"] = _agree(_scores(c_dir), a)
     with Cache(c_dir / "cache.sqlite") as cache:
         assert len(cache) == n
+    # (d) a vllm: judge's own calls, exported and answered by vllm run-batch: the rerun never starts an engine
+    d_dir, run_d = _run(tmp_path, "vllm_batch", VLLMBackend(str(MODEL), n_ctx=2048, dtype="float32",
+                                                             enforce_eager=True))
+    calls_d, out_d = tmp_path / "calls_vllm.jsonl", tmp_path / "answers_vllm.jsonl"
+    n_d = batch.export_calls(run_d, calls_d)
+    assert n_d == n
+    r = subprocess.run([sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(calls_d), "-o",
+                        str(out_d), "--model", str(MODEL), *ENGINE], capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    rep = batch.import_results(run_d, out_d, d_dir / "cache.sqlite")
+    assert rep.stored == n_d and not rep.error_lines
+    fresh = VLLMBackend(str(MODEL), n_ctx=2048, dtype="float32", enforce_eager=True)
+    _, rerun_d = _run(tmp_path, "vllm_batch", fresh)
+    rerun_d()
+    assert json.loads((d_dir / "judge_stats.json").read_text())["calls"] == 0 and fresh._llm is None
+    report["max_diff_vllm_batch_vs_offline"] = _agree(_scores(d_dir), b)
+
     # the llama.cpp judge: the same weights in Q4_1 kernels instead of float32 — reported, not asserted
     e_dir, run_e = _run(tmp_path, "embedded", "embedded")
     run_e()

