@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 
 from dhp.errors import DHPError
+from dhp.backends.runner import Runner
 from dhp.backends.base import (
     Backend, ChatRequest, Completion, LogLikelihood, TransientError, estimate_tokens, truncate_estimated,
 )
@@ -80,15 +81,27 @@ class OpenAIBackend(Backend):
         self._recorded_info: dict | None = None  # what the server reported when the cache was filled
         self._tokenize_route: str | None = None  # "vllm", "llama_cpp" or "" (none) once probed
         self._token_counts: dict[str, int] = {}
-        self.concurrency = int(concurrency)
-        self.max_retries = int(max_retries)
         self.timeout = float(timeout)
-        self.backoff_initial = float(backoff_initial)
-        self.backoff_max = float(backoff_max)
         self._n_ctx = n_ctx
-        self.attempts = 0
+        # concurrency, retries and backoff belong to the shared runner; this backend says what an error means
+        self.runner = Runner(self._transient, self._fatal, self._per_call_error, concurrency=int(concurrency),
+                             max_retries=int(max_retries), backoff_initial=float(backoff_initial),
+                             backoff_max=float(backoff_max))
         self._checked = False
         self._single_replies = False  # the server refused n > 1 replies in one request
+
+    @property
+    def attempts(self) -> int:
+        """Every HTTP try so far (first tries and retries), counted by the runner."""
+        return self.runner.attempts
+
+    @property
+    def concurrency(self) -> int:
+        return self.runner.concurrency
+
+    @property
+    def max_retries(self) -> int:
+        return self.runner.max_retries
 
     def _client(self):
         import httpx
@@ -252,17 +265,7 @@ class OpenAIBackend(Backend):
         return e
 
     async def _with_retries(self, fn):
-        from tenacity import (AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential,
-                              wait_random)
-
-        async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.max_retries + 1),
-                wait=wait_exponential(multiplier=self.backoff_initial, max=self.backoff_max)
-                + wait_random(0, self.backoff_initial),
-                retry=retry_if_exception(self._transient), reraise=True):
-            with attempt:
-                self.attempts += 1
-                return await fn()
+        return await self.runner.with_retries(fn)
 
     async def _post(self, client, path: str, body: dict) -> dict:
         """POST and parse the JSON ourselves, so a malformed body is a retryable error."""
@@ -340,31 +343,7 @@ class OpenAIBackend(Backend):
         client = self._client()
         try:
             await self._check(client)
-            sem = asyncio.Semaphore(self.concurrency)
-            results: list[Any] = [None] * len(items)
-
-            async def run(i, item):
-                async with sem:
-                    try:
-                        res = await (self._with_retries(lambda: one(client, item)) if retry else one(client, item))
-                    except Exception as e:  # noqa: BLE001 - sorted into fatal vs per-call below
-                        fatal = self._fatal(e)
-                        if fatal is not None and not self._transient(e):
-                            raise fatal from None
-                        res = self._per_call_error(e)
-                results[i] = res
-                if on_result is not None:
-                    on_result(i, res)
-
-            tasks = [asyncio.ensure_future(run(i, it)) for i, it in enumerate(items)]
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
-            return results
+            return await self.runner.run_many(items, lambda item: one(client, item), on_result, retry=retry)
         finally:
             await client.close()
 
