@@ -633,10 +633,8 @@ def run_grid(g: GridParams) -> Report:
 
 def gather(done: list[Point], folder: Path) -> None:
     """Every successful point's tables in one folder, judges side by side (each table merged by its partition)."""
-    import shutil as _shutil
-
     if folder.exists():
-        _shutil.rmtree(folder)
+        shutil.rmtree(folder)
     for p in done:
         m = methods.get(p.method)
         tables = read_tables(m, p.folder)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from dhp import methods
 from dhp.analysis.report_card import CARD_COLUMNS, confusion_rows, dhp_rows, headline
@@ -106,3 +107,23 @@ def test_pages_are_named_per_judge_and_mode_and_file_safe(tmp_path):
     assert names == ["report_card_comparison.pdf", "report_card_comparison.png", "report_card_j-logprobs.pdf",
                      "report_card_j-logprobs.png", "report_card_openai_m_http_h_1_v1-sample.pdf",
                      "report_card_openai_m_http_h_1_v1-sample.png"]
+
+
+def test_headline_falls_back_to_the_next_measure_with_a_number_and_says_which():
+    from dhp.analysis.report_card import card_row
+
+    card = pd.DataFrame([
+        card_row("b", "metric", "human_alignment", "segment_acc_eq_calibrated", "mqm", float("nan"),
+                 nan_status="no usable scores"),
+        card_row("b", "metric", "human_alignment", "summary_spearman", "coherence", 0.2),
+        card_row("b", "metric", "human_alignment", "summary_spearman", "fluency", 0.4),
+        card_row("j", "m", "human_alignment", "segment_acc_eq_calibrated", "mqm", 0.5),
+        card_row("j", "m", "human_alignment", "summary_spearman", "coherence", 0.9),
+        card_row("k", "m", "human_alignment", "segment_acc_eq_calibrated", "mqm", float("nan"),
+                 nan_status="no usable scores")])
+    picks = {"human_alignment": ("segment_acc_eq_calibrated", "summary_spearman")}
+    h = headline(card, picks).set_index("judge")["human_alignment"]
+    used = headline(card, picks, measures=True).set_index("judge")["human_alignment"]
+    assert h["b"] == pytest.approx(0.3) and used["b"] == "summary_spearman"  # mean of its scopes
+    assert h["j"] == 0.5 and used["j"] == "segment_acc_eq_calibrated"  # the first preference when it has a number
+    assert h["k"] == "no usable scores"  # no number anywhere: the reason, never 0

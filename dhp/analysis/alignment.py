@@ -23,7 +23,6 @@ from scipy import stats as sps
 from dhp.errors import DHPError
 from dhp.stats import paired
 from dhp.stats import segment as seg
-from dhp.stats.resample import MIN_RESAMPLE_UNITS  # noqa: F401  (named in the docstrings: the interval rule)
 
 __all__ = ["document_correlations", "summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
            "segment_rows", "alignment_tables", "ALIGNMENT_COLUMNS"]
@@ -75,9 +74,9 @@ def dataset_level(df: pd.DataFrame, stat: str = "pearson") -> tuple[float, int]:
 def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> pd.DataFrame:
     """Summary-level Spearman and Kendall, system-level and dataset-level Pearson/Spearman/Kendall per
     aspect, each with a percentile bootstrap interval over documents (documents resampled with
-    replacement, all their systems kept; no interval from fewer than MIN_RESAMPLE_UNITS documents). ``n`` is documents
-    (summary level), systems (system level) or targets (dataset level). Kendall is scipy's tau-b (the
-    experts' mean ratings tie often)."""
+    replacement, all their systems kept; no interval from fewer than
+    dhp.stats.resample.MIN_RESAMPLE_UNITS documents). ``n`` is documents (summary level), systems (system
+    level) or targets (dataset level). Kendall is scipy's tau-b (the experts' mean ratings tie often)."""
     df = _check(df)
     rng = np.random.default_rng(seed)
     rows = []
@@ -139,8 +138,9 @@ def segment_table(df: pd.DataFrame, human: str = "mqm", judge: str = "judge_scor
                   ci: float = 0.95, aspect: str = "") -> pd.DataFrame:
     """alignment.csv rows (view "segment") for every variant, acc*_eq first, with percentile intervals from
     resampling segments (all systems of a drawn segment kept, the same draws for every variant; acc*_eq
-    re-optimises ε on each resample; no interval from fewer than MIN_RESAMPLE_UNITS segments). ``epsilon``: acc*_eq's tie
-    threshold in the judge's units (NaN for the other variants). Returns SEGMENT_COLUMNS."""
+    re-optimises ε on each resample; no interval from fewer than dhp.stats.resample.MIN_RESAMPLE_UNITS
+    segments). ``epsilon``: acc*_eq's tie threshold in the judge's units (NaN for the other variants). Returns
+    SEGMENT_COLUMNS."""
     h, j, g = _segment_arrays(df, human, judge)
     ok = np.isfinite(h) & np.isfinite(j)
     n_segs = len(np.unique(g[ok]))

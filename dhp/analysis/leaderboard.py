@@ -20,8 +20,8 @@ judge; each method builds its views from its tables (``Method.views``). Three ki
 Units: judges are compared on the units all of them have (a finite value; in a segment view, the (unit, system)
 outputs all of them scored, and ``n`` counts their units). A judge measured on fewer than
 ``min_coverage`` of the best-covered judge's units is left out of that view with its reason (status), so a judge
-run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``), adjusted by Holm within
-the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
+run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``), adjusted by
+Holm within the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
 one-sided p that the better-valued judge is better (``p_better``). The clusters follow the WMT metrics findings
 (mt-metrics-eval's AssignRanks) exactly: walking down the judges sorted by value, a judge opens a new cluster when
 a judge of the current cluster beats it with one-sided p_better ≤ α, unadjusted — so a cluster boundary is WMT's,

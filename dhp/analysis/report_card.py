@@ -136,22 +136,27 @@ def alignment_rows(alignment: pd.DataFrame) -> pd.DataFrame:
                    for r in records])
 
 
-def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]]) -> pd.DataFrame:
+def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]], measures: bool = False) -> pd.DataFrame:
     """One row per judge × mode, one column per method's headline number (``picks``: method -> measure, or measures
-    in order of preference: the first the judge has; the mean over its scopes), with "not run" where the method did
-    not run and, where it gave no number, why."""
+    in order of preference: the first the judge has a number for; the mean over its scopes), with "not run" where the
+    method did not run and, where it gave no number, why. ``measures=True``: the measure each cell shows instead."""
     out = []
     for (judge, mode), g in card.groupby(["judge", "mode"], sort=True):
         row: dict[str, object] = {"judge": judge, "mode": mode}
-        for method, measures in picks.items():
+        for method, wanted in picks.items():
             m = g[g["method"] == method]
             if (m["status"] == "not run").all():
                 row[method] = "not run"
                 continue
-            measures = (measures,) if isinstance(measures, str) else tuple(measures)
-            rows = next((r for r in (m[m["measure"] == x] for x in measures) if len(r)), m.iloc[:0])
+            prefs = (wanted,) if isinstance(wanted, str) else tuple(wanted)
+            with_rows = [(x, m[m["measure"] == x]) for x in prefs if (m["measure"] == x).any()]
+            # the first measure with a number; else the first the judge has rows for (its status says why)
+            x, rows = next(((x, r) for x, r in with_rows if r["value"].notna().any()),
+                           with_rows[0] if with_rows else (prefs[0], m.iloc[:0]))
             vals = rows["value"].dropna()
-            # no number: say why, as the card's rows do
+            if measures:
+                row[method] = x
+                continue
             row[method] = round(float(vals.mean()), 3) if len(vals) else (
                 rows["status"].iloc[0] if len(rows) else "no usable scores")
         out.append(row)

@@ -5,6 +5,7 @@ drawn hollow, judges left out of a panel named under it with the reason."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib
 
@@ -85,13 +86,13 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
     ax.invert_yaxis()
     ax.set_ylim(len(ok) - 0.5, -0.5)
     ax.tick_params(axis="x", labelsize=7)
-    ax.set_xlabel(measure, fontsize=7)
+    label = measure
+    if len(out):  # under the axis label, as part of it, so the layout makes room and nothing overlaps
+        notes = "; ".join(f"{_label(j, m)}: {s}" for j, m, s in zip(out["judge"], out["mode"], out["status"]))
+        label += "\n" + textwrap.fill("left out — " + notes[:240], 110)
+    ax.set_xlabel(label, fontsize=7)
     n = int(ok["n"].iloc[0]) if ok["n"].notna().any() else 0
     ax.set_title(f"{title} (n = {n})", fontsize=8, loc="left")
-    if len(out):
-        notes = "; ".join(f"{_label(j, m)}: {s}" for j, m, s in zip(out["judge"], out["mode"], out["status"]))
-        ax.text(0, -0.12 - 0.02 * len(ok) ** 0, "left out — " + notes[:160], fontsize=6, color="#884444",
-                transform=ax.transAxes, va="top")
 
 
 def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) -> dict:

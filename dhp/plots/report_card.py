@@ -116,14 +116,22 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str]):
     """Judges × methods: each method's headline number (``picks``: method -> measure, see
     dhp.analysis.report_card.headline); cells of a method that was not run are grey and say so."""
     h = headline(card, picks)
+    used = headline(card, picks, measures=True)  # the measure of each cell (a fallback one is named in it)
     methods = [c for c in h.columns if c not in ("judge", "mode")]
     numeric = h[methods].apply(pd.to_numeric, errors="coerce")
+    grid = numeric.to_numpy(dtype=float)
     fig, ax = plt.subplots(figsize=(1.6 * len(methods) + 2, 0.6 * len(h) + 1.5))
-    ax.imshow(np.ma.masked_invalid(numeric.to_numpy(dtype=float)), cmap="Blues", aspect="auto")
+    ax.imshow(np.ma.masked_invalid(grid), cmap="Blues", aspect="auto")
+    lo, hi = (np.nanmin(grid), np.nanmax(grid)) if np.isfinite(grid).any() else (0.0, 1.0)
     for i in range(len(h)):
         for j, m in enumerate(methods):
             v = h.iloc[i][m]
-            ax.text(j, i, v if isinstance(v, str) else f"{v:.2f}", ha="center", va="center", fontsize=7)
+            first = picks[m] if isinstance(picks[m], str) else picks[m][0]
+            label = v if isinstance(v, str) else f"{v:.2f}"
+            if not isinstance(v, str) and used.iloc[i][m] != first:
+                label += f"\n({used.iloc[i][m]})"
+            dark = not isinstance(v, str) and hi > lo and (v - lo) / (hi - lo) > 0.6  # white text on dark cells
+            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(len(methods)), [m.replace("_", "\n") for m in methods], fontsize=7)
     ax.set_yticks(range(len(h)), [f"{j}\n({m})" for j, m in zip(h["judge"], h["mode"])], fontsize=7)
     ax.set_title("Judges side by side: " + " · ".join(f"{m} {picks[m] if isinstance(picks[m], str) else picks[m][0]}" for m in methods), fontsize=8)
