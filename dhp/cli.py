@@ -7,6 +7,7 @@
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
     python -m dhp import-judgments {llmbar,mtme,table} PATH --run-dir R [--dataset D] [--scale LOW HIGH]
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
+    python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
 
 ``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
 method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
@@ -128,6 +129,51 @@ def _leaderboard(argv: list[str]) -> int:
     return 0
 
 
+def _data(argv: list[str]) -> int:
+    """``data list`` / ``data fetch`` / ``data doc``: the declared input files (dhp.datasets.registry)."""
+    from dhp.datasets import registry
+
+    ap = argparse.ArgumentParser(prog="python -m dhp data", description="The workbench's input files, declared "
+                                 "in dhp/resources/data_registry.json (docs/data.md).")
+    sub = ap.add_subparsers(dest="action", required=True)
+    ls = sub.add_parser("list", help="each data set: files present, size, licence, source")
+    ls.add_argument("--data-dir", help="the data root (default: DHP_DATA_DIR, ../shared/datasets or the user cache)")
+    fe = sub.add_parser("fetch", help="fetch what is missing (checked against the declared sha256)")
+    fe.add_argument("names", nargs="*", help="data sets, declared paths or folders of the data root")
+    fe.add_argument("--for", dest="for_", choices=["demo"], help="every set the demo reads")
+    fe.add_argument("--all", action="store_true", help="every openly licensed set")
+    fe.add_argument("--data-dir", help="the data root to fill (default: as for list)")
+    doc = sub.add_parser("doc", help="write docs/data.md from the declaration")
+    doc.add_argument("--out", default="docs/data.md")
+    args = ap.parse_args(argv)
+    if args.action == "doc":
+        from dhp.io import resolve, write_text
+
+        print(write_text(resolve(args.out), registry.markdown()))
+        return 0
+    root = registry.data_root(args.data_dir)
+    if args.action == "list":
+        print(f"data root: {root}")
+        print(f"{'set':27} {'present':>9} {'size':>9}  {'licence':24} source")
+        for r in registry.status(args.data_dir):
+            mark = " (demo)" if r["demo"] else " (user-supplied)" if r["fetch"] != "open" else ""
+            print(f"{r['set']:27} {r['present']:>4}/{r['files']:<4} {r['bytes'] / 1e6:>7.1f}MB  "
+                  f"{r['licence'][:24]:24} {r['source']}{mark}")
+        return 0
+    names = list(args.names)
+    if args.for_ == "demo":
+        names += registry.demo_sets()
+    if args.all:
+        names += [n for n, s in registry.sets().items() if s.fetch == "open"]
+    if not names:
+        ap.error("name data sets or paths, or pass --for demo or --all")
+    chosen = registry.select(dict.fromkeys(names))
+    got = registry.fetch(chosen, root, progress=True)
+    print(f"{root}: fetched {len(got)} file(s) ({sum(f.bytes or 0 for f in got) / 1e6:.1f} MB); "
+          f"{len(chosen) - len(got)} already present")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -148,6 +194,8 @@ def main(argv=None) -> int:
             return _import_judgments(rest)
         if command == "leaderboard":
             return _leaderboard(rest)
+        if command == "data":
+            return _data(rest)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -80,7 +80,7 @@ class RunParams(Params):
     seed: int = Field(0, ge=0, description="seed for item selection, perturbation, sampling and resampling")
     run_dir: str = Field("runs/default", description="the run folder: every table of the run is written here")
     cache_path: str | None = Field(None, description="judge call cache (None: <run_dir>/cache.sqlite)")
-    data_dir: str | None = Field(None, description="dataset root (None: DHP_DATA_DIR or ../shared/datasets)")
+    data_dir: str | None = Field(None, description="dataset root (None: DHP_DATA_DIR, else the default data root: docs/data.md)")
     figures_dir: str | None = Field(None, description="where figures go (None: <run_dir>/figures)")
     n_ctx: int | None = Field(None, ge=64, description="judge context in tokens for source truncation "
                                                        "(None: what the backend reports)")

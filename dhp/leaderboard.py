@@ -51,8 +51,8 @@ class LeaderboardParams(Params):
                                 "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
                                 "'mtme' (the WMT22 zh-en metrics' segment scores; ~10 s); read from data_dir; an "
                                 "empty list (--recorded '') imports nothing")
-    data_dir: str | None = Field(None, description="dataset root for the recorded judgments (None: DHP_DATA_DIR or "
-                                                   "../shared/datasets)")
+    data_dir: str | None = Field(None, description="dataset root for the recorded judgments (None: the data root, "
+                                                   "docs/data.md)")
 
 
 def collect_views(folder) -> list[View]:
@@ -97,12 +97,12 @@ RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric
 
 def import_recorded(config: LeaderboardParams) -> None:
     """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need."""
-    from dhp.datasets import data_root
+    from dhp.datasets import registry
     from dhp.recorded import import_judgments
 
     for kind in config.recorded:
         folder, method = RECORDED_SOURCES[kind]
-        import_judgments(kind, data_root(config.data_dir) / folder, config.run_dir,
+        import_judgments(kind, registry.path(folder, config.data_dir), config.run_dir,
                          lp="zh-en" if kind == "mtme" else None)
         if method is not None:
             m = methods.get(method)

@@ -1,6 +1,6 @@
-"""Regenerate dhp/resources/checksums.json and dhp/resources/selections/*.json from a data root.
+"""Regenerate dhp/resources/selections/*.json from a data root.
 
-Usage: .venv/bin/python scripts/make_selections.py [DATA_ROOT]   (default: ../shared/datasets)
+Usage: .venv/bin/python scripts/make_selections.py [DATA_ROOT]   (default: the data root)
 
 Writes ids and sha256 only, never texts. Story Cloze is read from DATA_ROOT/storycloze/ (the
 shared copy) to record its ids; Answer Equivalence cannot be obtained here, so its record holds
@@ -21,34 +21,21 @@ from dhp import datasets  # noqa: E402
 from dhp.datasets import files as datafiles  # noqa: E402
 from dhp.io import _atomic  # noqa: E402
 
-# Official sizes and sha256 of the Answer Equivalence files (TFDS url_checksums).
-AE_CHECKSUMS = {
-    "answer_equivalence/ae_dev.jsonl": {
-        "bytes": 5363295,
-        "sha256": "9ec7b8f1136a0363753fbbde0d73c32e5cf26551938378eda27d1c860743cd9f"},
-    "answer_equivalence/ae_test.jsonl": {
-        "bytes": 10469219,
-        "sha256": "7470acdfae03fa662740fb453b508de4e2c4dd1ec113a49142c017d59554202f"},
-}
-
-
 def _write_json(obj, path: Path) -> None:
     text = json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
     _atomic(path, lambda t: Path(t).write_text(text, encoding="utf-8"))
 
 
 def main(root: Path) -> None:
-    registry: dict[str, dict] = {}
+    # sizes and sha256 come from the one declaration of every input (scripts/make_data_registry.py)
+    registry = datafiles._checksums()
     for name in datasets.DATASETS:
         if name == "answer_equivalence":
             continue
         for rel in datasets.dataset_files(name, sumpubmed="all"):
-            blob = (root / rel).read_bytes()
-            registry[rel] = {"bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
-    registry.update(AE_CHECKSUMS)
-    registry = dict(sorted(registry.items()))
-    _write_json(registry, ROOT / "dhp" / "resources" / "checksums.json")
-    datafiles._checksums.cache_clear()
+            if hashlib.sha256((root / rel).read_bytes()).hexdigest() != registry[rel]["sha256"]:
+                raise SystemExit(f"{root / rel} differs from dhp/resources/data_registry.json: "
+                                 "regenerate it first (scripts/make_data_registry.py)")
 
     for name in datasets.DATASETS:
         rels = datasets.dataset_files(name, sumpubmed="all")

@@ -84,7 +84,7 @@ def test_every_file_is_imported_once(imported, raw):
     assert len(v) == 2 * sum(len(items) for items in raw.values())
     assert set(v.groupby(["judge", "strategy", "subset"]).size().index) == set(raw)
     assert not v.duplicated(["judge", "subset", "strategy", "item_id", "order"]).any()
-    # every file is recognised as LLMBar's upstream file @ 900616b (dhp/resources/recorded_files.json)
+    # every file is recognised as LLMBar's upstream file @ 900616b (dhp/resources/data_registry.json)
     assert all(f["upstream"].startswith("github.com/princeton-nlp/LLMBar@900616b") for f in report.files)
     print(f"\nimported {len(report.files)} files, {len(v):,} rows in {seconds:.1f} s")
 

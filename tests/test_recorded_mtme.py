@@ -32,7 +32,7 @@ def test_every_score_round_trips_exactly(imported):
     run, report, s = imported
     files = sorted(FOLDER.glob("*.seg.score"))
     assert len(report.files) == len(files) == 52
-    assert all(f["upstream"].startswith("github.com/florethsong/mtme-zh-mwe@78ea1631:") for f in report.files)
+    assert all(f["upstream"].startswith("github.com/florethsong/mtme-zh-mwe@78ea1631") for f in report.files)
     by_file = {src.split("#")[0]: g for src, g in s.groupby("source", sort=False)}
     total = 0
     for f in files:

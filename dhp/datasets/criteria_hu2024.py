@@ -64,9 +64,9 @@ def aspect_tree() -> dict[str, str]:
 def default_criteria_path(data_dir: str | os.PathLike | None = None) -> Path:
     """``<data root>/criteria_hu2024/aspect_criteria.json`` (data root: ``data_dir``, else ``DHP_DATA_DIR``,
     else ``../shared/datasets``, as for every loader)."""
-    from dhp.datasets.files import data_root
+    from dhp.datasets import registry
 
-    return data_root(data_dir) / "criteria_hu2024" / "aspect_criteria.json"
+    return registry.path("criteria_hu2024/aspect_criteria.json", data_dir)
 
 
 def load_criteria(path: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None) -> pd.DataFrame:

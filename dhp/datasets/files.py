@@ -45,7 +45,6 @@ PAPER_TABLE2: dict[str, tuple[float, float, float]] = {
 PAPER_COUNTERPART = {name: name for name in PAPER_TABLE2} | {"pubmedqa": "answer_equivalence"}
 
 _DATA_DIR = RESOURCES
-_RAW = "https://raw.githubusercontent.com"
 
 
 class DataChecksumWarning(UserWarning):
@@ -97,40 +96,27 @@ def dataset_files(name: str, sumpubmed: str = "all") -> list[str]:
 
 
 def upstream_url(relpath: str) -> str:
-    """Raw-GitHub URL (pinned commit from ../shared/datasets/SOURCES.md) of a data file.
+    """Raw-GitHub URL, at the pinned commit, of a data file (declared in dhp/resources/data_registry.json).
 
-    `summeval/bartscore_summeval.json` comes from BARTScore's `data.pkl`; `download` converts it.
+    `summeval/bartscore_summeval.json` comes from BARTScore's `data.pkl` (re-serialised as JSON on fetch).
     Story Cloze has no open URL (request form at cs.rochester.edu/nlp/rocstories).
     """
-    name = relpath.rsplit("/", 1)[-1]
-    if relpath == "summeval/summac_summeval.json":
-        return f"{_RAW}/tingofurro/summac/46056e54/data/summeval.json"
-    if relpath == "summeval/bartscore_summeval.json":
-        return f"{_RAW}/neulab/BARTScore/248f511c/SUM/SummEval/data.pkl"
-    if relpath.startswith("sumpubmed/"):
-        return f"{_RAW}/vgupta123/sumpubmed/c190db23/{relpath.removeprefix('sumpubmed/')}"
-    if relpath == "pubmedqa/ori_pqal.json":
-        return f"{_RAW}/pubmedqa/pubmedqa/1cbae8e/data/ori_pqal.json"
-    if relpath.startswith("wmt22/txt/"):
-        sub = "sources" if ".src." in name else "references"
-        return f"{_RAW}/wmt-conference/wmt22-news-systems/20240a2e/txt/{sub}/{name}"
-    if relpath.startswith("wmt22/docids/"):
-        pair = name.split(".")[1].replace("-", "")
-        return f"{_RAW}/microsoft/gpt-MT/d64e21fb/evaluation/testset/wmt-testset-docids/{pair}/{name}"
-    if relpath.startswith("answer_equivalence/"):
-        return f"{_RAW}/google-research-datasets/answer-equivalence-dataset/main/v1/{name}"
-    raise DHPError(
-        f"No open upstream URL for {relpath}.",
-        f"Story Cloze must be requested from its owners at {STORYCLOZE_FORM}.",
-    )
+    from dhp.datasets import registry
+
+    f = registry.files().get(relpath)
+    if f is None or f.url is None or registry.sets()[f.set].fetch != "open":
+        raise DHPError(
+            f"No open upstream URL for {relpath}.",
+            f"Story Cloze must be requested from its owners at {STORYCLOZE_FORM}." if f is not None else
+            "use a path that `python -m dhp data list` declares.")
+    return f.url
 
 
-@lru_cache(maxsize=1)
 def _checksums() -> dict[str, dict]:
-    p = _DATA_DIR / "checksums.json"
-    if not p.exists():
-        raise DHPError(f"Checksum registry {p} is missing.", "restore dhp/resources/checksums.json from git.")
-    return json.loads(p.read_text(encoding="utf-8"))
+    """relative path -> {bytes, sha256} of every declared file (dhp/resources/data_registry.json)."""
+    from dhp.datasets import registry
+
+    return {rel: {"bytes": f.bytes, "sha256": f.sha256} for rel, f in registry.files().items()}
 
 
 @lru_cache(maxsize=None)
@@ -148,7 +134,7 @@ def _sha256(path: Path) -> str:
 
 
 def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
-    """Check each file exists and matches dhp/resources/checksums.json; True if all match.
+    """Check each file exists and matches dhp/resources/data_registry.json; True if all match.
 
     Missing file -> DHPError. Mismatch -> DHPError when verify, else a DataChecksumWarning.
     A user's Answer Equivalence file may have any name: it must match one official AE file.
@@ -171,7 +157,7 @@ def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
             want = registry.get(rel, {})
             if want.get("sha256") == actual:
                 continue
-            problem = (f"{p} (for {name!r}) has sha256 {actual[:12]}…, but dhp/resources/checksums.json "
+            problem = (f"{p} (for {name!r}) has sha256 {actual[:12]}…, but dhp/resources/data_registry.json "
                        f"expects {str(want.get('sha256'))[:12]}… (the version the committed "
                        "selection was made on).")
         ok = False
@@ -194,24 +180,22 @@ def _how_to_get(name: str) -> str:
         )
     if name == "answer_equivalence":
         return (
-            f"download ae_dev.jsonl / ae_test.jsonl from {AE_HOME} (folder v1/) or run "
-            "dhp.datasets.download(dest, ['answer_equivalence']), then pass path= (file or folder), "
-            "set DHP_AE_PATH, or put them in <data root>/answer_equivalence/."
+            "run `python -m dhp data fetch answer_equivalence` (into the data root's answer_equivalence/), or "
+            f"download ae_dev.jsonl / ae_test.jsonl from {AE_HOME} (folder v1/) and pass path= (file or "
+            "folder) or set DHP_AE_PATH."
         )
     return (
-        f"run dhp.datasets.download('/some/folder', ['{name}']) and pass data_dir='/some/folder' "
-        "(or set DHP_DATA_DIR); see data/README.md for the upstream URLs."
+        f"run `python -m dhp data fetch {name}` (or set DHP_DATA_DIR / data_dir= to a folder that holds its "
+        "files); docs/data.md lists the upstream URLs."
     )
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
-    """Folder holding the dataset files: `data_dir` -> env DHP_DATA_DIR -> <repo>/../shared/datasets."""
-    if data_dir is not None:
-        return Path(data_dir).expanduser()
-    env = os.environ.get("DHP_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    return project_root().parent / "shared" / "datasets"
+    """Folder holding the dataset files: `data_dir` -> env DHP_DATA_DIR -> ../shared/datasets beside the
+    project when it exists -> the per-user cache (dhp.datasets.registry.data_root)."""
+    from dhp.datasets import registry
+
+    return registry.data_root(data_dir)
 
 
 def _user_files(name: str, path, data_dir) -> dict[str, Path]:

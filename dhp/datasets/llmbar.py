@@ -35,11 +35,11 @@ COLUMNS = ["dataset", "subset", "item_id", "instruction", "output_1", "output_2"
 LABELS = ("1", "2", "tie")
 
 
-def _folder(data_dir) -> Path:
-    from dhp.io import resolve
+def _folder(data_dir, subsets=()) -> Path:
+    """<data root>/llmbar, with the named subsets' files present (fetched when missing)."""
+    from dhp.datasets import registry
 
-    root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
-    return root / "llmbar"
+    return registry.ensure([f"llmbar/{sub}.json" for sub in subsets], data_dir) / "llmbar"
 
 
 def _sample(n: int, n_items: int | None, seed: int) -> list[int]:
@@ -60,7 +60,7 @@ def load_llmbar(subsets=("Natural",), n_items: int | None = None, seed: int = 0,
     for sub in names:
         if sub not in SUBSETS:
             raise DHPError(f"Unknown LLMBar subset {sub!r}.", f"use one of {sorted(SUBSETS)} or 'Adversarial'.")
-        path = _folder(data_dir) / f"{sub}.json"
+        path = _folder(data_dir, [sub]) / f"{sub}.json"
         if not path.is_file():
             raise DHPError(f"LLMBar file {path} not found.",
                            "pass data_dir= (or set DHP_DATA_DIR) to the folder holding llmbar/, or get the files "

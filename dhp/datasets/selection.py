@@ -10,6 +10,7 @@ import pandas as pd
 
 from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK
+from dhp.datasets import registry
 from dhp.datasets.files import (
     COLUMNS, DATASETS, SELECTION_SIZE, _check_files, _check_name, _committed, _how_to_get, _sumpubmed_files, _user_files, data_root, dataset_files,
 )
@@ -110,11 +111,11 @@ def load_dataset(
         and 0 < n_items <= len(committed["item_ids"]))
     if name == "sumpubmed":
         if use_committed:
-            table = _recorded_sumpubmed(files, committed["item_ids"][:n_items], verify)
+            table = _recorded_sumpubmed(files, committed["item_ids"][:n_items], verify, data_dir)
             if table is not None:
                 return table
             use_committed = False  # user's files differ: select from what they have
-        _require_sumpubmed_pool(files, seed, n_items)
+        _require_sumpubmed_pool(files, seed, n_items, data_dir)
     ok = _check_files(files, name, verify)
     pool = POOLS[name](files)
     by_id = {r["item_id"]: r for r in pool}
@@ -133,30 +134,28 @@ def _dataset_paths(name: str, path, data_dir) -> dict:
     files under the data root."""
     if name in ("storycloze", "answer_equivalence"):
         return _user_files(name, path, data_dir)
+    rels = dataset_files(name, sumpubmed="all")
+    if name != "sumpubmed":  # SumPubMed's recorded selection needs 200 of its 1,000 files: fetched below
+        registry.ensure(rels, data_dir)
     root = data_root(data_dir)
-    if not root.is_dir():
-        raise DHPError(f"Data folder {root} does not exist.", _how_to_get(name))
-    return {rel: root / rel for rel in dataset_files(name, sumpubmed="all")}
+    return {rel: root / rel for rel in rels}
 
 
-def _recorded_sumpubmed(files: dict, ids: list[str], verify: bool) -> pd.DataFrame | None:
-    """The recorded SumPubMed selection read from its 200 files only (download's default subset),
-    or None when the user's files differ from the recorded ones."""
+def _recorded_sumpubmed(files: dict, ids: list[str], verify: bool, data_dir) -> pd.DataFrame | None:
+    """The recorded SumPubMed selection read from its files only (fetched when missing), or None when the
+    user's files differ from the recorded ones."""
     needed = {rel: files[rel] for rel in _sumpubmed_files(int(i) for i in ids)}
+    registry.ensure(list(needed), data_dir)
     if not _check_files(needed, "sumpubmed", verify):
         return None
     rows = {r["item_id"]: r for r in sumpubmed.pool(needed)}
     return _frame("sumpubmed", [rows[i] for i in ids if i in rows])
 
 
-def _require_sumpubmed_pool(files: dict, seed: int, n_items) -> None:
-    """Any selection other than the recorded one draws from the full pool: all its files must exist."""
-    missing = [p for p in files.values() if not p.is_file()]
-    if missing:
-        raise DHPError(
-            f"SumPubMed with seed={seed}, n_items={n_items} needs the full pool "
-            f"(articles 1..500); {len(missing)} files are missing, e.g. {missing[0]}.",
-            "run dhp.datasets.download(dest, ['sumpubmed'], sumpubmed='all') and pass data_dir=dest.")
+def _require_sumpubmed_pool(files: dict, seed: int, n_items, data_dir) -> None:
+    """Any selection other than the recorded one draws from the full pool (articles 1..500): all its files
+    must be present (fetched when missing)."""
+    registry.ensure(list(files), data_dir)
 
 
 def load_many(

@@ -25,10 +25,9 @@ RATING_COLUMNS = ["target_id", "doc_id", "system", "aspect", "annotator", "ratin
 
 
 def _folder(data_dir) -> Path:
-    from dhp.io import resolve
+    from dhp.datasets import registry
 
-    root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
-    folder = root / "summeval_annotators"
+    folder = registry.path("summeval_annotators", data_dir)
     if not sorted(folder.glob("M*_outputs_annotations.jsonl")):
         raise DHPError(f"No SummEval annotation files (M*_outputs_annotations.jsonl) in {folder}.",
                        "pass data_dir= (or set DHP_DATA_DIR) to the folder holding summeval_annotators/.")
@@ -85,10 +84,9 @@ def load_expert_means(data_dir=None) -> pd.DataFrame:
     BARTScore copy (``<data_dir>/summeval/bartscore_summeval.json``). Columns: target_id
     ("<doc_id>|<system>"), doc_id, system, aspect, human (mean of the experts, 1-5), candidate (the
     system summary, detokenised). For per-annotator ratings (12 systems) use :func:`load_ratings`."""
-    from dhp.io import resolve
+    from dhp.datasets import registry
 
-    root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
-    path = root / "summeval" / "bartscore_summeval.json"
+    path = registry.path("summeval/bartscore_summeval.json", data_dir)
     if not path.is_file():
         raise DHPError(f"{path} not found.", "pass data_dir= (or set DHP_DATA_DIR) to the folder holding summeval/.")
     try:

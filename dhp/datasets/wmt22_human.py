@@ -19,11 +19,11 @@ from dhp.errors import DHPError
 __all__ = ["load_mqm_zh_en", "load_da"]
 
 
-def _root(data_dir) -> Path:
-    from dhp.io import resolve
+def _root(data_dir, sets=()) -> Path:
+    """<data root>/wmt22, with the named data sets present (fetched when missing)."""
+    from dhp.datasets import registry
 
-    root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
-    return root / "wmt22"
+    return registry.ensure(sets, data_dir) / "wmt22"
 
 
 def _lines(path: Path) -> list[str]:
@@ -41,7 +41,7 @@ def load_mqm_zh_en(data_dir=None, systems: list[str] | None = None) -> pd.DataFr
     source (Chinese segment), target (the system's English output), reference (reference A), mqm (higher
     is better: 0 = no error found; NaN rows — unscored — are dropped). Reference translations scored as
     systems (refA, refB) are kept under their names; ``systems`` restricts the systems."""
-    root = _root(data_dir)
+    root = _root(data_dir, ["wmt22_zh_en", "wmt22_mqm_zh_en"])
     mqm_dir = root / "mqm_zh-en"
     src = _lines(root / "txt" / "generaltest2022.zh-en.src.zh")
     ref = _lines(root / "txt" / "generaltest2022.zh-en.ref.A.en")
@@ -81,7 +81,7 @@ def load_da(pair: str = "zh-en", data_dir=None) -> pd.DataFrame:
     run suffix removed), raw (0-100), z (z-normalised per annotator), n (annotations averaged)."""
     if pair not in ("zh-en", "de-en"):
         raise DHPError(f"No WMT22 DA file for {pair!r}.", "use pair='zh-en' or 'de-en'.")
-    path = _root(data_dir) / "humaneval_da" / f"ad-seg-scores-{pair}.csv"
+    path = _root(data_dir, [f"wmt22/humaneval_da/ad-seg-scores-{pair}.csv"]) / "humaneval_da" / f"ad-seg-scores-{pair}.csv"
     if not path.is_file():
         raise DHPError(f"WMT22 DA file {path} not found.", "pass data_dir= (or set DHP_DATA_DIR).")
     df = pd.read_csv(path, sep=r"\s+")

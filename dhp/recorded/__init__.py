@@ -1,8 +1,8 @@
 """Recorded judgments as a collect source: verdicts and scores that judges gave elsewhere, imported into a
 run folder as the same tables the methods read, so a published judge is analysed like a live one.
 
-    python -m dhp import-judgments llmbar ../shared/datasets/llmbar_judgments --run-dir runs/llmbar
-    python -m dhp import-judgments mtme ../shared/datasets/wmt22/metric-scores_zh-en --run-dir runs/mt
+    python -m dhp import-judgments llmbar --run-dir runs/llmbar     # LLMBar's verdicts, from the data root
+    python -m dhp import-judgments mtme --run-dir runs/mt           # the WMT22 zh-en metric scores
     python -m dhp import-judgments table my_scores.csv --run-dir runs/try
 
 One importer per format, registered with :func:`importer` (``llmbar`` in :mod:`dhp.recorded.llmbar`,
@@ -177,19 +177,12 @@ def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile
 
 
 def known_upstream(sha256: str) -> str | None:
-    """``<repository>@<commit>:<path>`` of a file whose sha256 is listed in dhp/resources/recorded_files.json
-    (the recorded sources of the data card), else None."""
-    from dhp.io import resource
+    """``<repository>@<commit>:<path>`` of a file whose sha256 is a declared upstream file
+    (dhp/resources/data_registry.json), else None."""
+    from dhp.datasets import registry
 
-    p = resource("recorded_files.json")
-    if not p.is_file():
-        return None
-    known = json.loads(p.read_text(encoding="utf-8"))
-    entry = known["files"].get(sha256)
-    if entry is None:
-        return None
-    src = known["sources"][entry["source"]]
-    return f"{src['repository']}@{src['commit']}:{src['prefix']}{entry['path']}"
+    f = registry.by_sha256(sha256)
+    return None if f is None else f.upstream
 
 
 # ---------------------------------------------------------------------------------------------- tables
