@@ -1,0 +1,262 @@
+"""A fresh machine: every input fetched on first need from a loopback mirror of the upstream URLs.
+
+The mirror serves ../shared/datasets under the upstream layout (``/<owner>/<repo>/<commit>/<path>``;
+the re-serialised BARTScore file under its data-root path), with HOME, the caches and the data root in
+tmp_path and no ../shared visible to the code. Skipped where ../shared/datasets is absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import socket
+import threading
+import urllib.parse
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dhp.cli import main as cli
+from dhp.datasets import registry
+from dhp.errors import DHPError
+from dhp.io import project_root
+
+SHARED = project_root().parent / "shared" / "datasets"
+pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets is not here")
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _mirror_path(f: registry.DataFile) -> str:
+    return f"/{f.rel}" if f.transform else f"/{f.repository}/{f.commit}/{f.upstream_path}"
+
+
+class Mirror:
+    """Loopback HTTP server of the declared files; ``changed`` serves other bytes for a path, ``drop`` cuts the
+    connection half-way through a path's body (once per listed request)."""
+
+    def __init__(self):
+        self.files = {_mirror_path(f): SHARED / f.rel for f in registry.files().values()
+                      if f.repository and (SHARED / f.rel).is_file()}
+        self.hits: Counter = Counter()
+        self.changed: dict[str, bytes] = {}
+        self.drop: Counter = Counter()
+        mirror = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = urllib.parse.unquote(self.path)
+                mirror.hits[path] += 1
+                local = mirror.files.get(path)
+                if local is None:
+                    self.send_error(404)
+                    return
+                data = mirror.changed.get(path) or local.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if mirror.drop[path] > 0:
+                    mirror.drop[path] -= 1
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def path_of(self, rel: str) -> str:
+        return _mirror_path(registry.files()[rel])
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def mirror():
+    m = Mirror()
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path, mirror):
+    """A machine with nothing: HOME and caches in tmp_path, no ../shared, the loopback mirror."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("DHP_DATA_MIRROR", mirror.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    for var in ("DHP_DATA_DIR", "DHP_OFFLINE", "DHP_STORYCLOZE_PATH", "DHP_AE_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(registry, "_dev_root", lambda: tmp_path / "no-shared" / "datasets")
+    return home
+
+
+def _leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.startswith(registry._TMP_PREFIX) or p.suffix in (".tmp", ".part")]
+
+
+def test_demo_files_fetched_once_into_the_user_cache_then_never_again(fresh, mirror, capsys):
+    root = registry.data_root()
+    assert root.is_relative_to(fresh / ".cache")  # the per-user cache, inside the temporary HOME
+    demo = registry.select(registry.demo_sets())
+    assert {"summeval", "summeval_annotators", "llmbar", "llmbar_judgments", "llmbar_prompts", "wmt22_mqm_zh_en",
+            "wmt22_metric_scores_zh_en", "criteria_hu2024", "hanna", "frank"} <= {f.set for f in demo}
+    assert not {f.set for f in demo} & {"storycloze", "sumpubmed", "hanna_texts", "frank_texts"}
+
+    assert cli(["data", "fetch", "--for", "demo"]) == 0
+    assert f"fetched {len(demo)} file(s)" in capsys.readouterr().out
+    for f in demo:
+        assert _sha(root / f.rel) == f.sha256, f.rel
+    # each declared file fetched once (three data-root files are copies of LLMBar's one LICENSE)
+    assert mirror.hits == Counter(mirror.path_of(f.rel) for f in demo)
+    assert not _leftovers(root)
+
+    before = sum(mirror.hits.values())
+    assert cli(["data", "fetch", "--for", "demo"]) == 0
+    assert "fetched 0 file(s)" in capsys.readouterr().out
+    assert sum(mirror.hits.values()) == before  # nothing fetched the second time
+    assert cli(["data", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert f"data root: {root}" in listed and "llmbar_judgments" in listed and "353/353" in listed
+
+
+def test_a_changed_file_is_refused_and_nothing_is_written(fresh, mirror, tmp_path, monkeypatch):
+    monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "root"))
+    rel = "criteria_hu2024/aspect_criteria.json"
+    f = registry.files()[rel]
+    changed = (SHARED / rel).read_bytes().replace(b"Fluency", b"Fluentness", 1)
+    mirror.changed[mirror.path_of(rel)] = changed
+    with pytest.raises(DHPError) as e:
+        registry.path(rel)
+    msg = str(e.value)
+    assert rel in msg and f.sha256 in msg and hashlib.sha256(changed).hexdigest() in msg
+    root = tmp_path / "root"
+    assert not (root / rel).exists() and not _leftovers(root)
+    # the unchanged mirror gives the file
+    del mirror.changed[mirror.path_of(rel)]
+    assert _sha(registry.path(rel)) == f.sha256
+
+
+def test_a_connection_dropped_mid_file_leaves_no_partial_file_and_a_rerun_completes(fresh, mirror, tmp_path,
+                                                                                    monkeypatch):
+    root = tmp_path / "root"
+    monkeypatch.setenv("DHP_DATA_DIR", str(root))
+    rels = ["summeval_annotators/M11_outputs_annotations.jsonl", "summeval_annotators/M8_outputs_annotations.jsonl"]
+    mirror.drop[mirror.path_of(rels[0])] = 1
+    with pytest.raises(DHPError) as e:
+        registry.ensure(["summeval_annotators"])
+    msg = str(e.value)
+    assert "python -m dhp data fetch summeval_annotators" in msg and rels[0] in msg
+    assert not (root / rels[0]).exists() and not _leftovers(root)
+    assert all(_sha(p) == registry.files()[p.relative_to(root).as_posix()].sha256
+               for p in root.rglob("*") if p.is_file())  # whatever is there is complete
+    registry.ensure(["summeval_annotators"])
+    for f in registry.sets()["summeval_annotators"].files:
+        assert _sha(root / f.rel) == f.sha256
+
+
+def test_offline_is_one_error_listing_every_missing_file_and_the_command(fresh, mirror, tmp_path, monkeypatch):
+    monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "root"))
+    monkeypatch.setenv("DHP_OFFLINE", "1")
+    with pytest.raises(DHPError) as e:
+        registry.ensure(["wmt22_zh_en", "criteria_hu2024/aspect_criteria.json", "llmbar_judgments"])
+    msg = str(e.value)
+    for f in registry.sets()["wmt22_zh_en"].files:
+        assert f.rel in msg
+    assert "criteria_hu2024/aspect_criteria.json" in msg
+    assert "llmbar_judgments/ (353 files, all of set llmbar_judgments)" in msg
+    assert "python -m dhp data fetch wmt22_zh_en criteria_hu2024 llmbar_judgments" in msg
+    assert not mirror.hits and not (tmp_path / "root").exists()
+
+
+def test_story_cloze_is_never_fetched(fresh):
+    with pytest.raises(DHPError, match="not openly licensed.*DHP_STORYCLOZE_PATH"):
+        registry.ensure(["storycloze"])
+
+
+def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path, monkeypatch):
+    """The demo's loaders and imports, each fetching what it reads, give the tables the shared copy gives."""
+    from dhp.datasets import criteria_hu2024, llmbar, load_dataset, summeval_annotators, wmt22_human
+    from dhp.recorded import import_judgments
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("DHP_DATA_DIR", str(root))
+    got = {
+        "summeval": lambda d: load_dataset("summeval", n_items=3, data_dir=d),
+        "llmbar": lambda d: llmbar.load_llmbar(["Natural", "Adversarial"], n_items=2, data_dir=d),
+        "ratings": lambda d: summeval_annotators.load_ratings(d),
+        "means": lambda d: summeval_annotators.load_expert_means(d),
+        "mqm": lambda d: wmt22_human.load_mqm_zh_en(d, systems=["refB"]),
+        "da": lambda d: wmt22_human.load_da("zh-en", d),
+        "criteria": lambda d: criteria_hu2024.load_criteria(data_dir=d),
+    }
+    for name, load in got.items():
+        pd.testing.assert_frame_equal(load(None), load(SHARED), obj=name)
+    # the recorded judgments the leaderboard imports, from the fetched folders (one subset / one metric here)
+    natural = registry.path("llmbar_judgments/LLMBar/Natural/evaluators/GPT-4")
+    report = import_judgments("llmbar", natural, tmp_path / "run")
+    assert report.files and all(f["upstream"].startswith("github.com/princeton-nlp/LLMBar@900616b")
+                                for f in report.files)
+    bleu = registry.path("wmt22/metric-scores_zh-en/BLEU-refA.seg.score")
+    assert import_judgments("mtme", bleu, tmp_path / "run", lp="zh-en").files
+    # LLMBar's prompt templates are read at run time from the data root
+    assert registry.path("llmbar_prompts").joinpath("prompts").is_dir()
+    assert mirror.hits == Counter(mirror.path_of(p.relative_to(root).as_posix())
+                                  for p in root.rglob("*") if p.is_file())  # each file once
+    assert not _leftovers(root)
+
+
+def test_data_root_order(fresh, tmp_path, monkeypatch):
+    dev = tmp_path / "no-shared" / "datasets"
+    assert registry.data_root() == Path(os.environ["XDG_CACHE_HOME"]) / "dhp" / "datasets"
+    dev.mkdir(parents=True)
+    assert registry.data_root() == dev  # the development machines' copy, when it exists
+    monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "mine"))
+    assert registry.data_root() == tmp_path / "mine"
+    assert registry.data_root(tmp_path / "arg") == tmp_path / "arg"
+
+
+def test_the_registry_declares_every_shared_file_with_its_size_and_sha256():
+    declared = registry.files()
+    shared = {p.relative_to(SHARED).as_posix(): p for p in SHARED.rglob("*") if p.is_file()}
+    shared.pop("SOURCES.md")
+    assert set(shared) <= set(declared)
+    for rel, p in shared.items():
+        assert (p.stat().st_size, _sha(p)) == (declared[rel].bytes, declared[rel].sha256), rel
+    absent = {rel for rel in declared if rel not in shared}
+    assert {declared[r].set for r in absent} <= {"answer_equivalence", "hanna_texts", "frank_texts"}
+    for f in declared.values():  # pinned to full commit hashes
+        assert f.repository is None or len(f.commit) == 40, f.rel
+
+
+def test_the_upstream_pickle_order_converts_to_the_shared_json():
+    import json
+    import pickle
+
+    from dhp.datasets.downloader import _bartscore_pickle_to_json
+
+    rel = "summeval/bartscore_summeval.json"
+    data = json.loads((SHARED / rel).read_text(encoding="utf-8"))
+    # upstream's data.pkl holds "sys_summs" before "ref_summ"
+    upstream = {k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()}
+    assert hashlib.sha256(_bartscore_pickle_to_json(pickle.dumps(upstream))).hexdigest() == \
+        registry.files()[rel].sha256
+
+
+def test_docs_data_md_is_generated_from_the_registry():
+    page = (project_root() / "docs" / "data.md").read_text(encoding="utf-8")
+    assert page == registry.markdown(), "docs/data.md is stale: run `python -m dhp data doc`"
