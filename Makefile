@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
+	$(BIN)/python -m dhp data fetch --for demo
 	$(BIN)/python -m dhp.grid params/demo.yaml
 
 test: $(STAMP)

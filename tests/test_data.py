@@ -34,8 +34,9 @@ REAL = ["summeval", "sumpubmed", "storycloze", "pubmedqa", "wmt22_de_en", "wmt22
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for var in ("DHP_DATA_DIR", "DHP_STORYCLOZE_PATH", "DHP_AE_PATH"):
+    for var in ("DHP_DATA_DIR", "DHP_STORYCLOZE_PATH", "DHP_AE_PATH", "DHP_DATA_MIRROR"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DHP_OFFLINE", "1")  # a missing file is an error here, never a fetch from the internet
 
 
 def test_shared_datasets_present():
@@ -226,7 +227,7 @@ def test_data_root_precedence_and_missing_files(monkeypatch, tmp_path):
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path))
     pd.testing.assert_frame_equal(datasets.load_dataset("pubmedqa", n_items=3), _load("pubmedqa", n_items=3, data_dir=SHARED))
     assert datasets.data_root() == tmp_path and datasets.data_root(SHARED) == SHARED
-    with pytest.raises(DHPError, match=r"summac_summeval\.json.*dhp\.datasets\.download"):
+    with pytest.raises(DHPError, match=r"(?s)summac_summeval\.json.*python -m dhp data fetch summeval"):
         datasets.load_dataset("summeval")  # not in DHP_DATA_DIR
 
 
@@ -265,7 +266,8 @@ def serve():
         srv.server_close()
 
 
-def test_download_from_loopback_mirror(serve, tmp_path):
+def test_download_from_loopback_mirror(serve, tmp_path, monkeypatch):
+    monkeypatch.delenv("DHP_OFFLINE")
     url = serve(SHARED)
     names = ["summeval", "sumpubmed", "pubmedqa", "wmt22_de_en", "wmt22_zh_en"]
     got = datasets.download(tmp_path, names, base_url=url)
@@ -277,14 +279,17 @@ def test_download_from_loopback_mirror(serve, tmp_path):
     for name in names:
         pd.testing.assert_frame_equal(datasets.load_dataset(name, n_items=10, data_dir=tmp_path),
                                       datasets.load_dataset(name, n_items=10, data_dir=SHARED))
-    # other seeds need the whole SumPubMed pool, and the error says how to get it
-    with pytest.raises(DHPError, match="sumpubmed='all'"):
+    # other seeds need the whole SumPubMed pool, and the error (offline) says how to get it
+    monkeypatch.setenv("DHP_OFFLINE", "1")
+    with pytest.raises(DHPError, match="(?s)800 data file.*python -m dhp data fetch sumpubmed"):
         datasets.load_dataset("sumpubmed", seed=1, data_dir=tmp_path)
+    monkeypatch.delenv("DHP_OFFLINE")
     # a second call finds everything in place and re-downloads nothing (server gone)
     assert datasets.download(tmp_path, names, base_url="http://127.0.0.1:9") == got
 
 
-def test_download_rejects_corrupt_file(serve, tmp_path):
+def test_download_rejects_corrupt_file(serve, tmp_path, monkeypatch):
+    monkeypatch.delenv("DHP_OFFLINE")
     mirror = tmp_path / "mirror"
     _copy_dataset("pubmedqa", mirror)
     (mirror / "pubmedqa/ori_pqal.json").write_bytes(b"{}")
@@ -295,12 +300,13 @@ def test_download_rejects_corrupt_file(serve, tmp_path):
     assert not list(dest.rglob("*.tmp"))
 
 
-def test_download_errors(serve, tmp_path):
+def test_download_errors(serve, tmp_path, monkeypatch):
+    monkeypatch.delenv("DHP_OFFLINE")
     with pytest.raises(DHPError, match="not openly licensed.*rocstories"):
         datasets.download(tmp_path, ["storycloze"])
-    with pytest.raises(DHPError, match="HTTP 404"):
+    with pytest.raises(DHPError, match="404"):
         datasets.download(tmp_path, ["pubmedqa"], base_url=serve(tmp_path))
-    with pytest.raises(DHPError, match="Download of .* failed"):
+    with pytest.raises(DHPError, match="(?s)fetching .* failed.*python -m dhp data fetch pubmedqa"):
         datasets.download(tmp_path, ["pubmedqa"], base_url="http://127.0.0.1:9", timeout=5)
 
 
@@ -317,11 +323,10 @@ def test_upstream_urls_are_pinned_raw_github():
 
 
 def test_bartscore_pickle_conversion_reproduces_shared_json():
-    # download() converts BARTScore's datasets.pkl to JSON; the result must hash like the shared copy
+    # the fetch converts BARTScore's data.pkl to JSON; the result must hash like the shared copy
     obj = json.loads((SHARED / "summeval/bartscore_summeval.json").read_text(encoding="utf-8"))
     blob = downloader._bartscore_pickle_to_json(pickle.dumps(obj))
-    registry = json.loads((project_root() / "dhp/resources/checksums.json").read_text())
-    assert hashlib.sha256(blob).hexdigest() == registry["summeval/bartscore_summeval.json"]["sha256"]
+    assert hashlib.sha256(blob).hexdigest() == datasets.registry.files()["summeval/bartscore_summeval.json"].sha256
 
 
 def test_safe_unpickler_refuses_code():

@@ -35,7 +35,7 @@ def test_pip_install_non_editable_runs_the_cli(tmp_path):
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     pkg = site / "dhp"
-    for rel in ("resources/expert_weights.csv", "resources/checksums.json", "resources/judge_prices.yaml",
+    for rel in ("resources/expert_weights.csv", "resources/data_registry.json", "resources/judge_prices.yaml",
                 "resources/selections/summeval.json", "prompts/judge/summarization_coherence.txt",
                 "prompts/perturb/rewrite_insert_minor.txt", "prompts/dna/aspects.txt"):
         assert (pkg / rel).is_file(), f"{rel} is not in the installed package"

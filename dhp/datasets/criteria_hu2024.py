@@ -3,7 +3,7 @@
 Two tables live here:
 
 * `load_criteria()` reads ``aspect_criteria.json`` (the authors' release, Apache-2.0, kept under
-  ``../shared`` and never committed) into a tidy table with one row per (aspect, description type).
+  the data root, fetched on first need, never committed) into a tidy table with one row per (aspect, description type).
 * `load_expectations()` reads ``dhp/resources/hu2024_expectations.csv``: for each of the 18 attacks and
   11 aspects, whether human annotators and the paper's classification tree expect the score to drop.
   Cells where both say "drops" form S_T, cells where both say "unchanged" form S_F, the rest are excluded.
@@ -62,8 +62,8 @@ def aspect_tree() -> dict[str, str]:
 
 
 def default_criteria_path(data_dir: str | os.PathLike | None = None) -> Path:
-    """``<data root>/criteria_hu2024/aspect_criteria.json`` (data root: ``data_dir``, else ``DHP_DATA_DIR``,
-    else ``../shared/datasets``, as for every loader)."""
+    """``<data root>/criteria_hu2024/aspect_criteria.json``, fetched when missing (dhp.datasets.registry, as for
+    every loader)."""
     from dhp.datasets import registry
 
     return registry.path("criteria_hu2024/aspect_criteria.json", data_dir)

@@ -11,7 +11,7 @@ from typing import Iterable
 
 
 from dhp.errors import DHPError
-from dhp.io import RESOURCES, project_root
+from dhp.io import RESOURCES
 from dhp.schema import DATASET_TASK
 
 

@@ -1,7 +1,7 @@
 """LLMBar (Zeng et al. 2023): an instruction, two outputs and the gold label of the better one; 100
 Natural pairs and 319 Adversarial pairs in four subsets (GPTInst 92, GPTOut 47, Manual 46, Neighbor 134),
-no ties. MIT. Read at run time from ``<data_dir>/llmbar/<Subset>.json`` (``data_dir``: argument,
-``DHP_DATA_DIR`` or ``../shared/datasets``), each file checked against its sha256; upstream:
+no ties. MIT. Read at run time from ``<data root>/llmbar/<Subset>.json`` (fetched on first need: dhp.datasets.registry),
+each file checked against its sha256; upstream:
 github.com/princeton-nlp/LLMBar @ 900616b : Dataset/LLMBar/*/dataset.json.
 
 Also a pairwise file of your own (CSV or JSONL: item_id, instruction, output_1, output_2, label with
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pandas as pd

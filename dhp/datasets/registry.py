@@ -313,10 +313,10 @@ def _check(f: DataFile, data: bytes, url: str) -> None:
 
 
 def _transform(f: DataFile, data: bytes) -> bytes:
-    if f.transform == "bartscore_pickle_to_json":
-        from dhp.datasets.downloader import _bartscore_pickle_to_json
+    from dhp.datasets.transforms import TRANSFORMS
 
-        return _bartscore_pickle_to_json(data)
+    if f.transform in TRANSFORMS:
+        return TRANSFORMS[f.transform](data)
     raise DHPError(f"Unknown transform {f.transform!r} for {f.rel}.", "update dhp (the registry is newer).")
 
 

@@ -12,7 +12,7 @@ from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK
 from dhp.datasets import registry
 from dhp.datasets.files import (
-    COLUMNS, DATASETS, SELECTION_SIZE, _check_files, _check_name, _committed, _how_to_get, _sumpubmed_files, _user_files, data_root, dataset_files,
+    COLUMNS, DATASETS, SELECTION_SIZE, _check_files, _check_name, _committed, _sumpubmed_files, _user_files, data_root, dataset_files,
 )
 from dhp.datasets import summeval, sumpubmed, storycloze, answer_equivalence, pubmedqa, wmt22
 

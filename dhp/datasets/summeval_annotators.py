@@ -1,15 +1,14 @@
 """SummEval expert ratings per annotator (Fabbri et al. 2021): 12 abstractive systems x 100 CNN/DM
 articles, 3 experts x 4 aspects (coherence, consistency, fluency, relevance), integers 1-5.
 
-Read at run time from ``<data_dir>/summeval_annotators/M*_outputs_annotations.jsonl`` (``data_dir``:
-argument, ``DHP_DATA_DIR`` or ``../shared/datasets``); no text of it is stored in this repository.
+Read at run time from ``<data root>/summeval_annotators/M*_outputs_annotations.jsonl`` (fetched on first need:
+dhp.datasets.registry); no text of it is stored in this repository.
 Position i of ``expert_annotations`` is the same expert for every summary, so annotators can be compared.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd

@@ -1,15 +1,14 @@
 """WMT22 human judgements for meta-evaluation: zh-en MQM segment scores (Google's annotations, with the
 system outputs they rate) and crowd DA segment scores into English.
 
-Read at run time from ``<data_dir>/wmt22/`` (``data_dir``: argument, ``DHP_DATA_DIR`` or
-``../shared/datasets``); no text of it is stored in this repository. Segment ids are 1-based line numbers
+Read at run time from ``<data root>/wmt22/`` (fetched on first need: dhp.datasets.registry); no text of it is
+stored in this repository. Segment ids are 1-based line numbers
 of the WMT22 general test set (``txt/generaltest2022.<pair>.src.<lang>``).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
