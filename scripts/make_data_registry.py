@@ -177,6 +177,15 @@ class Trees:
             self.cache[src] = {ln.split("\t", 1)[1]: ln.split()[2] for ln in out.splitlines()}
         return self.cache[src]
 
+    def blob(self, src: str, path: str) -> bytes | None:
+        """The upstream file's bytes (None without mirrors)."""
+        if self.mirrors is None:
+            return None
+        repo, commit, _ = SOURCES[src]
+        git = self.mirrors / repo.replace("/", "+") / "repo"
+        return subprocess.run(["git", "-C", str(git), "cat-file", "blob", f"{commit}:{path}"], check=True,
+                              capture_output=True).stdout
+
     def resolve(self, rel: str, src: str, path: str | None, blob: str, transform: str | None) -> str:
         tree = self.tree(src)
         if tree is None:
@@ -210,6 +219,9 @@ def main(data_root: Path, mirrors: Path | None) -> None:
             entry |= {"source": src, "path": trees.resolve(rel, src, path, git_blob(data), transform)}
         if transform:
             entry["transform"] = transform
+            upstream = trees.blob(src, entry["path"])
+            if upstream is not None:
+                entry |= {"upstream_bytes": len(upstream), "upstream_sha256": hashlib.sha256(upstream).hexdigest()}
         files[rel] = entry
     for dset, rel, src, path, blob, size, sha in EXTRA:
         tree = trees.tree(src)

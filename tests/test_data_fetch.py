@@ -1,7 +1,7 @@
 """A fresh machine: every input fetched on first need from a loopback mirror of the upstream URLs.
 
-The mirror serves ../shared/datasets under the upstream layout (``/<owner>/<repo>/<commit>/<path>``;
-the re-serialised BARTScore file under its data-root path), with HOME, the caches and the data root in
+The mirror serves ../shared/datasets under the upstream layout (``/<owner>/<repo>/<commit>/<path>``; the
+re-serialised BARTScore file as the data root holds it, or as a pickle), with HOME, the caches and the data root in
 tmp_path and no ../shared visible to the code. Skipped where ../shared/datasets is absent.
 """
 
@@ -33,7 +33,7 @@ def _sha(p: Path) -> str:
 
 
 def _mirror_path(f: registry.DataFile) -> str:
-    return f"/{f.rel}" if f.transform else f"/{f.repository}/{f.commit}/{f.upstream_path}"
+    return f"/{f.repository}/{f.commit}/{f.upstream_path}"
 
 
 class Mirror:
@@ -255,6 +255,29 @@ def test_the_upstream_pickle_order_converts_to_the_shared_json():
     upstream = {k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()}
     assert hashlib.sha256(_bartscore_pickle_to_json(pickle.dumps(upstream))).hexdigest() == \
         registry.files()[rel].sha256
+
+
+def test_the_upstream_pickle_is_checked_then_re_serialised(fresh, mirror, tmp_path, monkeypatch):
+    import dataclasses
+    import json
+    import pickle
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("DHP_DATA_DIR", str(root))
+    rel = "summeval/bartscore_summeval.json"
+    f = registry.files()[rel]
+    data = json.loads((SHARED / rel).read_text(encoding="utf-8"))
+    blob = pickle.dumps({k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()})
+    mirror.changed[mirror.path_of(rel)] = blob
+    # not the declared upstream pickle (a stand-in built from the shared copy): refused, nothing written
+    with pytest.raises(DHPError) as e:
+        registry.path(rel)
+    assert f.upstream_sha256 in str(e.value) and hashlib.sha256(blob).hexdigest() in str(e.value)
+    assert not (root / rel).exists() and not _leftovers(root)
+    # declared as the upstream pickle, it is converted into the data root's exact bytes
+    monkeypatch.setitem(registry.files(), rel, dataclasses.replace(
+        f, upstream_sha256=hashlib.sha256(blob).hexdigest(), upstream_bytes=len(blob)))
+    assert _sha(registry.path(rel)) == f.sha256
 
 
 def test_docs_data_md_is_generated_from_the_registry():

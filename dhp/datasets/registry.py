@@ -12,8 +12,8 @@ Data root: ``data_dir`` argument -> ``DHP_DATA_DIR`` -> ``../shared/datasets`` b
 
 ``DHP_OFFLINE=1`` never fetches: a missing file is one error listing every missing file and the command that
 fetches them (as is a network failure). ``DHP_DATA_MIRROR=<base url>`` (tests) fetches from a mirror with the
-upstream layout: ``<base>/<owner>/<repo>/<commit>/<path>``; a re-serialised file (``transform``) is taken from
-``<base>/<path in the data root>`` as it is.
+upstream layout: ``<base>/<owner>/<repo>/<commit>/<path>``; there, a re-serialised file (``transform``) may be the
+upstream file or already the data root's copy.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class DataFile:
     upstream_path: str | None = None
     transform: str | None = None
     git_blob: str | None = None
+    upstream_bytes: int | None = None  # of the upstream file, when the data root holds a re-serialisation
+    upstream_sha256: str | None = None
 
     @property
     def url(self) -> str | None:
@@ -100,7 +102,8 @@ def _load() -> tuple[dict[str, DataSet], dict[str, DataFile]]:
     for rel, e in raw["files"].items():
         src = raw["sources"].get(e.get("source", ""), {})
         out[rel] = DataFile(rel, e["set"], e["bytes"], e["sha256"], src.get("repository"), src.get("commit"),
-                            e.get("path"), e.get("transform"), e.get("git_blob"))
+                            e.get("path"), e.get("transform"), e.get("git_blob"), e.get("upstream_bytes"),
+                            e.get("upstream_sha256"))
     by_set: dict[str, list[DataFile]] = {}
     for f in out.values():
         by_set.setdefault(f.set, []).append(f)
@@ -252,8 +255,6 @@ def _url(f: DataFile, base_url: str | None = None) -> str:
     mirror = os.environ.get("DHP_DATA_MIRROR", "").rstrip("/")
     if not mirror:
         return f.url
-    if f.transform:  # the mirror holds the data root's re-serialised copy
-        return f"{mirror}/{f.rel}"
     return f"{mirror}/{f.repository}/{f.commit}/{f.upstream_path}"
 
 
@@ -363,7 +364,14 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
                 reason = f"fetching {url} failed: {type(e).__name__}: {e}"
                 raise _missing_error(todo[i:], root, reason) from None
             data = got.read_bytes()
-            if f.transform and _url(f, base_url) == f.url:  # upstream bytes: re-serialise them
+            if f.transform and hashlib.sha256(data).hexdigest() != f.sha256:  # upstream bytes: re-serialise them
+                actual = hashlib.sha256(data).hexdigest()
+                if f.upstream_sha256 is not None and actual != f.upstream_sha256:
+                    raise DHPError(
+                        f"{f.rel}: {url} gave {len(data):,} bytes with sha256 {actual}; expected the upstream file "
+                        f"({f.upstream_bytes:,} bytes, sha256 {f.upstream_sha256}) or its re-serialisation "
+                        f"(sha256 {f.sha256}). Nothing was written.",
+                        "the upstream file changed or the transfer was corrupted: retry; if it persists, report it.")
                 try:
                     data = _transform(f, data)
                 except DHPError:
