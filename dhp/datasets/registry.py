@@ -463,10 +463,12 @@ def markdown() -> str:
     for name, s in sets().items():
         repos = sorted({f"[{f.repository}@{f.commit[:8]}](https://github.com/{f.repository}/tree/{f.commit})"
                         for f in s.files if f.repository})
-        size = _size(s.bytes) + (" + ?" if any(f.bytes is None for f in s.files) else "")
+        unknown = sum(f.bytes is None for f in s.files)
+        size = "not declared" if unknown == len(s.files) else _size(s.bytes) + (" + ?" if unknown else "")
         how = "" if s.fetch == "open" else " (user-supplied, never fetched)"
+        optional = " (optional)" if s.optional and s.fetch == "open" else ""
         lines.append(f"| `{name}` | {len(s.files)} | {size} | {s.licence}{how} | {', '.join(repos) or '—'} | "
-                     f"{s.needed_for}{' (optional)' if s.optional else ''} | {'yes' if s.demo else ''} |")
+                     f"{s.needed_for}{optional} | {'yes' if s.demo else ''} |")
     lines += [
         "",
         "`demo`: fetched by `python -m dhp data fetch --for demo`. Sizes are of the files in the data root. "
