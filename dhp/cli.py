@@ -145,7 +145,7 @@ def _data(argv: list[str]) -> int:
                                  "in dhp/resources/data_registry.json (docs/data.md).")
     sub = ap.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="each data set: files present, size, licence, source")
-    ls.add_argument("--data-dir", help="the data root (default: DHP_DATA_DIR, ../shared/datasets or the user cache)")
+    ls.add_argument("--data-dir", help="the data root (default: DHP_DATA_DIR, else docs/data.md)")
     fe = sub.add_parser("fetch", help="fetch what is missing (checked against the declared sha256)")
     fe.add_argument("names", nargs="*", help="data sets, declared paths or folders of the data root")
     fe.add_argument("--for", dest="for_", choices=["demo"], help="every set the demo reads")

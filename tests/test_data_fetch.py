@@ -183,6 +183,16 @@ def test_offline_is_one_error_listing_every_missing_file_and_the_command(fresh, 
     assert not mirror.hits and not (tmp_path / "root").exists()
 
 
+def test_data_fetch_names_sets_paths_and_folders(fresh, mirror, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "root"))
+    assert cli(["data", "fetch", "criteria_hu2024", "llmbar/Natural.json", "wmt22/mqm_zh-en/system-outputs"]) == 0
+    got = sorted(p.relative_to(tmp_path / "root").as_posix() for p in (tmp_path / "root").rglob("*") if p.is_file())
+    assert got == sorted(["criteria_hu2024/LICENSE", "criteria_hu2024/aspect_criteria.json", "llmbar/Natural.json"]
+                         + [r for r in registry.files() if r.startswith("wmt22/mqm_zh-en/system-outputs/")])
+    assert cli(["data", "fetch", "no_such_set"]) == 2
+    assert "No declared data file or set is named 'no_such_set'" in capsys.readouterr().err
+
+
 def test_story_cloze_is_never_fetched(fresh):
     with pytest.raises(DHPError, match="not openly licensed.*DHP_STORYCLOZE_PATH"):
         registry.ensure(["storycloze"])
