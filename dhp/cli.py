@@ -146,6 +146,7 @@ def _data(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="each data set: files present, size, licence, source")
     ls.add_argument("--data-dir", help="the data root (default: DHP_DATA_DIR, else docs/data.md)")
+    ls.add_argument("--verify", action="store_true", help="also check the sha256 of every present file")
     fe = sub.add_parser("fetch", help="fetch what is missing (checked against the declared sha256)")
     fe.add_argument("names", nargs="*", help="data sets, declared paths or folders of the data root")
     fe.add_argument("--for", dest="for_", choices=["demo"], help="every set the demo reads")
@@ -167,6 +168,10 @@ def _data(argv: list[str]) -> int:
             mark = " (demo)" if r["demo"] else " (user-supplied)" if r["fetch"] != "open" else ""
             print(f"{r['set']:27} {r['present']:>4}/{r['files']:<4} {r['bytes'] / 1e6:>7.1f}MB  "
                   f"{r['licence'][:24]:24} {r['source']}{mark}")
+        if args.verify:
+            bad = registry.differing(args.data_dir)
+            print(f"sha256: {'all present files match' if not bad else f'{len(bad)} differ: ' + ', '.join(bad)}")
+            return 1 if bad else 0
         return 0
     names = list(args.names)
     if args.for_ == "demo":

@@ -132,6 +132,9 @@ def test_demo_files_fetched_once_into_the_user_cache_then_never_again(fresh, mir
     assert cli(["data", "list"]) == 0
     listed = capsys.readouterr().out
     assert f"data root: {root}" in listed and "llmbar_judgments" in listed and "353/353" in listed
+    assert cli(["data", "list", "--verify"]) == 0 and "all present files match" in capsys.readouterr().out
+    (root / "hanna/LICENSE").write_bytes((root / "hanna/LICENSE").read_bytes().replace(b"MIT", b"XYZ", 1))
+    assert cli(["data", "list", "--verify"]) == 1 and "1 differ: hanna/LICENSE" in capsys.readouterr().out
 
 
 def test_a_changed_file_is_refused_and_nothing_is_written(fresh, mirror, tmp_path, monkeypatch):

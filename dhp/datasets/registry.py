@@ -32,7 +32,7 @@ from typing import Iterable
 from dhp.errors import DHPError
 
 __all__ = ["DataFile", "DataSet", "files", "sets", "data_root", "path", "ensure", "select", "missing", "fetch",
-           "FETCH_COMMAND", "demo_sets", "status", "markdown", "by_sha256"]
+           "FETCH_COMMAND", "demo_sets", "status", "differing", "markdown", "by_sha256"]
 
 REGISTRY = "data_registry.json"
 FETCH_COMMAND = "python -m dhp data fetch"
@@ -394,8 +394,18 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
 
 # ------------------------------------------------------------------------------------------------ reports
 
+def differing(data_dir: str | os.PathLike | None = None) -> list[str]:
+    """The present files whose sha256 is not the declared one (reads every present file)."""
+    from dhp.io import file_sha256
+
+    root = data_root(data_dir)
+    return [f.rel for f in files().values() if f.sha256 and (root / f.rel).is_file()
+            and file_sha256(root / f.rel) != f.sha256]
+
+
 def status(data_dir: str | os.PathLike | None = None) -> list[dict]:
-    """One row per set: name, files present / declared, bytes, licence, source, needed for."""
+    """One row per set: name, files present / declared, bytes, licence, source, needed for (present: the file
+    exists with the declared size; :func:`differing` checks the sha256)."""
     root = data_root(data_dir)
     rows = []
     for name, s in sets().items():
