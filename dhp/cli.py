@@ -181,7 +181,7 @@ def _data(argv: list[str]) -> int:
     if not names:
         ap.error("name data sets or paths, or pass --for demo or --all")
     chosen = registry.select(dict.fromkeys(names))
-    got = registry.fetch(chosen, root, progress=True)
+    got = registry.fetch(chosen, root, progress=True, replace_wrong_size=True)
     print(f"{root}: fetched {len(got)} file(s) ({sum(f.bytes or 0 for f in got) / 1e6:.1f} MB); "
           f"{len(chosen) - len(got)} already present")
     return 0

@@ -196,6 +196,21 @@ def test_data_fetch_names_sets_paths_and_folders(fresh, mirror, tmp_path, monkey
     assert "No declared data file or set is named 'no_such_set'" in capsys.readouterr().err
 
 
+def test_a_users_changed_file_is_reported_not_replaced_until_data_fetch(fresh, mirror, tmp_path, monkeypatch):
+    from dhp.datasets.llmbar import load_llmbar
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("DHP_DATA_DIR", str(root))
+    (root / "llmbar").mkdir(parents=True)
+    (root / "llmbar" / "Natural.json").write_text('[{"input": "x", "output_1": "a", "output_2": "b", "label": "1"}]')
+    with pytest.raises(DHPError, match="sha256"):
+        load_llmbar("Natural")
+    assert not mirror.hits  # the loader never overwrites what is there
+    assert cli(["data", "fetch", "llmbar/Natural.json"]) == 0  # the explicit command replaces a wrong size
+    assert _sha(root / "llmbar" / "Natural.json") == registry.files()["llmbar/Natural.json"].sha256
+    assert len(load_llmbar("Natural")) == 100
+
+
 def test_story_cloze_is_never_fetched(fresh):
     with pytest.raises(DHPError, match="not openly licensed.*DHP_STORYCLOZE_PATH"):
         registry.ensure(["storycloze"])

@@ -196,8 +196,11 @@ def _present(f: DataFile, root: Path) -> bool:
     return p.is_file() and (f.bytes is None or p.stat().st_size == f.bytes)
 
 
-def missing(chosen: Iterable[DataFile], root: Path) -> list[DataFile]:
-    return [f for f in chosen if not _present(f, root)]
+def missing(chosen: Iterable[DataFile], root: Path, *, wrong_size: bool = False) -> list[DataFile]:
+    """The files absent from ``root`` (with ``wrong_size``: also those whose size is not the declared one).
+    A loader fetches only absent files: one the user changed is reported by the loader's check, never
+    silently replaced."""
+    return [f for f in chosen if not ((root / f.rel).is_file() and (not wrong_size or _present(f, root)))]
 
 
 def ensure(names: Iterable[str], data_dir: str | os.PathLike | None = None) -> Path:
@@ -262,7 +265,7 @@ class _Bytes:
     """One byte progress bar over every file of a fetch, fed by pooch's per-file progress protocol."""
 
     def __init__(self, total: int, n_files: int, enabled: bool | None):
-        from tqdm.auto import tqdm
+        from tqdm import tqdm  # text, also in notebooks: no widget state in their outputs
 
         self.bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
                         desc=f"fetching {n_files} file(s)", leave=True,
@@ -322,17 +325,19 @@ def _transform(f: DataFile, data: bytes) -> bytes:
 
 
 def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
-          progress: bool | None = None, base_url: str | None = None, timeout: float | None = None) -> list[DataFile]:
+          progress: bool | None = None, base_url: str | None = None, timeout: float | None = None,
+          replace_wrong_size: bool = False) -> list[DataFile]:
     """Fetch the files of ``chosen`` missing from ``root`` (default: the data root); returns those fetched.
 
     Each file is downloaded into a private staging folder inside ``root``, checked (size and sha256) and moved
     into place with one rename: a failed or interrupted fetch leaves no partial file under its name. A changed
     file is refused (DHPError naming file, expected and actual sha256). ``base_url``: a mirror with the data
-    root's layout (``<base_url>/<path in the data root>``). Offline (``DHP_OFFLINE=1``) or on a
+    root's layout (``<base_url>/<path in the data root>``). ``replace_wrong_size`` (``python -m dhp data fetch``)
+    also replaces files whose size is not the declared one. Offline (``DHP_OFFLINE=1``) or on a
     network failure: one DHPError listing every file still missing and the command that fetches them.
     """
     root = data_root(root)
-    todo = missing(list(chosen), root)
+    todo = missing(list(chosen), root, wrong_size=replace_wrong_size)
     if not todo:
         return []
     user = [f for f in todo if sets()[f.set].fetch != "open" or f.url is None]
