@@ -269,6 +269,7 @@ class _Bytes:
 
         self.bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
                         desc=f"fetching {n_files} file(s)", leave=True,
+                        mininterval=0.1 if sys.stderr.isatty() else 5,  # a log gets a line every 5 s
                         disable=True if enabled is False else None if enabled is None else False)
         self._this = 0
         self.total = None
