@@ -446,6 +446,7 @@ def markdown() -> str:
         "",
         "```",
         "python -m dhp data list                 # what is present, size, licence, source",
+        "python -m dhp data list --verify        # ... and the sha256 of every present file",
         "python -m dhp data fetch --for demo     # what `make demo` reads "
         f"({_size(sum(s.bytes for s in demo))}; `make demo` runs this first)",
         "python -m dhp data fetch summeval llmbar   # named sets (or paths)",
