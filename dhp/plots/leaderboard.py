@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 
 BAND_COLOURS = ("#EEF3FA", "#FFFFFF")
 #: LLMBar's headline strategy, then the live ones: a view's figure shows one strategy per scope.
-HEADLINE_STRATEGIES = ("Vanilla", "vanilla", "direct", "dna")
+HEADLINE_STRATEGIES = ("Vanilla", "dhp_vanilla", "direct", "dna")
 
 
 def _label(judge: str, mode: str) -> str:
