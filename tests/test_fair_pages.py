@@ -89,3 +89,25 @@ def test_cluster_rule_is_named_and_holm_outcome_shown_where_they_disagree():
     cl = board.set_index("judge")
     assert cl.at["a", "cluster"] != cl.at["b", "cluster"]  # WMT rule: a boundary
     assert cl.at["a", "cluster_holm"] == cl.at["b", "cluster_holm"]  # Holm: the same cluster, as significant says
+
+
+def test_discernment_bars_put_judges_side_by_side_only_on_the_same_items():
+    from dhp.plots.discernment import item_sets, plot_discernment_bars
+
+    summary = pd.DataFrame({"dataset": "d", "judge": ["a", "b", "c"], "mode": "m", "D_avg": [8.6, 7.9, 1.9],
+                            "D_avg_EW": 1.0, "D_min": 0.0, "D_min_EW": 0.0})
+    scores = pd.DataFrame([{"dataset": "d", "judge": j, "mode": "m", "item_id": f"i{k}"}
+                           for j, n in (("a", 100), ("b", 100), ("c", 10)) for k in range(n)])
+    fig = plot_discernment_bars(summary, "d", item_sets(scores, "d"))
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["same 100 items (n = 100)", "same 10 items (n = 10)"]
+    assert [len(ax.get_xticklabels()) for ax in panels] == [2, 1]  # c (n = 10) is not beside a and b (n = 100)
+    assert "same items" in fig._suptitle.get_text()
+
+
+def test_every_leaderboard_figure_names_its_cluster_rule():
+    from dhp.plots.leaderboard import leaderboard_figures
+
+    board = pd.read_csv(resolve("results/leaderboard.csv"))
+    for fig in leaderboard_figures(board).values():
+        assert "WMT rule" in fig._suptitle.get_text() and "Holm" in fig._suptitle.get_text()
