@@ -165,19 +165,15 @@ def _estimate(m, config, backend) -> Step:
                     _add(step, est)
         else:
             step.units.append("its own tables (no recorded judge to stand beside)")
-            if type(m).estimate is not methods_base_estimate():
+            from dhp.methods import Method
+
+            if type(m).estimate is not Method.estimate:  # the method has a dry run
                 for est in m.estimate(config, backend).values():
                     if est is not None:
                         _add(step, est)
     except DHPError as e:
         step.note = f"not estimated: {e}"
     return step
-
-
-def methods_base_estimate():
-    from dhp.methods import Method
-
-    return Method.estimate
 
 
 def _add(step: Step, est) -> None:
@@ -229,16 +225,19 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     if dry_run:
         return {"plan": steps, "calls_made": 0}
     if not yes:
-        answer = confirm("Run it? [y/N] ")
+        try:
+            answer = confirm("Run it? [y/N] ")
+        except EOFError:  # no terminal to ask on
+            answer = ""
         if str(answer).strip().lower() not in ("y", "yes"):
-            print("Nothing run.", file=out)
+            print("Nothing run (confirm with y, or pass --yes).", file=out)
             return {"plan": steps, "calls_made": 0}
     paths: dict[str, Path] = {}
     made = {}
     for s in steps:
-        before = int(getattr(backend, "attempts", 0) or 0)
+        before = _calls_so_far(backend, s.config.cache)
         paths.update(methods.run(s.method, s.config, backend=backend))
-        made[s.method] = int(getattr(backend, "attempts", 0) or 0) - before
+        made[s.method] = _calls_so_far(backend, s.config.cache) - before
         print(f"{s.method}: done, {made[s.method]} calls made", file=out)
     recorded = ["llmbar"] + (["mtme"] if any(s.method == "human_alignment" for s in steps) else [])
     # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
@@ -253,6 +252,17 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     _print_board(run_dir, backend.identity, out)
     print(f"calls made: {sum(made.values())}; tables in {run_dir}", file=out)
     return {"plan": steps, "calls_made": sum(made.values()), "paths": paths}
+
+
+def _calls_so_far(backend, cache_path) -> int:
+    """Model calls made so far: an HTTP backend counts its tries; otherwise the answers in the run's cache (a call
+    answered from the cache adds none)."""
+    if hasattr(backend, "attempts"):
+        return int(backend.attempts or 0)
+    from dhp.cache import open_cache
+
+    with open_cache(cache_path) as store:
+        return len(store)
 
 
 def _print_board(run_dir: str, identity: str, out) -> None:

@@ -164,3 +164,28 @@ def test_evaluate_refuses_the_demo_folders():
 
     with pytest.raises(DHPError, match="inside the demo's results"):
         plan("embedded", "quick", run_dir="results/mine")
+
+
+def test_evaluate_asks_before_calling_and_a_no_runs_nothing(tmp_path, monkeypatch):
+    _needs_prompts()
+    import io
+
+    from dhp import methods
+    from dhp.evaluate import evaluate
+
+    monkeypatch.setattr(methods, "run", lambda *a, **k: pytest.fail("ran without confirmation"))
+    buf = io.StringIO()
+    res = evaluate("openai:m@http://127.0.0.1:9/v1", "quick", run_dir=str(tmp_path / "r"), out=buf,
+                   confirm=lambda prompt: "n")
+    assert res["calls_made"] == 0 and "Nothing run" in buf.getvalue()
+    assert "12 to make" in buf.getvalue() and "Adversarial" in buf.getvalue()
+    assert not (tmp_path / "r" / "pairwise_verdicts.parquet").exists()
+
+
+def test_grid_preset_writes_outside_the_demo_folders():
+    from dhp.grid import load_params
+
+    g = load_params(resolve("params/evaluate.yaml"))
+    assert not g.results_dir.startswith("results") and not g.figures_dir.startswith("figures")
+    assert g.method_params["decompose_aggregate"]["strategies"] == ["llmbar:Vanilla"]
+    assert g.leaderboard["recorded"] == ["llmbar"]
