@@ -211,6 +211,8 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
              allow_insecure_key: bool = False, out=None, confirm=input) -> dict[str, Any]:
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
+    import pandas as pd
+
     from dhp import methods
     from dhp.backends import get_backend
     from dhp.io import resolve, write_csv, write_text
@@ -246,6 +248,12 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     paths.update(run_leaderboard(lb))
     card = methods.report_card(run_dir, judge=backend.identity, mode=mode)
     paths["report_card.csv"] = write_csv(card, resolve(run_dir) / "report_card.csv")
+    from dhp.plots.report_card import save_report_card_pages
+
+    board = pd.read_csv(paths["leaderboard.csv"])
+    picks = {m.name: m.headline for m in methods.all_methods()}
+    for p in save_report_card_pages(card, resolve(run_dir) / "figures", picks, board):
+        paths[p.name] = p
     summary = {"judge": backend.identity, "profile": profile, "mode": mode, "calls_made": made,
                "steps": {s.method: {"units": s.units, "note": s.note} for s in steps}}
     paths["evaluate.json"] = write_text(resolve(run_dir) / "evaluate.json", json.dumps(summary, indent=1))

@@ -255,8 +255,11 @@ def protocol_of(strategy: str, source: str) -> str:
     source = str(source or "")
     if str(strategy).startswith(LIVE_LLMBAR) and source.startswith("llmbar/"):
         return source
-    if source and strategy in LLMBAR_TEMPLATE_SHA:
-        return llmbar_identity(strategy, LLMBAR_TEMPLATE_SHA[strategy])
+    if source.startswith(("LLMBar/", "Processed/")):  # an imported LLMBar result.json (dhp.recorded.llmbar)
+        digest = LLMBAR_TEMPLATE_SHA.get(str(strategy))
+        return llmbar_identity(strategy, digest) if digest else f"llmbar/{strategy}@{LLMBAR_COMMIT}"
+    if source:
+        return f"recorded/{strategy}"
     return f"dhp/{strategy}"
 
 
