@@ -29,7 +29,10 @@ while ``significant`` is the stricter, family-wise statement. Segment pairs use 
 block of 100 draws at a time, stopping once p is below 0.02 or above 0.5). Pure: tables in, tables out.
 
 Tables: ``leaderboard.csv`` (LEADERBOARD_COLUMNS: one row per view × judge: value, lo, hi, n, rank = position by
-value, cluster = significance cluster, recorded, status) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
+value, cluster = significance cluster by the WMT rule, recorded, status, cluster_rule = the rule stated in words
+(CLUSTER_RULE), cluster_holm = the same walk with the Holm-adjusted decisions of ``significant`` — the two can differ,
+and both are shown —, protocol = the view's protocol, e.g. LLMBar's template identity
+``llmbar/Vanilla@900616b sha256:…``, given by the method in ``View.notes["protocol"]``) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
 view × pair of judges, the better-valued first: diff, p, p_adj, significant, test, n).
 """
 
