@@ -34,6 +34,8 @@ __all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"
 
 PROFILES = ("quick", "standard", "paper")
 
+ALL_SYSTEMS = "<every MQM-scored system but the main reference>"  # filled in from the data root by plan()
+
 #: Per profile: method -> parameters (on top of judge, mode, run_dir, data_dir, seed). Views and units:
 #: decompose_aggregate -> LLMBar agreement (pairs, both orders; the recorded judges' subsets), human_alignment ->
 #: WMT22 zh-en vs MQM (segments) and SummEval summary correlation (documents), dhp -> DHP SummEval D_avg (items).
@@ -53,7 +55,9 @@ PROFILE_PARAMS: dict[str, dict[str, dict[str, Any]]] = {
     "paper": {
         "decompose_aggregate": {"subsets": ["Natural", "Adversarial"], "n_pairs": None,
                                 "strategies": ["llmbar:Vanilla"], "dhp_items": 0},
-        "human_alignment": {"n_docs": 100, "n_segments": 100_000},  # every MQM-rated zh-en segment
+        # every MQM-rated zh-en segment of every MQM-rated system but the main reference: the recorded metrics' units
+        "human_alignment": {"n_docs": 100, "n_segments": 100_000, "mt_systems": ALL_SYSTEMS,
+                            "aspects": ["coherence", "consistency", "fluency", "relevance"]},
         "dhp": {"dataset": "summeval", "n_items": 100},
         "criteria_confusion": {"n_items": 100},
         "dual_perspective": {},
@@ -113,12 +117,20 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
         m = methods.get(name)
         if mode not in m.modes:
             continue
+        if values.get("mt_systems") == ALL_SYSTEMS:
+            values = {**values, "mt_systems": _mqm_systems(data_dir, values.get("main_reference", "refA"))}
         config = m.config({**values, "judge": str(getattr(backend, "identity", judge)), "mode": mode,
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
     if not steps:
         raise DHPError(f"No method runs in mode {mode!r}.", "use mode logprobs or sample.")
     return steps
+
+
+def _mqm_systems(data_dir, main_reference: str) -> list[str]:
+    from dhp.datasets import wmt22_human as wh
+
+    return sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main_reference})
 
 
 def _estimate(m, config, backend) -> Step:
@@ -151,8 +163,9 @@ def _estimate(m, config, backend) -> Step:
             targets = sa.load_targets(config.data_dir)
             n_docs = min(config.n_docs, targets["doc_id"].nunique())
             per_doc = int(targets.groupby("doc_id").size().max())
+            names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
             step.units.append(f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
-                              f"{len(config.mt_systems)} systems ({', '.join(config.mt_systems)}), beside the WMT22 "
+                              f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside the WMT22 "
                               "metrics' recorded scores")
             step.units.append(f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
                               f"{len(config.aspects)} aspects")

@@ -154,7 +154,9 @@ def test_paper_dry_run_prints_the_recorded_judges_units_and_calls(tmp_path):
     assert "LLMBar Natural: 100 pairs x 2 orders" in text
     assert "LLMBar Adversarial (4 subsets): 319 pairs x 2 orders" in text
     assert re.search(r"decompose_aggregate: calls: 838 to make", text)
-    assert "SummEval summary correlation: 100 documents" in text and "WMT22 zh-en vs MQM" in text
+    assert "SummEval summary correlation: 100 documents x 12 systems x 4 aspects" in text
+    # every MQM-rated segment of every MQM-rated system but the main reference: the recorded metrics' units
+    assert re.search(r"WMT22 zh-en vs MQM: (\d+) of \1 MQM segments x 15 systems", text)
     assert not (tmp_path / "r" / "leaderboard.csv").exists()
 
 
