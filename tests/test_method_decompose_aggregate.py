@@ -128,6 +128,7 @@ def test_stages_one_by_one_equal_the_run_and_dhp_items_zero_skips_the_bridge(tmp
 @pytest.mark.parametrize("values, match", [
     ({"strategies": ["dhp_vanilla", "magic"]}, r"strategies = \['dhp_vanilla', 'magic'\] is invalid"),
     ({"strategies": []}, "strategies = \\[\\] is invalid"),
+    ({"strategies": ["vanilla"]}, "'vanilla' was renamed: use 'llmbar:Vanilla'"),
     ({"subsets": ["Natural", "Nope"]}, "unknown LLMBar subset"),
     ({"n_pairs": 0}, "n_pairs = 0 is invalid"),
     ({"n_items": 3}, "unknown parameter 'n_items'"),  # one name, one meaning: n_items is DHP's

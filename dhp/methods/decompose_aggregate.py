@@ -82,6 +82,9 @@ class DecomposeAggregateParams(RunParams):
     @classmethod
     def _known_strategies(cls, v: list[str]) -> list[str]:
         bad = [s for s in v if s not in STRATEGIES]
+        if "vanilla" in bad:  # renamed: it is not LLMBar's protocol, so it no longer borrows LLMBar's name
+            raise ValueError("'vanilla' was renamed: use 'llmbar:Vanilla' (LLMBar's own template, read from the data "
+                             "root) or 'dhp_vanilla' (this project's rewording)")
         if bad:
             raise ValueError(f"unknown strategy(ies) {bad}; use some of {list(STRATEGIES)}")
         if len(set(v)) < len(v):
