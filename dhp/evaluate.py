@@ -123,7 +123,9 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
     if not steps:
-        raise DHPError(f"No method runs in mode {mode!r}.", "use mode logprobs or sample.")
+        raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
+                       "use --profile standard or paper (DHP and human alignment also take likelihood and metric "
+                       "judges), or mode logprobs or sample.")
     return steps
 
 
@@ -144,7 +146,7 @@ def _estimate(m, config, backend) -> Step:
             from dhp.judging.strategies import llmbar_protocol, llmbar_requests
 
             pairs = m.load_pairs(config)
-            for s in config.strategies:
+            for s in (x for x in config.strategies if x.startswith("llmbar:")):
                 protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
                 est = calls.chat(backend or config.judge, llmbar_requests(pairs, protocol, config.seed), config.cache,
                                  dry_run=True, progress=False)
@@ -159,7 +161,11 @@ def _estimate(m, config, backend) -> Step:
 
             mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
             n_seg = min(config.n_segments, mqm["seg_id"].nunique())
-            outputs = int(mqm[mqm["seg_id"].isin(sorted(mqm["seg_id"].unique())[:n_seg])].shape[0])
+            # the seeded sample collect_segments draws, so the count is the run's
+            import pandas as pd
+
+            pick = pd.Series(sorted(mqm["seg_id"].unique())).sample(n=n_seg, random_state=config.seed)
+            outputs = int(mqm["seg_id"].isin(pick).sum())
             targets = sa.load_targets(config.data_dir)
             n_docs = min(config.n_docs, targets["doc_id"].nunique())
             per_doc = int(targets.groupby("doc_id").size().max())
@@ -190,14 +196,18 @@ def _estimate(m, config, backend) -> Step:
 
 
 def _add(step: Step, est) -> None:
+    """Add one estimate to the step's totals; the cost stays unknown (None) once one part's price is unknown."""
+    first = step.calls is None
     step.calls = (step.calls or 0) + est.calls
     step.cached = (step.cached or 0) + est.cached_calls
     step.prompt_tokens = (step.prompt_tokens or 0) + est.prompt_tokens
     step.completion_tokens = (step.completion_tokens or 0) + est.completion_tokens
-    if est.cost_usd is None or (step.cost_usd is None and step.calls != est.calls):
+    if est.cost_usd is None:
         step.cost_usd = None
-    else:
-        step.cost_usd = (step.cost_usd or 0.0) + est.cost_usd
+    elif first:
+        step.cost_usd = est.cost_usd
+    elif step.cost_usd is not None:
+        step.cost_usd += est.cost_usd
 
 
 def describe(steps: list[Step], judge: str, profile: str) -> str:
