@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,8 +226,23 @@ def describe(steps: list[Step], judge: str, profile: str) -> str:
         lines += [f"    view {u}" for u in s.units]
         if s.note:
             lines.append(f"    {s.note}")
-    lines.append(f"Total estimated calls to make: {total} (time: about calls x your server's seconds per call)")
+    rate = _last_rate(steps[0].config.run_dir)
+    eta = (f"about {total * rate / 60:.1f} min at the last run here: {rate:.2f} s per call, analysis included" if rate
+            else "about calls x your server's seconds per call")
+    lines.append(f"Total estimated calls to make: {total} (time: {eta})")
     return "\n".join(lines)
+
+
+def _last_rate(run_dir) -> float | None:
+    """Seconds per call measured by the last evaluation in ``run_dir`` (evaluate.json), None when unknown."""
+    from dhp.io import resolve
+
+    try:
+        last = json.loads((resolve(run_dir) / "evaluate.json").read_text(encoding="utf-8"))
+        calls, seconds = sum(last["calls_made"].values()), sum(last["seconds"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return seconds / calls if calls else None
 
 
 def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
@@ -258,11 +274,12 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
             print("Nothing run (confirm with y, or pass --yes).", file=out)
             return {"plan": steps, "calls_made": 0}
     paths: dict[str, Path] = {}
-    made = {}
+    made, seconds = {}, {}
     for s in steps:
-        before = _calls_so_far(backend, s.config.cache)
+        before, start = _calls_so_far(backend, s.config.cache), time.perf_counter()
         paths.update(methods.run(s.method, s.config, backend=backend))
         made[s.method] = _calls_so_far(backend, s.config.cache) - before
+        seconds[s.method] = round(time.perf_counter() - start, 1)
         print(f"{s.method}: done, {made[s.method]} calls made", file=out)
     recorded = ["llmbar"] + (["mtme"] if any(s.method == "human_alignment" for s in steps) else [])
     # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
@@ -277,7 +294,7 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     picks = {m.name: m.headline for m in methods.all_methods()}
     for p in save_report_card_pages(card, resolve(run_dir) / "figures", picks, board):
         paths[p.name] = p
-    summary = {"judge": backend.identity, "profile": profile, "mode": mode, "calls_made": made,
+    summary = {"judge": backend.identity, "profile": profile, "mode": mode, "calls_made": made, "seconds": seconds,
                "steps": {s.method: {"units": s.units, "note": s.note} for s in steps}}
     paths["evaluate.json"] = write_text(resolve(run_dir) / "evaluate.json", json.dumps(summary, indent=1))
     _print_board(run_dir, backend.identity, out)
