@@ -8,6 +8,8 @@
     python -m dhp import-judgments {llmbar,mtme,table} [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
     python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
+    python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
+                                                                 your judge beside the published ones (dhp.evaluate)
 
 ``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
 method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
@@ -187,6 +189,31 @@ def _data(argv: list[str]) -> int:
     return 0
 
 
+def _evaluate(argv: list[str]) -> int:
+    from dhp.evaluate import PROFILES, evaluate
+
+    ap = argparse.ArgumentParser(prog="python -m dhp evaluate", description=(
+        "Run every method your judge's mode supports on the units of the published judges, then the leaderboard "
+        "and the report card, into its own run folder (dhp.evaluate)."))
+    ap.add_argument("judge", help="judge spec, e.g. openai:<model>@http://host:8000/v1 (model optional when the "
+                                  "server lists one), openai:gpt-4o-mini, embedded")
+    ap.add_argument("--profile", choices=PROFILES, default="quick",
+                    help="quick: minutes on a CPU, a few pairs; standard: samples of every view; paper: the "
+                         "published sizes (default quick)")
+    ap.add_argument("--mode", default="logprobs", help="logprobs | sample (default logprobs)")
+    ap.add_argument("--run-dir", help="run folder (default runs/evaluate/<judge>); never results/ or figures/")
+    ap.add_argument("--data-dir", help="dataset root (default DHP_DATA_DIR or ../shared/datasets)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--yes", action="store_true", help="run without asking after the plan")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan only; call nothing, write nothing")
+    ap.add_argument("--allow-insecure-key", action="store_true",
+                    help="allow sending OPENAI_API_KEY over plain http to a non-loopback host")
+    a = ap.parse_args(argv)
+    evaluate(a.judge, a.profile, a.mode, a.run_dir, a.data_dir, yes=a.yes, dry_run=a.dry_run, seed=a.seed,
+             allow_insecure_key=a.allow_insecure_key)
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -209,12 +236,15 @@ def main(argv=None) -> int:
             return _leaderboard(rest)
         if command == "data":
             return _data(rest)
+        if command == "evaluate":
+            return _evaluate(rest)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print("error: use `python -m dhp methods`, `python -m dhp run --method NAME ...`, "
           "`python -m dhp batch export ... --out F`, `python -m dhp batch import F ...`, "
-          "`python -m dhp import-judgments KIND PATH --run-dir R` or `python -m dhp leaderboard --run-dir R`",
+          "`python -m dhp import-judgments KIND PATH --run-dir R`, `python -m dhp leaderboard --run-dir R` or "
+          "`python -m dhp evaluate JUDGE`",
           file=sys.stderr)
     return 2
 

@@ -133,7 +133,7 @@ def items():
                          "label": ["1", "2"]})
 
 
-ALL = ["vanilla", "direct", "cot", "direct_pointwise", "dna", "chain_of_aspects"]
+ALL = ["dhp_vanilla", "direct", "cot", "direct_pointwise", "dna", "chain_of_aspects"]
 
 
 def test_every_strategy_end_to_end_with_a_scripted_judge():
@@ -149,20 +149,20 @@ def test_every_strategy_end_to_end_with_a_scripted_judge():
     coa = v[v["strategy"] == "chain_of_aspects"]
     assert (coa["verdict"] == "tie").all() and (coa["failure"] == "").all()  # the scripted aggregator says 4 vs 4
     table = agreement_table(v, costs, judge="scripted", mode="logprobs").set_index("strategy")
-    for s in ("vanilla", "direct", "cot", "direct_pointwise", "dna"):
+    for s in ("dhp_vanilla", "direct", "cot", "direct_pointwise", "dna"):
         assert table.loc[s, "agreement"] == 1.0 and table.loc[s, "position_consistency"] == 1.0, s
     assert table.loc["chain_of_aspects", "agreement"] == 0.0 and table.loc["chain_of_aspects", "ties"] == 4
     calls = costs.set_index("strategy")["calls"]
     # one call per item and order for the pair prompts; two per item for direct_pointwise; dna: aspects,
     # 3 aspects x 2 orders of scoring, weights
-    assert calls[["vanilla", "direct", "cot", "direct_pointwise"]].tolist() == [4, 4, 4, 4]
+    assert calls[["dhp_vanilla", "direct", "cot", "direct_pointwise"]].tolist() == [4, 4, 4, 4]
     assert calls["dna"] == 2 + 2 * 3 * 2 + 2 and calls["chain_of_aspects"] == 2 + 2 * 3 * 2 + 4
     assert table.loc["dna", "calls"] == calls["dna"]
 
 
 def test_direct_and_cot_show_both_responses_in_one_prompt_per_order():
     judge = Scripted()
-    run_strategies(items().head(1), ["direct", "cot", "vanilla"], judge=judge, progress=False)
+    run_strategies(items().head(1), ["direct", "cot", "dhp_vanilla"], judge=judge, progress=False)
     assert len(judge.prompts) == 6
     for p in judge.prompts:  # both responses in each prompt, the first-shown one alternating with the order
         assert "GOOD answer" in p and "bad answer" in p
@@ -174,10 +174,10 @@ def test_position_bias_shows_for_every_pairwise_strategy_but_not_pointwise():
     """A judge that always prefers the response shown first: the pairwise strategies' orders disagree on every
     item; direct_pointwise never shows two responses, so it cannot show position bias (its consistency is 1 by
     construction — why it is not DnA-Eval's direct baseline)."""
-    v, _ = run_strategies(items(), ["vanilla", "direct", "cot", "dna", "direct_pointwise"],
+    v, _ = run_strategies(items(), ["dhp_vanilla", "direct", "cot", "dna", "direct_pointwise"],
                           judge=Scripted(bias_first=True), progress=False)
     t = agreement_table(v).set_index("strategy")
-    for s in ("vanilla", "direct", "cot", "dna"):
+    for s in ("dhp_vanilla", "direct", "cot", "dna"):
         assert (combine_orders(v[v["strategy"] == s])["combined"] == "inconsistent").all(), s
         assert t.loc[s, "position_consistency"] == 0.0 and t.loc[s, "agreement_both"] == 0.0, s
         # right in one order of each item: LLMBar's average accuracy is 0.5, not 0
@@ -217,7 +217,7 @@ def test_agreement_table_reproduces_llmbars_statistics_on_a_hand_example():
     verdict_12 = ["1", "1", "1", None, "2"]
     verdict_21 = ["1", "2", "1", None, None]
     label = ["1", "1", "2", "2", "2"]
-    rows = [{"item_id": f"i{i}", "subset": "Natural", "strategy": "vanilla", "order": o, "verdict": v, "label": lab}
+    rows = [{"item_id": f"i{i}", "subset": "Natural", "strategy": "dhp_vanilla", "order": o, "verdict": v, "label": lab}
             for i, (a, b, lab) in enumerate(zip(verdict_12, verdict_21, label)) for o, v in (("12", a), ("21", b))]
     t = agreement_table(pd.DataFrame(rows)).iloc[0]
     assert t["agreement_order_12"] == pytest.approx(3 / 5)   # i0, i1, i4

@@ -61,7 +61,7 @@ def write_inputs(folder: Path) -> dict:
                           "reference": list(REFERENCES.values())})
     items.to_csv(folder / "news.csv", index=False)
     return {"pairs_path": str(folder / "pairs.csv"), "dhp_dataset": str(folder / "news.csv"), "dhp_items": 3,
-            "n_pairs": None, "strategies": ["vanilla", "direct", "dna"]}
+            "n_pairs": None, "strategies": ["dhp_vanilla", "direct", "dna"]}
 
 
 def test_run_end_to_end_with_a_scripted_judge(tmp_path):
@@ -78,8 +78,8 @@ def test_run_end_to_end_with_a_scripted_judge(tmp_path):
     assert set(v["judge"]) == {"scripted:bridge"} and set(v["mode"]) == {"logprobs"} and set(v["source"]) == {""}
     assert len(v) == 4 * 3 * 2
     costs = pd.read_csv(run_dir / "pairwise_costs.csv").set_index("strategy")
-    assert costs.loc["vanilla", "calls"] == 8 and costs.loc["dna", "calls"] == 4 + 4 * 3 * 2 + 4
-    assert costs.loc["vanilla", "prompt_tokens"] == 8 * 20  # the scripted judge reports 20 per call
+    assert costs.loc["dhp_vanilla", "calls"] == 8 and costs.loc["dna", "calls"] == 4 + 4 * 3 * 2 + 4
+    assert costs.loc["dhp_vanilla", "prompt_tokens"] == 8 * 20  # the scripted judge reports 20 per call
 
     a = pd.read_csv(run_dir / "pairwise_agreement.csv")
     assert list(a.columns) == list(m.tables()["pairwise_agreement.csv"].columns)
@@ -109,7 +109,7 @@ def test_run_end_to_end_with_a_scripted_judge(tmp_path):
     assert list(card.columns) == CARD_COLUMNS and len(card) == 2 * 3
     pd.testing.assert_frame_equal(card, agreement_rows(tables["pairwise_agreement.csv"]))
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["decompose_aggregate"]
-    assert stage["parameters"]["strategies"] == ["vanilla", "direct", "dna"]
+    assert stage["parameters"]["strategies"] == ["dhp_vanilla", "direct", "dna"]
     assert set(stage["inputs"]) == {values["pairs_path"], values["dhp_dataset"]}  # your files, checksummed
 
 
@@ -126,15 +126,16 @@ def test_stages_one_by_one_equal_the_run_and_dhp_items_zero_skips_the_bridge(tmp
 
 
 @pytest.mark.parametrize("values, match", [
-    ({"strategies": ["vanilla", "magic"]}, r"strategies = \['vanilla', 'magic'\] is invalid"),
+    ({"strategies": ["dhp_vanilla", "magic"]}, r"strategies = \['dhp_vanilla', 'magic'\] is invalid"),
     ({"strategies": []}, "strategies = \\[\\] is invalid"),
+    ({"strategies": ["vanilla"]}, "'vanilla' was renamed: use 'llmbar:Vanilla'"),
     ({"subsets": ["Natural", "Nope"]}, "unknown LLMBar subset"),
     ({"n_pairs": 0}, "n_pairs = 0 is invalid"),
     ({"n_items": 3}, "unknown parameter 'n_items'"),  # one name, one meaning: n_items is DHP's
     ({"dhp_dataset": "imdb"}, "dhp_dataset = 'imdb' is invalid"),
     ({"pairs_path": "pairs.txt"}, "pairs_path = 'pairs.txt' is invalid"),
     ({"dna_weights": "learned"}, "dna_weights = 'learned' is invalid"),
-    ({"strategies": "vanilla"}, "not -p"),
+    ({"strategies": "dhp_vanilla"}, "not -p"),
 ])
 def test_bad_parameters_get_one_message(values, match):
     with pytest.raises(DHPError, match=match):

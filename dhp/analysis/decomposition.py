@@ -231,23 +231,63 @@ def subset_group(subset: str) -> str:
         "LLMBar Natural" if subset == "Natural" else str(subset).replace("Processed_", ""))
 
 
-#: Live strategies that follow a recorded LLMBar strategy (the same protocol, in the workbench's own words): their
-#: judges share the recorded one's leaderboard view.
-STRATEGY_ALIASES = {"vanilla": "Vanilla"}
+#: LLMBar's evaluator templates behind its recorded verdicts (github.com/princeton-nlp/LLMBar @ LLMBAR_COMMIT,
+#: LLMEvaluator/evaluators/prompts): the first 12 hex digits of each template's sha256 (auxiliary ones first, joined
+#: by "+"). A live ``llmbar:<Strategy>`` run whose templates, read from the data root, have these digests follows
+#: the recorded judges' protocol and shares their leaderboard view; any other wording gets a view of its own.
+LLMBAR_COMMIT = "900616b"
+LLMBAR_TEMPLATE_SHA = {"Vanilla": "77a3a8f35447", "Vanilla_NoRules": "c5759aaedc9d", "Vanilla_1shot": "bdc127c0ca41",
+                       "Vanilla_2shot": "e29be9c04236", "CoT": "fe8768534e49", "Metrics": "582d0cdf593c+75b5fd4c8b24",
+                       "Reference": "840368102404+5e0f2645cd41",
+                       "Metrics_Reference": "582d0cdf593c+840368102404+a75730d4a3e7"}
+LIVE_LLMBAR = "llmbar:"  # prefix of the live strategies that run LLMBar's evaluators verbatim
+
+
+def llmbar_identity(strategy: str, digest: str) -> str:
+    """The protocol identity of an LLMBar evaluator: "llmbar/<Strategy>@<commit> sha256:<template digests>"."""
+    return f"llmbar/{strategy}@{LLMBAR_COMMIT} sha256:{digest}"
+
+
+def protocol_of(strategy: str, source: str) -> str:
+    """The protocol of a verdict row: a live ``llmbar:`` strategy records its template identity in ``source``; an
+    imported LLMBar verdict (source = its result.json) ran upstream's template; the project's own wordings are
+    "dhp/<strategy>"."""
+    source = str(source or "")
+    if str(strategy).startswith(LIVE_LLMBAR) and source.startswith("llmbar/"):
+        return source
+    if source.startswith(("LLMBar/", "Processed/")):  # an imported LLMBar result.json (dhp.recorded.llmbar)
+        digest = LLMBAR_TEMPLATE_SHA.get(str(strategy))
+        return llmbar_identity(strategy, digest) if digest else f"llmbar/{strategy}@{LLMBAR_COMMIT}"
+    if source:
+        return f"recorded/{strategy}"
+    return f"dhp/{strategy}"
+
+
+def view_strategy(strategy: str, protocol: str) -> str:
+    """The leaderboard strategy a row is ranked under: a live ``llmbar:X`` run on upstream's templates is "X" (the
+    recorded judges' view); every other strategy keeps its own name, so different protocols never share a view."""
+    name = str(strategy)
+    if name.startswith(LIVE_LLMBAR):
+        base = name[len(LIVE_LLMBAR):]
+        if base in LLMBAR_TEMPLATE_SHA and protocol == llmbar_identity(base, LLMBAR_TEMPLATE_SHA[base]):
+            return base
+    return name
 
 
 def correctness_units(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Per judge × mode × strategy × item: the share of the two orders whose verdict is the gold label (0, 0.5 or 1;
     a missing verdict counts as wrong, as in LLMBar's accuracy, whose mean over items this is). Columns: judge,
-    mode, strategy (STRATEGY_ALIASES applied), scope (:func:`subset_group`), unit (subset:item_id), value."""
+    mode, strategy (:func:`view_strategy`), protocol (:func:`protocol_of`), scope (:func:`subset_group`), unit
+    (subset:item_id), value."""
     missing = [c for c in ("judge", "mode", *_NEEDED) if c not in verdicts.columns]
     if missing:
         raise DHPError(f"The verdicts table lacks columns {missing}.", "pass pairwise_verdicts.parquet.")
     right = (verdicts["verdict"].astype(object) == verdicts["label"].astype(object)).astype(float)
-    t = verdicts.assign(right=right)
-    out = t.groupby(["judge", "mode", "strategy", "subset", "item_id"], as_index=False)["right"].sum()
+    source = verdicts["source"] if "source" in verdicts.columns else pd.Series("", index=verdicts.index)
+    t = verdicts.assign(right=right, protocol=[protocol_of(s, src) for s, src in zip(verdicts["strategy"], source)])
+    out = t.groupby(["judge", "mode", "strategy", "protocol", "subset", "item_id"], as_index=False)["right"].sum()
     out["value"] = out["right"] / 2.0  # two orders per item
     out["scope"] = out["subset"].map(subset_group)
-    out["strategy"] = out["strategy"].replace(STRATEGY_ALIASES)
+    out["strategy"] = [view_strategy(s, p) for s, p in zip(out["strategy"], out["protocol"])]
     out["unit"] = out["subset"].astype(str) + ":" + out["item_id"].astype(str)
-    return out[["judge", "mode", "strategy", "scope", "unit", "value"]]
+    return out[["judge", "mode", "strategy", "protocol", "scope", "unit", "value"]]

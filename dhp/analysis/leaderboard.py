@@ -29,7 +29,10 @@ while ``significant`` is the stricter, family-wise statement. Segment pairs use 
 block of 100 draws at a time, stopping once p is below 0.02 or above 0.5). Pure: tables in, tables out.
 
 Tables: ``leaderboard.csv`` (LEADERBOARD_COLUMNS: one row per view × judge: value, lo, hi, n, rank = position by
-value, cluster = significance cluster, recorded, status) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
+value, cluster = significance cluster by the WMT rule, recorded, status, cluster_rule = the rule stated in words
+(CLUSTER_RULE), cluster_holm = the same walk with the Holm-adjusted decisions of ``significant`` — the two can differ,
+and both are shown —, protocol = the view's protocol, e.g. LLMBar's template identity
+``llmbar/Vanilla@900616b sha256:…``, given by the method in ``View.notes["protocol"]``) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
 view × pair of judges, the better-valued first: diff, p, p_adj, significant, test, n).
 """
 
@@ -49,11 +52,16 @@ from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
 from dhp.stats.resample import MIN_RESAMPLE_UNITS
 
-__all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS"]
+__all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE"]
 
 KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
-                       "cluster", "recorded", "status"]
+                       "cluster", "recorded", "status", "cluster_rule", "cluster_holm", "protocol"]
+#: The rule that draws ``cluster`` (and the bands of every leaderboard figure); ``cluster_holm`` is the same walk with
+#: the Holm-adjusted decisions of ``significant`` instead, so both outcomes are visible side by side.
+CLUSTER_RULE = ("WMT rule (mt-metrics-eval AssignRanks): a new cluster where a judge of the current one beats the "
+                "next with one-sided p_better <= alpha, unadjusted; cluster_holm: the same walk with Holm-adjusted "
+                "p_adj <= alpha (= significant)")
 PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "judge_b", "mode_b", "value_a",
                 "value_b", "diff", "p", "p_adj", "significant", "p_better", "test", "n"]
 RECORDED_MODE = "recorded"
@@ -296,7 +304,9 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
               early_stop):
     judges, units, left_out = _common(v, min_coverage, min_units)
     head = {"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy}
+    tail = {"cluster_rule": CLUSTER_RULE, "protocol": str(v.notes.get("protocol", ""))}
     board, pair_rows = [], []
+    holm = pd.DataFrame({"rank": []})
     n_units = len({u for u, _ in units}) if v.kind == "segment" else len(units)  # segment: items (rows grouped)
     if len(judges) >= 1:
         extra = {"early_stop": early_stop, "alpha": alpha} if v.kind == "segment" else {}
@@ -328,6 +338,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                                                   else math.inf, e))
             ranked = pd.DataFrame({"position": range(1, len(order) + 1),
                                    "rank": [walked.get(e, math.nan) for e in order]}, index=order)
+        holm = _holm_clusters(judges, values, better_first, adj, alpha)
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)
@@ -335,13 +346,27 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                           "rank": ranked.at[e, "position"] if finite else math.nan,
                           "cluster": ranked.at[e, "rank"] if finite else math.nan,
                           "recorded": m == RECORDED_MODE,
-                          "status": "ok" if finite else "undefined (constant or no usable pair)"})
+                          "status": "ok" if finite else "undefined (constant or no usable pair)",
+                          **tail, "cluster_holm": holm["rank"].get(e, math.nan) if finite else math.nan})
     for e, why in sorted(left_out.items()):
         j, m = _split(e)
         board.append({**head, "judge": j, "mode": m, "value": math.nan, "lo": math.nan, "hi": math.nan,
                       "n": math.nan, "rank": math.nan, "cluster": math.nan, "recorded": m == RECORDED_MODE,
-                      "status": why})
+                      "status": why, **tail, "cluster_holm": math.nan})
     return board, pair_rows
+
+
+def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
+    """The WMT walk with the Holm-adjusted two-sided decisions (``significant``) in place of the unadjusted one-sided
+    p: indexed by judge entry, column rank (empty when a pair was not tested, e.g. a segment view's early stop)."""
+    try:
+        return clusters.significance_ranks(
+            pd.Series(dict(zip(judges, values))),
+            pd.DataFrame({"judge_a": [judges[a] for a, *_ in better_first],
+                          "judge_b": [judges[b] for _, b, *_ in better_first], "p_holm": list(adj)}),
+            alpha=alpha, p_column="p_holm").set_index("judge")
+    except DHPError:
+        return pd.DataFrame({"rank": []})
 
 
 def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05, ci: float = 0.95,

@@ -136,10 +136,13 @@ def alignment_rows(alignment: pd.DataFrame) -> pd.DataFrame:
                    for r in records])
 
 
-def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]], measures: bool = False) -> pd.DataFrame:
+def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]], measures: bool = False,
+             counts: bool = False) -> pd.DataFrame:
     """One row per judge × mode, one column per method's headline number (``picks``: method -> measure, or measures
-    in order of preference: the first the judge has a number for; the mean over its scopes), with "not run" where the
-    method did not run and, where it gave no number, why. ``measures=True``: the measure each cell shows instead."""
+    in order of preference: the first the judge has a usable number for; the mean over its scopes whose status is
+    "ok"), with "not run" where the method did not run and, where it gave no usable number, the status that says why
+    ("n too small", "no usable scores", ...) — never a number built from such rows. ``measures=True``: the measure
+    each cell shows instead; ``counts=True``: the n behind each cell (the smallest n of the rows averaged)."""
     out = []
     for (judge, mode), g in card.groupby(["judge", "mode"], sort=True):
         row: dict[str, object] = {"judge": judge, "mode": mode}
@@ -150,15 +153,20 @@ def headline(card: pd.DataFrame, picks: dict[str, str | tuple[str, ...]], measur
                 continue
             prefs = (wanted,) if isinstance(wanted, str) else tuple(wanted)
             with_rows = [(x, m[m["measure"] == x]) for x in prefs if (m["measure"] == x).any()]
-            # the first measure with a number; else the first the judge has rows for (its status says why)
-            x, rows = next(((x, r) for x, r in with_rows if r["value"].notna().any()),
+            # the first measure with an ok number; else the first the judge has rows for (its status says why)
+            x, rows = next(((x, r) for x, r in with_rows if (r["status"] == "ok").any()),
                            with_rows[0] if with_rows else (prefs[0], m.iloc[:0]))
-            vals = rows["value"].dropna()
+            ok = rows[rows["status"] == "ok"]
             if measures:
                 row[method] = x
                 continue
-            row[method] = round(float(vals.mean()), 3) if len(vals) else (
-                rows["status"].iloc[0] if len(rows) else "no usable scores")
+            if counts:
+                row[method] = float(ok["n"].min()) if len(ok) else math.nan
+                continue
+            # no ok row: the status of a row that has a value (e.g. "n too small") says most, else the first's
+            why = next((st for x_, r in with_rows for st, v in zip(r["status"], r["value"]) if pd.notna(v)),
+                       rows["status"].iloc[0] if len(rows) else "no usable scores")
+            row[method] = round(float(ok["value"].mean()), 3) if len(ok) else why
         out.append(row)
     return pd.DataFrame(out, columns=["judge", "mode", *picks])
 

@@ -19,6 +19,11 @@ from dhp.backends.base import (
 
 
 _LOCAL_HOSTS = {"localhost", "0.0.0.0"}
+#: The key sent when OPENAI_API_KEY is unset: self-hosted servers (vllm serve, llama_cpp.server, Ollama, SGLang) take
+#: none, but the OpenAI client needs a string (their docs use such a placeholder too). It is not a secret.
+PLACEHOLDER_KEY = "sk-no-key-required"
+#: Hosts that always need a real key: failing before the first call says so more clearly than a 401.
+_KEYED_HOSTS = {"api.openai.com"}
 
 
 def is_loopback(host: str) -> bool:
@@ -47,14 +52,21 @@ class OpenAIBackend(Backend):
     reports, e.g. vLLM's ``max_model_len``; None if it reports none); ``allow_insecure_key``: send
     ``OPENAI_API_KEY`` over plain http to a non-loopback host (refused unless set: the key would cross
     the network in clear text). ``attempts`` counts every HTTP try (first tries and retries).
+
+    Without OPENAI_API_KEY a server other than api.openai.com gets :data:`PLACEHOLDER_KEY` (self-hosted servers take
+    no key). ``model`` may be empty when ``base_url`` is given and the server's /models lists exactly one model: that
+    one is used. ``transport``: an httpx transport for every request (tests replace the network with
+    ``httpx.MockTransport``).
     """
 
     def __init__(self, model: str, base_url: str | None = None, *, concurrency: int = 8,
                  max_retries: int = 4, timeout: float = 60.0, backoff_initial: float = 0.5,
-                 backoff_max: float = 8.0, n_ctx: int | None = None, allow_insecure_key: bool = False):
-        if not model:
+                 backoff_max: float = 8.0, n_ctx: int | None = None, allow_insecure_key: bool = False,
+                 transport=None):
+        if not model and not base_url:
             raise DHPError("The openai backend needs a model name.", "use 'openai:<model>[@<base_url>]'.")
-        self.model = model
+        self._transport = transport
+        self.timeout = float(timeout)
         self.base_url = (base_url or "https://api.openai.com/v1").rstrip("/")
         parsed = urlparse(self.base_url)
         host = parsed.hostname or ""
@@ -63,7 +75,6 @@ class OpenAIBackend(Backend):
                            "use http(s)://host:port/v1, e.g. http://127.0.0.1:8000/v1.")
         self.is_local = is_loopback(host)
         self.is_paid = not self.is_local
-        self.identity = f"openai:{model}" if base_url is None else f"openai:{model}@{self.base_url}"
         key = os.environ.get("OPENAI_API_KEY")
         if key and parsed.scheme != "https" and not self.is_local and not allow_insecure_key:
             raise DHPError(f"Refusing to send OPENAI_API_KEY over plain http to {host}: it would cross the "
@@ -71,11 +82,13 @@ class OpenAIBackend(Backend):
                            "use an https:// URL, a loopback server, or pass --allow-insecure-key "
                            "(allow_insecure_key=True) if you accept that risk.")
         if not key:
-            if not self.is_local:
-                raise DHPError(f"OPENAI_API_KEY is not set (needed for {self.identity}).",
+            if host in _KEYED_HOSTS:
+                raise DHPError(f"OPENAI_API_KEY is not set (needed for {self.base_url}).",
                                "export OPENAI_API_KEY in the environment; it is read from there only.")
-            key = "sk-local-no-key"
+            key = PLACEHOLDER_KEY
         self.__key = key  # name-mangled and excluded from repr: never logged, cached or saved
+        self.model = model or self._only_model()
+        self.identity = f"openai:{self.model}" if base_url is None else f"openai:{self.model}@{self.base_url}"
         self._n_ctx_given = n_ctx is not None
         self._server_info: dict | None = None
         self._recorded_info: dict | None = None  # what the server reported when the cache was filled
@@ -103,21 +116,39 @@ class OpenAIBackend(Backend):
     def max_retries(self) -> int:
         return self.runner.max_retries
 
+    def _only_model(self) -> str:
+        """The one model the server lists at /models (no model named in the spec)."""
+        data = self._get("/models")
+        ids = [m.get("id") for m in (data or {}).get("data") or [] if isinstance(m, dict) and m.get("id")] \
+            if isinstance(data, dict) else []
+        if len(ids) != 1:
+            found = f"lists {ids}" if ids else "lists no model (or cannot be reached)"
+            raise DHPError(f"No model named for {self.base_url}, and its /models {found}.",
+                           "name the model: openai:<model>@<base_url>.")
+        return str(ids[0])
+
     def _client(self):
         import httpx
         import openai
 
         # Retries are ours (tenacity), so the client's own are off; a fresh client per event loop.
-        return openai.AsyncOpenAI(api_key=self.__key, base_url=self.base_url, max_retries=0,
-                                  timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
+        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
+        http = httpx.AsyncClient(transport=self._transport, timeout=timeout) if self._transport is not None else None
+        return openai.AsyncOpenAI(api_key=self.__key, base_url=self.base_url, max_retries=0, timeout=timeout,
+                                  http_client=http)
+
+    def _http(self):
+        import httpx
+
+        return httpx.Client(transport=self._transport, timeout=min(self.timeout, 10.0))
 
     # ------------------------------------------------------------------ what the server says about itself
     def _get(self, path: str) -> dict | None:
         import httpx
 
         try:
-            r = httpx.get(self.base_url + path, timeout=min(self.timeout, 10.0),
-                          headers={"Authorization": f"Bearer {self.__key}"})
+            with self._http() as client:
+                r = client.get(self.base_url + path, headers={"Authorization": f"Bearer {self.__key}"})
             return r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -126,8 +157,8 @@ class OpenAIBackend(Backend):
         import httpx
 
         try:
-            r = httpx.post(url, json=body, timeout=min(self.timeout, 10.0),
-                           headers={"Authorization": f"Bearer {self.__key}"})
+            with self._http() as client:
+                r = client.post(url, json=body, headers={"Authorization": f"Bearer {self.__key}"})
             return r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None

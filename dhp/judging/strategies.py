@@ -3,8 +3,18 @@ instruction is better? Each strategy is one registered function; every one runs 
 both orders ("12": output_1 shown first as Output (a); "21": output_2 first) and maps its verdict back to the
 dataset's labelling, so position bias can be measured.
 
-- ``vanilla``: LLMBar's Vanilla evaluator (Zeng et al. 2023, §3 "Vanilla"): one prompt with the evaluation
-  rules, the instruction and both outputs; the reply is "Output (a)" or "Output (b)" (:func:`parse_choice`).
+- ``llmbar:<Strategy>`` (Vanilla, Vanilla_NoRules, Vanilla_1shot, Vanilla_2shot, CoT, Metrics, Reference,
+  Metrics_Reference): LLMBar's own evaluators, verbatim (Zeng et al. 2023; github.com/princeton-nlp/LLMBar @ 900616b,
+  LLMEvaluator/evaluate.py): the template, decoding settings and verdict regexes are READ AT RUN TIME from the data
+  root's ``llmbar_prompts/`` (``config/<judge>/<Strategy>.json`` names them; never copied into this project), the
+  template is filled with ``str.format_map`` and split into chat roles at its ChatML markers
+  (:func:`chatml_messages`), the reply is stripped and the first parsing rule whose regex matches gives the
+  winner (:func:`llmbar_parse`), both orders as evaluate.py runs them. These are the protocol of LLMBar's recorded
+  verdicts; the leaderboard ranks a live judge beside the recorded ones only on the same protocol
+  (:func:`llmbar_protocol`).
+- ``dhp_vanilla``: this project's own rewording of LLMBar's Vanilla evaluator (one prompt with evaluation rules, the
+  instruction and both outputs; the reply is "Output (a)" or "Output (b)", :func:`parse_choice`): not LLMBar's
+  protocol, so never in the view of LLMBar's recorded Vanilla verdicts.
 - ``direct``: DnA-Eval's direct-scoring baseline (Li et al. §4.1 "Baselines", appendix B): one prompt with the
   instruction and BOTH responses; an overall 1–5 score for each ("Output (a): x / Output (b): y",
   :func:`parse_pair`); the higher wins, equal scores are a tie.
@@ -40,7 +50,9 @@ from dhp.errors import DHPError
 from dhp.prompts import fill, load
 
 __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
-           "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS"]
+           "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS", "LLMBAR_STRATEGIES",
+           "llmbar_protocol", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
+           "llmbar_prompts_dir"]
 
 STRATEGIES: dict[str, Callable] = {}
 ORDERS = ("12", "21")
@@ -51,7 +63,7 @@ WEIGHT_TOLERANCE = 5.0  # percentage points a weight sum may be off 100 and stil
 #: labelling whatever the order; label is the gold "1", "2" (or "tie" in a user's own file).
 VERDICT_COLUMNS = ["item_id", "subset", "strategy", "order", "aspects", "aspect_scores_1", "aspect_scores_2",
                    "weights", "f1", "f2", "verdict", "label", "failure"]
-MAX_TOKENS = {"vanilla": 8, "direct": 16, "cot": 200, "aspects": 96, "aspect_scores": 16, "weights": 24,
+MAX_TOKENS = {"dhp_vanilla": 8, "direct": 16, "cot": 200, "aspects": 96, "aspect_scores": 16, "weights": 24,
               "aggregate": 16}
 
 
@@ -75,6 +87,8 @@ class Context:
     calls: int = 0
     prompt_tokens: int = 0
     notes: list = field(default_factory=list)
+    data_dir: object = None
+    protocol: str = ""  # the protocol identity of the strategy's verdicts ("" for the project's own wordings)
 
 
 def _template(name: str) -> str:
@@ -220,13 +234,13 @@ def _both_orders(ctx: Context, items: pd.DataFrame, template: str) -> list[tuple
     return [(it, order, txt, why) for (it, order), (txt, why) in zip(jobs, _chat(ctx, prompts, MAX_TOKENS[template]))]
 
 
-@strategy("vanilla")
-def vanilla(items: pd.DataFrame, ctx: Context) -> list[dict]:
+@strategy("dhp_vanilla")
+def dhp_vanilla(items: pd.DataFrame, ctx: Context) -> list[dict]:
     rows = []
-    for it, order, txt, why in _both_orders(ctx, items, "vanilla"):
+    for it, order, txt, why in _both_orders(ctx, items, "dhp_vanilla"):
         choice, reason = parse_choice(txt) if txt is not None else (None, why)
         verdict = None if choice is None else _back("1", "2", order)[0 if choice == "a" else 1]
-        rows.append(_row(it, "vanilla", order, verdict=verdict, failure=reason))
+        rows.append(_row(it, "dhp_vanilla", order, verdict=verdict, failure=reason))
     return rows
 
 
@@ -368,11 +382,201 @@ def chain_of_aspects(items: pd.DataFrame, ctx: Context) -> list[dict]:
     return rows
 
 
-def run_strategies(items: pd.DataFrame, strategies=("vanilla", "direct", "dna"), judge="embedded", mode="logprobs",
-                   cache=None, seed: int = 0, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+# ---------------------------------------------------------------------------------------------- LLMBar, verbatim
+
+from dhp.analysis.decomposition import LLMBAR_COMMIT, llmbar_identity  # noqa: E402 - one source of the identity
+#: LLMBar's one-round comparison evaluators (evaluate.py's NonSwap set): the ones run here verbatim
+LLMBAR_STRATEGIES = ("Vanilla", "Vanilla_NoRules", "Vanilla_1shot", "Vanilla_2shot", "CoT", "Metrics", "Reference",
+                     "Metrics_Reference")
+#: whose config (decoding, parsing) a live judge follows: GPT-4's, the recorded judge it is ranked beside
+LLMBAR_CONFIG_JUDGE = "GPT-4"
+_START, _END = "<|im_start|>", "<|im_end|>"
+
+
+def llmbar_prompts_dir(data_dir=None):
+    """The data root's ``llmbar_prompts/`` folder (LLMBar's LLMEvaluator/evaluators/{prompts,config})."""
+    from dhp.datasets.files import data_root
+
+    return data_root(data_dir) / "llmbar_prompts"
+
+
+@dataclass(frozen=True)
+class LLMBarModule:
+    """One step of an LLMBar evaluator as its config file says: the template, the decoding settings and the
+    parsing rules (label -> regex, in the config's order; empty for an auxiliary step, whose reply is used as is)."""
+
+    template: str
+    prompt_file: str
+    max_tokens: int
+    temperature: float
+    parsing: tuple[tuple[str, str], ...]
+    not_applied: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LLMBarProtocol:
+    strategy: str
+    modules: tuple[LLMBarModule, ...]
+    identity: str  # "llmbar/<Strategy>@<commit> sha256:<template digest>": what the leaderboard compares
+
+
+def _template_digest(texts) -> str:
+    import hashlib
+
+    return "+".join(hashlib.sha256(t.encode("utf-8")).hexdigest()[:12] for t in texts)
+
+
+def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CONFIG_JUDGE) -> LLMBarProtocol:
+    """LLMBar's evaluator ``strategy`` read from the data root: ``config/<judge_config>/<strategy>.json`` and the
+    templates it names. Decoding: max_tokens (or max_new_tokens) and temperature as configured (temperature 0
+    where the config names none: greedy generation); the configs' tokens_to_avoid/tokens_to_favor are logit biases
+    on tiktoken ids of OpenAI's models, which mean nothing to another tokenizer: not applied, and recorded in
+    ``not_applied``."""
+    import json
+
+    if strategy not in LLMBAR_STRATEGIES:
+        raise DHPError(f"LLMBar strategy {strategy!r} is not run live here.",
+                       f"use one of {list(LLMBAR_STRATEGIES)} (the Swap and Rating ones are only imported).")
+    root = llmbar_prompts_dir(data_dir)
+    cfg_path = root / "config" / judge_config / f"{strategy}.json"
+    if not cfg_path.is_file():
+        raise DHPError(f"LLMBar's evaluator config {cfg_path} is missing.",
+                       "put LLMBar's LLMEvaluator/evaluators/{prompts,config} (github.com/princeton-nlp/LLMBar @ "
+                       f"{LLMBAR_COMMIT}) into <data root>/llmbar_prompts/, or set DHP_DATA_DIR.")
+    try:
+        configs = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DHPError(f"{cfg_path} is not a readable JSON config ({e}).", "use the unmodified upstream file.") from None
+    modules = []
+    for c in configs:
+        path = root / "prompts" / c["prompt"]
+        if not path.is_file():
+            raise DHPError(f"LLMBar template {path} (named by {cfg_path.name}) is missing.",
+                           "copy LLMBar's evaluators/prompts/ folder into <data root>/llmbar_prompts/prompts/.")
+        kwargs = c.get("openai_kwargs") or c.get("generate_kwargs") or c.get("palm_kwargs") or {}
+        max_tokens = kwargs.get("max_tokens", kwargs.get("max_new_tokens", kwargs.get("max_output_tokens")))
+        if max_tokens is None:
+            raise DHPError(f"{cfg_path} names no max_tokens for {c['prompt']}.", "use the unmodified upstream file.")
+        not_applied = tuple(k for k in ("tokens_to_avoid", "tokens_to_favor") if k in kwargs)
+        modules.append(LLMBarModule(path.read_text(encoding="utf-8"), str(c["prompt"]), int(max_tokens),
+                                    float(kwargs.get("temperature", 0.0)),
+                                    tuple((str(k), str(v)) for k, v in (c.get("parsing") or {}).items()), not_applied))
+    if not modules or not modules[-1].parsing:
+        raise DHPError(f"{cfg_path} has no final step with parsing rules.", "use the unmodified upstream file.")
+    return LLMBarProtocol(strategy, tuple(modules), llmbar_identity(strategy, _template_digest(
+        m.template for m in modules)))
+
+
+def chatml_messages(prompt: str) -> list[dict[str, str]]:
+    """A filled LLMBar template as chat messages, split at its ChatML markers the way LLMBar's evaluate.py
+    (prompt_to_chatml) does: the whole prompt stripped; each ``<|im_start|>`` opens a message whose role is the
+    rest of that line (stripped) and whose content is what follows up to ``<|im_end|>``, stripped."""
+    text = prompt.strip()
+    if not (text.startswith(_START) and text.endswith(_END)):
+        raise DHPError("An LLMBar template does not start with <|im_start|> and end with <|im_end|>.",
+                       "use the unmodified upstream template.")
+    out = []
+    for chunk in text.split(_START)[1:]:
+        head, _, rest = chunk.partition("\n")
+        role = head.strip()
+        if role != role.split(" ")[0]:  # "system name=example_user": extra fields a (role, content) call cannot carry
+            raise DHPError(f"LLMBar template role {role!r} carries fields this project's chat calls cannot send.",
+                           "use one of the comparison templates (system/user/assistant roles only).")
+        out.append({"role": role, "content": rest.split(_END, 1)[0].strip()})
+    return out
+
+
+def llmbar_messages(module: LLMBarModule, **fields) -> list[dict[str, str]]:
+    """The messages of one call: the template filled with ``str.format_map`` (as evaluate.py), split by roles."""
+    return chatml_messages(module.template.format_map(fields))
+
+
+def llmbar_parse(module: LLMBarModule, reply: str | None) -> tuple[str | None, str]:
+    """LLMBar's verdict rule: the reply stripped; the first label (in the config's order) whose regex is found
+    anywhere in it wins ("1" = Output (a), "2" = Output (b)); none found: (None, reason)."""
+    text = str(reply or "").strip()
+    for label, exp in module.parsing:
+        if re.search(exp, text):
+            return label, ""
+    return None, f"no verdict: the reply matches none of LLMBar's answer patterns: {text[:60]!r}"
+
+
+def _llmbar_request(module: LLMBarModule, seed: int, **fields):
+    from dhp.backends import ChatRequest
+
+    return ChatRequest.make(llmbar_messages(module, **fields), module.max_tokens, module.temperature, seed)
+
+
+def _llmbar_chat(ctx: Context, requests) -> list[tuple[str | None, str]]:
+    from dhp import calls
+
+    if not requests:
+        return []
+    res = []
+    for o in calls.chat(ctx.judge, requests, ctx.cache, progress=ctx.progress, desc="llmbar"):
+        text = getattr(o, "text", None)
+        ctx.calls += 1
+        ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
+        res.append((text, "" if text is not None else getattr(o, "reason", "call failed")))
+    return res
+
+
+def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0, auxiliary=None) -> list:
+    """The final step's requests, one per item and order (order "12" then "21"): output_1/output_2 of the
+    template are the two responses in that order; ``auxiliary``: item_id -> the auxiliary steps' replies."""
+    final = protocol.modules[-1]
+    reqs = []
+    for it in items.itertuples():
+        aux = {f"auxiliary_input_{i}": a for i, a in enumerate((auxiliary or {}).get(it.item_id, ()))}
+        for order in ORDERS:
+            o1, o2 = _oriented(it, order)
+            reqs.append(_llmbar_request(final, seed, input=it.instruction, output_1=o1, output_2=o2, **aux))
+    return reqs
+
+
+def _llmbar_strategy(name: str):
+    def run(items: pd.DataFrame, ctx: Context) -> list[dict]:
+        protocol = llmbar_protocol(name, ctx.data_dir)
+        ctx.protocol = protocol.identity
+        label = f"llmbar:{name}"
+        aux: dict = {it.item_id: [] for it in items.itertuples()}
+        failed: dict = {}
+        for module in protocol.modules[:-1]:  # Metrics / Reference: generated from the instruction alone, per item
+            replies = _llmbar_chat(ctx, [_llmbar_request(module, ctx.seed, input=it.instruction)
+                                         for it in items.itertuples()])
+            for it, (txt, why) in zip(items.itertuples(), replies):
+                aux[it.item_id].append(str(txt or "").strip())
+                if txt is None:
+                    failed[it.item_id] = f"auxiliary step {module.prompt_file}: {why}"
+        ok = items[~items["item_id"].isin(list(failed))]
+        replies = iter(_llmbar_chat(ctx, llmbar_requests(ok, protocol, ctx.seed, aux)))
+        rows = []
+        for it in items.itertuples():
+            for order in ORDERS:
+                if it.item_id in failed:
+                    rows.append(_row(it, label, order, failure=failed[it.item_id]))
+                    continue
+                txt, why = next(replies)
+                winner, reason = llmbar_parse(protocol.modules[-1], txt) if txt is not None else (None, why)
+                # the winner names the position shown first ("1") or second: back to the dataset's labelling
+                verdict = None if winner is None else _back("1", "2", order)[0 if winner == "1" else 1]
+                rows.append(_row(it, label, order, verdict=verdict, failure=reason))
+        return rows
+    run.__name__ = f"llmbar_{name}"
+    return run
+
+
+for _name in LLMBAR_STRATEGIES:
+    strategy(f"llmbar:{_name}")(_llmbar_strategy(_name))
+
+
+def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dna"), judge="embedded", mode="logprobs",
+                   cache=None, seed: int = 0, progress: bool = False, data_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the named strategies on a pairwise table (dhp.datasets.llmbar). Returns (verdicts, costs):
     verdicts has VERDICT_COLUMNS, one row per item × strategy × order (verdict in the dataset's labelling);
-    costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol).
+    costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol) and protocol
+    (the LLMBar template identity of an ``llmbar:`` strategy, "" for the project's own wordings).
+    ``data_dir``: the data root the ``llmbar:`` strategies read LLMBar's templates from.
     ``mode`` ("logprobs" or "sample") is used by direct_pointwise only; the other strategies read the text
     their prompt asks for, generated at temperature 0."""
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -381,8 +585,9 @@ def run_strategies(items: pd.DataFrame, strategies=("vanilla", "direct", "dna"),
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:
-        ctx = Context(judge, mode, cache, seed, progress)
+        ctx = Context(judge, mode, cache, seed, progress, data_dir=data_dir)
         # rows in the items' order, each item's "12" then "21", whatever order the strategy made them in
         rows += sorted(STRATEGIES[name](items, ctx), key=lambda r: position[(r["item_id"], r["order"])])
-        costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens})
+        costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens,
+                      "protocol": ctx.protocol})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS), pd.DataFrame(costs)

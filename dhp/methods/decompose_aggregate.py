@@ -51,7 +51,7 @@ class DecomposeAggregateParams(RunParams):
                                            "adversarial ones); not read when pairs_path is given")
     n_pairs: int | None = Field(2, ge=1, description="pairs per subset, a seeded sample (None: every pair; LLMBar "
                                                      "has 100 Natural and 319 Adversarial pairs)")
-    strategies: list[str] = Field(["vanilla", "direct", "dna"], min_length=1,
+    strategies: list[str] = Field(["dhp_vanilla", "direct", "dna"], min_length=1,
                                   description=f"pairwise strategies to run, each in both orders "
                                               f"({', '.join(STRATEGIES)})")
     pairs_path: str | None = Field(None, description="your own pairwise .csv/.jsonl (item_id, instruction, output_1, "
@@ -82,6 +82,9 @@ class DecomposeAggregateParams(RunParams):
     @classmethod
     def _known_strategies(cls, v: list[str]) -> list[str]:
         bad = [s for s in v if s not in STRATEGIES]
+        if "vanilla" in bad:  # renamed: it is not LLMBar's protocol, so it no longer borrows LLMBar's name
+            raise ValueError("'vanilla' was renamed: use 'llmbar:Vanilla' (LLMBar's own template, read from the data "
+                             "root) or 'dhp_vanilla' (this project's rewording)")
         if bad:
             raise ValueError(f"unknown strategy(ies) {bad}; use some of {list(STRATEGIES)}")
         if len(set(v)) < len(v):
@@ -176,9 +179,12 @@ class DecomposeAggregate(Method):
         """Every strategy on every pair in both orders: the verdicts and the strategies' costs."""
         backend = self._live(config, judge)
         verdicts, costs = run_strategies(pairs, config.strategies, judge=backend, mode=config.mode,
-                                         cache=config.cache, seed=config.seed, progress=config.progress)
+                                         cache=config.cache, seed=config.seed, progress=config.progress,
+                                         data_dir=config.data_dir)
         who = {"judge": backend.identity, "mode": config.mode}
-        return {VERDICTS.name: verdicts.assign(**who, source="")[list(VERDICTS.columns)],
+        # source: '' for the project's own wordings; an llmbar: strategy's template identity (its protocol)
+        source = verdicts["strategy"].map(dict(zip(costs["strategy"], costs["protocol"]))).fillna("")
+        return {VERDICTS.name: verdicts.assign(**who, source=source)[list(VERDICTS.columns)],
                 COSTS.name: costs.assign(**who)[list(COSTS.columns)]}
 
     def bridge_inputs(self, config: DecomposeAggregateParams) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -269,5 +275,7 @@ class DecomposeAggregate(Method):
         if verdicts is None or verdicts.empty:
             return []
         units = dec.correctness_units(verdicts)
-        return [View("llmbar_agreement", scope, "agreement", "mean", g.drop(columns=["scope", "strategy"]),
-                     strategy=strategy) for (scope, strategy), g in units.groupby(["scope", "strategy"], sort=True)]
+        # one view per scope × strategy; its rows share one protocol (dec.view_strategy), recorded in the view
+        return [View("llmbar_agreement", scope, "agreement", "mean", g.drop(columns=["scope", "strategy", "protocol"]),
+                     strategy=strategy, notes={"protocol": " | ".join(sorted(set(g["protocol"])))})
+                for (scope, strategy), g in units.groupby(["scope", "strategy"], sort=True)]

@@ -54,18 +54,53 @@ def save_figure(fig, out_dir, name: str) -> list[Path]:
     return paths
 
 
-def plot_discernment_bars(summary: pd.DataFrame, dataset: str):
+def item_sets(scores: pd.DataFrame, dataset: str) -> dict[tuple[str, str], frozenset]:
+    """(judge, mode) -> the set of items it scored on ``dataset`` (from the scores table)."""
+    s = scores[scores["dataset"] == dataset]
+    return {(str(j), str(m)): frozenset(g["item_id"].astype(str)) for (j, m), g in s.groupby(["judge", "mode"])}
+
+
+def plot_discernment_bars(summary: pd.DataFrame, dataset: str, items: dict | None = None):
     """Paper Fig. 4/5 for one dataset: grouped bars of D_avg, D_avg^EW, D_min, D_min^EW per judge × mode.
 
-    Error bars are the bootstrap 95% intervals when the summary has them; the red line is D = 1 (p = 0.05).
+    ``items`` ((judge, mode) -> the items it was measured on, :func:`item_sets`): judges stand side by side only
+    when measured on the same items — one panel per item set, its n in the title (D grows with n, so D at n = 100
+    beside D at n = 10 would compare the sample sizes, not the judges). Without ``items`` one panel, and the title
+    says that n is not known. Error bars are the bootstrap 95% intervals when the summary has them; the red line is
+    D = 1 (p = 0.05).
     """
     s = summary[summary["dataset"] == dataset].sort_values(["judge", "mode"])
     if s.empty:
         raise DHPError(f"No summary rows for dataset {dataset!r}.", "run notebook 03 for that dataset first.")
+    keys = list(zip(s["judge"].astype(str), s["mode"].astype(str)))
+    if items:
+        sets = [items.get(k) for k in keys]
+        groups = list(dict.fromkeys(sets))  # first-seen order
+        groups.sort(key=lambda g: -len(g) if g is not None else 1)
+    else:
+        sets, groups = [None] * len(s), [None]
+    widths = [max(3.2, 1.6 * sum(x == g for x in sets) + 1.2) for g in groups]
+    fig, axes = plt.subplots(1, len(groups), figsize=(sum(widths) + 1.8, 3.9), squeeze=False,
+                             gridspec_kw={"width_ratios": widths}, sharey=True)
+    for ax, g in zip(axes[0], groups):
+        sub = s[[x == g for x in sets]]
+        _bars(ax, sub)
+        if items:
+            ax.set_title(f"same {len(g)} items (n = {len(g)})" if g is not None else "items unknown (n = ?)",
+                         fontsize=8)
+    axes[0][0].set_ylabel("discernment score D = log$_{0.05}$ p")
+    axes[0][-1].legend(fontsize=8, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    note = ("judges side by side only on the same items; n in each panel" if items
+            else "n per judge not known: judges may rest on different items")
+    fig.suptitle(f"DHP discernment — {dataset}\n({note})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _bars(ax, s: pd.DataFrame) -> None:
     labels = [_judge_label(j, m) for j, m in zip(s["judge"], s["mode"])]
     x = np.arange(len(s))
     width = 0.8 / len(STAT_LABELS)
-    fig, ax = plt.subplots(figsize=(max(4.5, 2.0 * len(s) + 2), 3.8))
     for k, (stat, lab) in enumerate(STAT_LABELS.items()):
         v = s[stat].to_numpy(float)
         lo_c, hi_c = STAT_CI[stat]
@@ -77,14 +112,9 @@ def plot_discernment_bars(summary: pd.DataFrame, dataset: str):
         ax.bar(x + (k - 1.5) * width, np.nan_to_num(v), width, label=lab, color=COLORS[k],
                yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8})  # fmt: skip
     ax.axhline(1.0, color="red", lw=1.2, ls="-", label="D = 1 (p = 0.05)")
-    ax.set_xticks(x, labels)
+    ax.set_xticks(x, labels, fontsize=7)
     ax.set_xlabel("judge (mode)")
-    ax.set_ylabel("discernment score D = log$_{0.05}$ p")
-    ax.set_title(f"DHP discernment — {dataset}")
-    ax.legend(fontsize=8, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
 
 
 def plot_discernment_heatmap(discernment: pd.DataFrame, dataset: str, value: str = "D"):
@@ -195,21 +225,26 @@ def plot_expert_weights(ew: pd.DataFrame, label: str = "project default mapping 
     return fig
 
 
-def discernment_figures(summary: pd.DataFrame, discernment: pd.DataFrame, ew: pd.DataFrame | None = None) -> dict:
-    """The bar chart and heatmap of every dataset (and the expert-weight figure if `ew` is given): name -> figure."""
+def discernment_figures(summary: pd.DataFrame, discernment: pd.DataFrame, ew: pd.DataFrame | None = None,
+                        scores: pd.DataFrame | None = None) -> dict:
+    """The bar chart and heatmap of every dataset (and the expert-weight figure if `ew` is given): name -> figure.
+    ``scores``: the scores table, which says which items each judge was measured on (bars side by side only on the
+    same items, n shown)."""
     figs = {}
     for ds in sorted(summary["dataset"].unique()):
-        figs[f"discernment_{ds}"] = plot_discernment_bars(summary, ds)
+        figs[f"discernment_{ds}"] = plot_discernment_bars(summary, ds, item_sets(scores, ds) if scores is not None
+                                                          else None)
         figs[f"heatmap_D_{ds}"] = plot_discernment_heatmap(discernment, ds)
     if ew is not None:
         figs["expert_weights"] = plot_expert_weights(ew)
     return figs
 
 
-def all_figures(summary: pd.DataFrame, discernment: pd.DataFrame, figures_dir, ew: pd.DataFrame | None = None) -> list[Path]:
+def all_figures(summary: pd.DataFrame, discernment: pd.DataFrame, figures_dir, ew: pd.DataFrame | None = None,
+                scores: pd.DataFrame | None = None) -> list[Path]:
     """Write :func:`discernment_figures` to ``figures_dir`` (PNG + PDF each)."""
     paths: list[Path] = []
-    for name, fig in discernment_figures(summary, discernment, ew).items():
+    for name, fig in discernment_figures(summary, discernment, ew, scores).items():
         paths += save_figure(fig, figures_dir, name)
     return paths
 

@@ -17,7 +17,10 @@ import pandas as pd  # noqa: E402
 
 BAND_COLOURS = ("#EEF3FA", "#FFFFFF")
 #: LLMBar's headline strategy, then the live ones: a view's figure shows one strategy per scope.
-HEADLINE_STRATEGIES = ("Vanilla", "vanilla", "direct", "dna")
+HEADLINE_STRATEGIES = ("Vanilla", "llmbar:Vanilla", "dhp_vanilla", "direct", "dna")
+#: The cluster rule every figure states (leaderboard.csv's cluster_rule column says it in full).
+RULE_NOTE = ("bands: significance clusters by the WMT rule (one-sided p_better <= alpha, unadjusted); "
+             "'Holm' beside a band: the clusters from the Holm-adjusted decisions of 'significant'")
 
 
 def _label(judge: str, mode: str) -> str:
@@ -52,8 +55,7 @@ def plot_view(board: pd.DataFrame, view: str):
         _panel(ax, g, scope, measure, strategy)
     for ax in list(axes.flat)[len(groups):]:
         ax.set_axis_off()
-    fig.suptitle(f"Leaderboard: {view.replace('_', ' ')} (intervals: 95% bootstrap; bands: significance clusters)",
-                 fontsize=9)
+    fig.suptitle(f"Leaderboard: {view.replace('_', ' ')} (intervals: 95% bootstrap)\n{RULE_NOTE}", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -69,10 +71,13 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
         return
     y = np.arange(len(ok))
     clusters = ok["cluster"].to_numpy()
+    holm = ok["cluster_holm"].to_numpy() if "cluster_holm" in ok else np.full(len(ok), np.nan)
     for k, c in enumerate(pd.unique(clusters)):  # alternating bands, one per cluster
         rows = np.flatnonzero(clusters == c)
         ax.axhspan(rows.min() - 0.5, rows.max() + 0.5, color=BAND_COLOURS[k % 2], zorder=0)
-        ax.text(1.0, rows.mean(), f" cluster {int(c)}", va="center", ha="left", fontsize=7, color="#555555",
+        h = sorted({int(x) for x in holm[rows] if np.isfinite(x)})
+        note = f" (Holm {'/'.join(map(str, h))})" if h else ""
+        ax.text(1.0, rows.mean(), f" cluster {int(c)}{note}", va="center", ha="left", fontsize=7, color="#555555",
                 transform=ax.get_yaxis_transform())
     lo = (ok["value"] - ok["lo"]).to_numpy()
     hi = (ok["hi"] - ok["value"]).to_numpy()
@@ -92,7 +97,16 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
         label += "\n" + textwrap.fill("left out — " + notes[:240], 110)
     ax.set_xlabel(label, fontsize=7)
     n = int(ok["n"].iloc[0]) if ok["n"].notna().any() else 0
-    ax.set_title(f"{title} (n = {n})", fontsize=8, loc="left")
+    ax.set_title(f"{title} (n = {n}){_protocol_note(ok)}", fontsize=8, loc="left")
+
+
+def _protocol_note(ok: pd.DataFrame) -> str:
+    """The panel's protocol when it has one: live and recorded judges share a panel only on the same protocol."""
+    protocols = {str(p) for p in ok.get("protocol", pd.Series(dtype=object)).dropna() if str(p)}
+    if len(protocols) != 1:
+        return ""
+    both = ok["recorded"].astype(bool).nunique() == 2
+    return f"\n{'live and recorded judges, same protocol: ' if both else 'protocol: '}{protocols.pop()}"
 
 
 def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) -> dict:

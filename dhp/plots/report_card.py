@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -108,16 +110,51 @@ def save_report_card_pages(card: pd.DataFrame, out_dir, picks: dict, board: pd.D
         paths += save_figure(plot_report_card(card, judge, mode, standing), out_dir,
                              f"report_card_{slug(f'{judge}-{mode}')}")
     if len(card):
-        paths += save_figure(plot_card_comparison(card, picks), out_dir, "report_card_comparison")
+        paths += save_figure(plot_card_comparison(card, picks, board), out_dir, "report_card_comparison")
     return paths
 
 
-def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str]):
+#: The card measure of a method whose leaderboard view compares judges on common units: the comparison page shows the
+#: leaderboard's value there (the units every judge of the view has), not each judge's own run size.
+COMMON_UNIT_VIEWS = {"dhp": ("dhp", "D_avg")}
+
+
+def _common_units(h: pd.DataFrame, counts: pd.DataFrame, board: pd.DataFrame | None, methods) -> str:
+    """Replace, in place, the cells of COMMON_UNIT_VIEWS methods by the leaderboard's value on the view's common units
+    (or the leaderboard's status for a judge it left out); returns a note for the title ("" when nothing replaced)."""
+    if board is None or board.empty:
+        return ""
+    notes = []
+    for method, (view, measure) in COMMON_UNIT_VIEWS.items():
+        if method not in methods:
+            continue
+        b = board[(board["view"] == view) & (board["measure"] == measure)]
+        if b.empty:
+            continue
+        scope = sorted(set(b["scope"]))[0]  # one dataset's view; the first one when there are several
+        b = b[b["scope"] == scope].set_index(["judge", "mode"])
+        for i in range(len(h)):
+            key = (h.iloc[i]["judge"], h.iloc[i]["mode"])
+            if key not in b.index or h.iloc[i][method] == "not run":
+                continue
+            r = b.loc[key]
+            ok = r["status"] == "ok"
+            h.iat[i, h.columns.get_loc(method)] = round(float(r["value"]), 3) if ok else str(r["status"])
+            counts.iat[i, counts.columns.get_loc(method)] = float(r["n"]) if ok else math.nan
+        notes.append(f"{method}: {measure} on the leaderboard's common units ({scope})")
+    return "; ".join(notes)
+
+
+def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.DataFrame | None = None):
     """Judges × methods: each method's headline number (``picks``: method -> measure, see
-    dhp.analysis.report_card.headline); cells of a method that was not run are grey and say so."""
-    h = headline(card, picks)
+    dhp.analysis.report_card.headline) with the n behind it; a cell that is not ok (not run, n too small, no usable
+    scores) shows its status, never a number. With ``board`` (leaderboard.csv), D is the leaderboard's, on the units
+    every judge of its view shares (COMMON_UNIT_VIEWS)."""
+    h = headline(card, picks).astype(object)
     used = headline(card, picks, measures=True)  # the measure of each cell (a fallback one is named in it)
+    counts = headline(card, picks, counts=True)
     methods = [c for c in h.columns if c not in ("judge", "mode")]
+    common = _common_units(h, counts, board, methods)
     numeric = h[methods].apply(pd.to_numeric, errors="coerce")
     grid = numeric.to_numpy(dtype=float)
     fig, ax = plt.subplots(figsize=(1.6 * len(methods) + 2, 0.6 * len(h) + 1.5))
@@ -128,12 +165,18 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str]):
             v = h.iloc[i][m]
             first = picks[m] if isinstance(picks[m], str) else picks[m][0]
             label = v if isinstance(v, str) else f"{v:.2f}"
-            if not isinstance(v, str) and used.iloc[i][m] != first:
-                label += f"\n({used.iloc[i][m]})"
+            if not isinstance(v, str):
+                n = counts.iloc[i][m]
+                label += f"\nn={int(n)}" if pd.notna(n) else "\nn=?"
+                if used.iloc[i][m] != first:
+                    label += f"\n({used.iloc[i][m]})"
             dark = not isinstance(v, str) and hi > lo and (v - lo) / (hi - lo) > 0.6  # white text on dark cells
             ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(len(methods)), [m.replace("_", "\n") for m in methods], fontsize=7)
     ax.set_yticks(range(len(h)), [f"{j}\n({m})" for j, m in zip(h["judge"], h["mode"])], fontsize=7)
-    ax.set_title("Judges side by side: " + " · ".join(f"{m} {picks[m] if isinstance(picks[m], str) else picks[m][0]}" for m in methods), fontsize=8)
+    title = "Judges side by side: " + " · ".join(
+        f"{m} {picks[m] if isinstance(picks[m], str) else picks[m][0]}" for m in methods)
+    ax.set_title(title + ("\n" + common if common else "") + "\nnot-ok cells show their status, never a number",
+                 fontsize=8)
     fig.tight_layout()
     return fig

@@ -1,0 +1,332 @@
+"""Your judge on the board in one command: ``python -m dhp evaluate JUDGE_SPEC [--profile quick|standard|paper]``.
+
+Runs every registered method the judge's mode supports (through :func:`dhp.methods.run`) at sizes that put it on
+the SAME units as the published judges of each leaderboard view, then the leaderboard (LLMBar's recorded verdicts,
+and with human alignment the WMT22 zh-en metric scores, imported beside it) and the judge's report card — all into
+its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/.
+
+Profiles (:data:`PROFILES`):
+
+- ``quick``: minutes on a laptop CPU — a few LLMBar Adversarial pairs (Neighbor subset, both orders) that every
+  recorded judge has verdicts on, with LLMBar's own Vanilla evaluator (``llmbar:Vanilla``, read from the data root);
+- ``standard``: samples of every view's units (LLMBar Natural + Adversarial, WMT22 zh-en MQM segments, SummEval
+  documents, DHP items) and the other methods at their defaults;
+- ``paper``: the published sizes — every LLMBar Natural and Adversarial pair, every WMT22 zh-en MQM segment of the
+  systems, the 100 SummEval documents, DHP at N = 100.
+
+Before any call the plan is printed (per view: the units, the calls still to make, tokens, cost when the model's
+price is in dhp/resources/judge_prices.yaml); the run starts only with ``--yes`` or a typed confirmation. Every call
+goes through the run's cache, so a rerun makes no call and an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dhp.errors import DHPError
+
+__all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"]
+
+PROFILES = ("quick", "standard", "paper")
+
+ALL_SYSTEMS = "<every MQM-scored system but the main reference>"  # filled in from the data root by plan()
+
+#: Per profile: method -> parameters (on top of judge, mode, run_dir, data_dir, seed). Views and units:
+#: decompose_aggregate -> LLMBar agreement (pairs, both orders; the recorded judges' subsets), human_alignment ->
+#: WMT22 zh-en vs MQM (segments) and SummEval summary correlation (documents), dhp -> DHP SummEval D_avg (items).
+PROFILE_PARAMS: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {
+        "decompose_aggregate": {"subsets": ["Adversarial_Neighbor"], "n_pairs": 6, "strategies": ["llmbar:Vanilla"],
+                                "dhp_items": 0},
+    },
+    "standard": {
+        "decompose_aggregate": {"subsets": ["Natural", "Adversarial"], "n_pairs": 20,
+                                "strategies": ["llmbar:Vanilla"], "dhp_items": 0},
+        "human_alignment": {"n_docs": 10, "n_segments": 50},
+        "dhp": {"dataset": "summeval", "n_items": 20},
+        "criteria_confusion": {},
+        "dual_perspective": {},
+    },
+    "paper": {
+        "decompose_aggregate": {"subsets": ["Natural", "Adversarial"], "n_pairs": None,
+                                "strategies": ["llmbar:Vanilla"], "dhp_items": 0},
+        # every MQM-rated zh-en segment of every MQM-rated system but the main reference: the recorded metrics' units
+        "human_alignment": {"n_docs": 100, "n_segments": 100_000, "mt_systems": ALL_SYSTEMS,
+                            "aspects": ["coherence", "consistency", "fluency", "relevance"]},
+        "dhp": {"dataset": "summeval", "n_items": 100},
+        "criteria_confusion": {"n_items": 100},
+        "dual_perspective": {},
+    },
+}
+
+#: Leaderboard settings per profile (fewer draws for the quick look)
+LEADERBOARD = {"quick": {"n_resamples": 200, "n_resamples_statistic": 100},
+               "standard": {"n_resamples": 1000, "n_resamples_statistic": 200},
+               "paper": {"n_resamples": 1000, "n_resamples_statistic": 1000}}
+
+
+@dataclass
+class Step:
+    """One method's run in the plan: its parameters, the views and units it puts the judge on, what it costs."""
+
+    method: str
+    config: Any
+    units: list[str] = field(default_factory=list)
+    calls: int | None = None
+    cached: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    note: str = ""
+
+
+def default_run_dir(judge: str) -> str:
+    """runs/evaluate/<judge spec as a folder name>."""
+    return str(Path("runs") / "evaluate" / (re.sub(r"[^A-Za-z0-9._-]+", "_", judge).strip("_") or "judge"))
+
+
+def _under(path: Path, folder: str) -> bool:
+    from dhp.io import resolve
+
+    try:
+        return resolve(path).is_relative_to(resolve(folder))
+    except (OSError, ValueError):
+        return False
+
+
+def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
+         data_dir: str | None = None, seed: int = 0, backend=None) -> list[Step]:
+    """The steps of an evaluation (no model call): each supported method with the profile's parameters, the units it
+    puts the judge on and the calls still to make (from the run's cache)."""
+    from dhp import methods
+
+    if profile not in PROFILES:
+        raise DHPError(f"Unknown profile {profile!r}.", f"use one of {list(PROFILES)}.")
+    run_dir = run_dir or default_run_dir(str(judge))
+    for forbidden in ("results", "figures"):
+        if _under(Path(run_dir), forbidden):
+            raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
+                           "use another --run-dir (default runs/evaluate/<judge>).")
+    steps = []
+    for name, values in PROFILE_PARAMS[profile].items():
+        m = methods.get(name)
+        if mode not in m.modes:
+            continue
+        if values.get("mt_systems") == ALL_SYSTEMS:
+            values = {**values, "mt_systems": _mqm_systems(data_dir, values.get("main_reference", "refA"))}
+        config = m.config({**values, "judge": str(getattr(backend, "identity", judge)), "mode": mode,
+                           "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
+        steps.append(_estimate(m, config, backend))
+    if not steps:
+        raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
+                       "use --profile standard or paper (DHP and human alignment also take likelihood and metric "
+                       "judges), or mode logprobs or sample.")
+    return steps
+
+
+def _mqm_systems(data_dir, main_reference: str) -> list[str]:
+    from dhp.datasets import wmt22_human as wh
+
+    return sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main_reference})
+
+
+def _estimate(m, config, backend) -> Step:
+    """Units and calls of one step. LLMBar: the exact requests of LLMBar's evaluator, priced through the cache;
+    methods with an ``estimate``: theirs; others: the units only."""
+    from dhp import calls
+
+    step = Step(m.name, config)
+    try:
+        if m.name == "decompose_aggregate":
+            from dhp.judging.strategies import llmbar_protocol, llmbar_requests
+
+            pairs = m.load_pairs(config)
+            for s in (x for x in config.strategies if x.startswith("llmbar:")):
+                protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
+                est = calls.chat(backend or config.judge, llmbar_requests(pairs, protocol, config.seed), config.cache,
+                                 dry_run=True, progress=False)
+                _add(step, est)
+                step.note = f"protocol {protocol.identity}"
+            for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):
+                step.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "
+                                  f"x 2 orders ({', '.join(sorted(set(g['subset'].astype(str))))})")
+        elif m.name == "human_alignment":
+            from dhp.datasets import summeval_annotators as sa
+            from dhp.datasets import wmt22_human as wh
+
+            mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
+            n_seg = min(config.n_segments, mqm["seg_id"].nunique())
+            # the seeded sample collect_segments draws, so the count is the run's
+            import pandas as pd
+
+            pick = pd.Series(sorted(mqm["seg_id"].unique())).sample(n=n_seg, random_state=config.seed)
+            outputs = int(mqm["seg_id"].isin(pick).sum())
+            targets = sa.load_targets(config.data_dir)
+            n_docs = min(config.n_docs, targets["doc_id"].nunique())
+            per_doc = int(targets.groupby("doc_id").size().max())
+            names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
+            step.units.append(f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
+                              f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside the WMT22 "
+                              "metrics' recorded scores")
+            step.units.append(f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
+                              f"{len(config.aspects)} aspects")
+            step.calls = outputs + n_docs * per_doc * len(config.aspects)
+            step.note = "calls: one per judged output and aspect, before the cache (tokens not estimated)"
+        elif m.name == "dhp":
+            step.units.append(f"DHP {config.dataset}: {config.n_items} items (the paper's N = 100)")
+            for est in m.estimate(config, backend).values():
+                if est is not None:
+                    _add(step, est)
+        else:
+            step.units.append("its own tables (no recorded judge to stand beside)")
+            from dhp.methods import Method
+
+            if type(m).estimate is not Method.estimate:  # the method has a dry run
+                for est in m.estimate(config, backend).values():
+                    if est is not None:
+                        _add(step, est)
+    except DHPError as e:
+        step.note = f"not estimated: {e}"
+    return step
+
+
+def _add(step: Step, est) -> None:
+    """Add one estimate to the step's totals; the cost stays unknown (None) once one part's price is unknown."""
+    first = step.calls is None
+    step.calls = (step.calls or 0) + est.calls
+    step.cached = (step.cached or 0) + est.cached_calls
+    step.prompt_tokens = (step.prompt_tokens or 0) + est.prompt_tokens
+    step.completion_tokens = (step.completion_tokens or 0) + est.completion_tokens
+    if est.cost_usd is None:
+        step.cost_usd = None
+    elif first:
+        step.cost_usd = est.cost_usd
+    elif step.cost_usd is not None:
+        step.cost_usd += est.cost_usd
+
+
+def describe(steps: list[Step], judge: str, profile: str) -> str:
+    """The plan as text: per method, its views' units and its calls, tokens and cost."""
+    lines = [f"Plan: evaluate {judge} (profile {profile}) into {steps[0].config.run_dir}"]
+    total = 0
+    for s in steps:
+        calls = "calls: not estimated (counted when run)" if s.calls is None else (
+            f"calls: about {s.calls}" if s.prompt_tokens is None else
+            f"calls: {s.calls} to make ({s.cached} cached), ~{s.prompt_tokens:,} prompt + <= "
+            f"{s.completion_tokens:,} completion tokens, cost "
+            + ("unknown (no price in dhp/resources/judge_prices.yaml)" if s.cost_usd is None else f"${s.cost_usd:.4f}"))
+        total += s.calls or 0
+        lines.append(f"- {s.method}: {calls}")
+        lines += [f"    view {u}" for u in s.units]
+        if s.note:
+            lines.append(f"    {s.note}")
+    rate = _last_rate(steps[0].config.run_dir)
+    eta = (f"about {total * rate / 60:.1f} min at the last run here: {rate:.2f} s per call, analysis included" if rate
+            else "about calls x your server's seconds per call")
+    lines.append(f"Total estimated calls to make: {total} (time: {eta})")
+    return "\n".join(lines)
+
+
+def _last_rate(run_dir) -> float | None:
+    """Seconds per call measured by the last evaluation in ``run_dir`` (evaluate.json), None when unknown."""
+    from dhp.io import resolve
+
+    try:
+        last = json.loads((resolve(run_dir) / "evaluate.json").read_text(encoding="utf-8"))
+        calls, seconds = sum(last["calls_made"].values()), sum(last["seconds"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return seconds / calls if calls else None
+
+
+def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
+             data_dir: str | None = None, yes: bool = False, dry_run: bool = False, seed: int = 0,
+             allow_insecure_key: bool = False, out=None, confirm=input) -> dict[str, Any]:
+    """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
+    "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
+    import pandas as pd
+
+    from dhp import methods
+    from dhp.backends import get_backend
+    from dhp.io import resolve, write_csv, write_text
+    from dhp.leaderboard import LeaderboardParams, run_leaderboard
+
+    out = out or sys.stdout
+    options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
+    backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
+    run_dir = run_dir or default_run_dir(backend.identity)
+    steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend)
+    print(describe(steps, backend.identity, profile), file=out)
+    if dry_run:
+        return {"plan": steps, "calls_made": 0}
+    if not yes:
+        try:
+            answer = confirm("Run it? [y/N] ")
+        except EOFError:  # no terminal to ask on
+            answer = ""
+        if str(answer).strip().lower() not in ("y", "yes"):
+            print("Nothing run (confirm with y, or pass --yes).", file=out)
+            return {"plan": steps, "calls_made": 0}
+    paths: dict[str, Path] = {}
+    made, seconds = {}, {}
+    for s in steps:
+        before, start = _calls_so_far(backend, s.config.cache), time.perf_counter()
+        paths.update(methods.run(s.method, s.config, backend=backend))
+        made[s.method] = _calls_so_far(backend, s.config.cache) - before
+        seconds[s.method] = round(time.perf_counter() - start, 1)
+        print(f"{s.method}: done, {made[s.method]} calls made", file=out)
+    recorded = ["llmbar"] + (["mtme"] if any(s.method == "human_alignment" for s in steps) else [])
+    # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
+    lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
+                           **LEADERBOARD[profile])
+    paths.update(run_leaderboard(lb))
+    card = methods.report_card(run_dir, judge=backend.identity, mode=mode)
+    paths["report_card.csv"] = write_csv(card, resolve(run_dir) / "report_card.csv")
+    from dhp.plots.report_card import save_report_card_pages
+
+    board = pd.read_csv(paths["leaderboard.csv"])
+    picks = {m.name: m.headline for m in methods.all_methods()}
+    for p in save_report_card_pages(card, resolve(run_dir) / "figures", picks, board):
+        paths[p.name] = p
+    summary = {"judge": backend.identity, "profile": profile, "mode": mode, "calls_made": made, "seconds": seconds,
+               "steps": {s.method: {"units": s.units, "note": s.note} for s in steps}}
+    paths["evaluate.json"] = write_text(resolve(run_dir) / "evaluate.json", json.dumps(summary, indent=1))
+    _print_board(run_dir, backend.identity, out)
+    print(f"calls made: {sum(made.values())}; tables in {run_dir}", file=out)
+    return {"plan": steps, "calls_made": sum(made.values()), "paths": paths}
+
+
+def _calls_so_far(backend, cache_path) -> int:
+    """Model calls made so far: an HTTP backend counts its tries; otherwise the answers in the run's cache (a call
+    answered from the cache adds none)."""
+    if hasattr(backend, "attempts"):
+        return int(backend.attempts or 0)
+    from dhp.cache import open_cache
+
+    with open_cache(cache_path) as store:
+        return len(store)
+
+
+def _print_board(run_dir: str, identity: str, out) -> None:
+    """The leaderboard rows of the views the judge is in, beside every judge of those views."""
+    import pandas as pd
+
+    from dhp.io import resolve
+
+    board = pd.read_csv(resolve(run_dir) / "leaderboard.csv")
+    keys = ["view", "scope", "measure", "strategy"]
+    mine = board[board["judge"] == identity][keys].drop_duplicates()
+    shown = board.merge(mine, on=keys)
+    if shown.empty:
+        print("Your judge is in no leaderboard view (see leaderboard.csv for why).", file=out)
+        return
+    for k, g in shown.groupby(keys, sort=False):
+        print(f"\n{' / '.join(str(x) for x in k if str(x) not in ('', 'nan'))}  protocol: "
+              f"{g['protocol'].iloc[0] if 'protocol' in g else ''}", file=out)
+        print(g[["judge", "mode", "value", "lo", "hi", "n", "cluster", "status"]].to_string(index=False), file=out)
