@@ -395,9 +395,10 @@ _START, _END = "<|im_start|>", "<|im_end|>"
 
 def llmbar_prompts_dir(data_dir=None):
     """The data root's ``llmbar_prompts/`` folder (LLMBar's LLMEvaluator/evaluators/{prompts,config})."""
-    from dhp.datasets.files import data_root
+    from dhp.datasets import registry
 
-    return data_root(data_dir) / "llmbar_prompts"
+    # fetched on first need, like every other declared input
+    return registry.path("llmbar_prompts", data_dir)
 
 
 @dataclass(frozen=True)
