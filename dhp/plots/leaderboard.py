@@ -97,4 +97,5 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
 
 def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) -> dict:
     """One figure per view: view name -> figure."""
-    return {view: plot_view(board, view) for view in sorted(set(board["view"]))}
+    shown = board[board["status"] == "ok"]  # a view that could not be built has no figure (its row says why)
+    return {view: plot_view(board[board["judge"] != ""], view) for view in sorted(set(shown["view"]))}
