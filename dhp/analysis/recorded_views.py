@@ -83,24 +83,37 @@ def _overall(method: str):
     return statistic, draws
 
 
+def _natural(units) -> list:
+    """Items in their natural order (HANNA's prompts 0..95 numerically: the order upstream sums them in)."""
+    return sorted(units, key=lambda u: (len(str(u)), str(u)))
+
+
+def _snap(a: np.ndarray, digits: int = 12) -> np.ndarray:
+    """``a`` rounded to ``digits`` significant digits of its largest value: means equal in exact arithmetic are tied
+    again (the weighted sums leave last-bit noise that would break ties for Kendall and Spearman)."""
+    top = np.nanmax(np.abs(a)) if np.isfinite(a).any() else 0.0
+    if not top:
+        return a
+    return np.round(a, digits - 1 - int(np.floor(np.log10(top))))
+
+
 def _system_level(method: str):
     """Units: prompts (``unit``); rows: one per system × prompt."""
 
-    def matrices(rows: pd.DataFrame, units: list | None = None):
-        score = rows.pivot_table(index="system", columns="unit", values="score", aggfunc="mean")
-        human = rows.pivot_table(index="system", columns="unit", values="human", aggfunc="mean")
-        if units is not None:
-            score, human = score.reindex(columns=units), human.reindex(columns=units)
-        return score.to_numpy(float), human.to_numpy(float)
+    def matrices(rows: pd.DataFrame, units: list):
+        score = rows.pivot_table(index="system", columns="unit", values="score", aggfunc="mean").reindex(columns=units)
+        human = rows.pivot_table(index="system", columns="unit", values="human", aggfunc="mean").reindex(columns=units)
+        # systems × prompts, C order: upstream's np.array(per-system lists), whose .T.mean(axis=0) it correlates
+        return np.ascontiguousarray(score.to_numpy(float)), np.ascontiguousarray(human.to_numpy(float))
 
     def statistic(rows: pd.DataFrame) -> float:
-        means = rows.groupby("system")[["score", "human"]].mean()
-        return corr.correlation(means["score"].to_numpy(), means["human"].to_numpy(), method)
+        s, h = matrices(rows, _natural(rows["unit"].unique()))
+        return corr.correlation(s.T.mean(axis=0), h.T.mean(axis=0), method)
 
     def draws(rows: pd.DataFrame, units: list, idx: np.ndarray) -> np.ndarray:
         s, h = matrices(rows, units)
         w = corr.counts_of(idx, len(units))
-        return corr.columnwise_correlation(corr.system_means(s, w), corr.system_means(h, w), method)
+        return corr.columnwise_correlation(_snap(corr.system_means(s, w)), _snap(corr.system_means(h, w)), method)
 
     return statistic, draws
 
