@@ -138,7 +138,7 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
 #: Where each kind of recorded judgment lies under the dataset root (dhp.recorded.DEFAULT_PATHS), and the method
 #: whose reference tables it adds (mtme: human_alignment's MQM and DA; the import itself brings MQM).
 RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric-scores_zh-en", "human_alignment"),
-                    "hanna": ("hanna/hanna_metric_scores_llm.csv", None), "frank": ("frank", None)}
+                    "hanna": ("hanna", None), "frank": ("frank", None)}
 
 
 def import_recorded(config: LeaderboardParams) -> None:
