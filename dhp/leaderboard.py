@@ -102,7 +102,8 @@ def collect_views(folder, which: str = "headline", report: bool = True) -> list[
                             "status": f"not compared: one judge in this view ({who})"})
     for miss in missing:
         if report:
-            print(f"[leaderboard] {miss['view']} {miss['scope']} {miss['measure']}: {miss['status']}", flush=True)
+            where = " · ".join(x for x in (miss["view"], miss["scope"], miss["measure"], miss.get("strategy", "")) if x)
+            print(f"[leaderboard] {where}: {miss['status']}", flush=True)
         out.append(View(miss["view"], miss["scope"], miss["measure"], "mean",
                         pd.DataFrame(columns=["judge", "mode", "unit", "value"]), strategy=miss.get("strategy", ""),
                         notes={"not_built": miss["status"]}))
