@@ -102,7 +102,8 @@ def collect_views(folder, which: str = "headline", report: bool = True) -> list[
                             "status": f"not compared: one judge in this view ({who})"})
     for miss in missing:
         if report:
-            where = " · ".join(x for x in (miss["view"], miss["scope"], miss["measure"], miss.get("strategy", "")) if x)
+            parts = (miss["view"], miss["scope"], miss["measure"], miss.get("strategy", ""))
+            where = " · ".join(x for x in parts if x)
             print(f"[leaderboard] {where}: {miss['status']}", flush=True)
         out.append(View(miss["view"], miss["scope"], miss["measure"], "mean",
                         pd.DataFrame(columns=["judge", "mode", "unit", "value"]), strategy=miss.get("strategy", ""),

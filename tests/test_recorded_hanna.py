@@ -91,9 +91,11 @@ def test_import_round_trips_every_number_with_provenance(run, upstream):
     # a metric: one score per story, criterion "" (compared with every criterion), tag removed from its name
     got = s[(s["judge"] == "BLEU") & (s["system"] == "Fusion")]
     assert set(got["criterion"]) == {""}
-    assert got.sort_values("item", key=lambda c: c.astype(int))["score"].tolist() == json.loads(full.loc["Fusion", "BLEU Ξ§"])
+    want = json.loads(full.loc["Fusion", "BLEU Ξ§"])
+    assert got.sort_values("item", key=lambda c: c.astype(int))["score"].tolist() == want
     got = h[(h["criterion"] == "Empathy") & (h["system"] == "Human")]
-    assert got.sort_values("item", key=lambda c: c.astype(int))["human"].tolist() == json.loads(full.loc["Human", "Empathy"])
+    want = json.loads(full.loc["Human", "Empathy"])
+    assert got.sort_values("item", key=lambda c: c.astype(int))["human"].tolist() == want
     assert len(h) == 6 * 11 * 96
     assert not s["judge"].str.contains("AVG|Human").any()
 

@@ -71,11 +71,10 @@ def _overall(method: str):
         if key not in cache:  # the counts and the human side are shared by every judge of the view
             cache.clear()
             w = corr.counts_of(idx, len(units))
-            cache[key] = {"w": w, "uy": corr._untied_pairs(y, w) if method == "kendall" else None,
-                          "ry": corr.weighted_midranks(y, w) if method == "spearman" else None}
+            cache[key] = {"w": w, "ry": corr.weighted_midranks(y, w) if method == "spearman" else None}
         c = cache[key]
         if method == "kendall":
-            return corr.weighted_kendall(x, y, c["w"], y_untied=c["uy"])
+            return corr.weighted_kendall(x, y, c["w"])
         if method == "spearman":
             return corr.weighted_spearman(x, y, c["w"], ry=c["ry"])
         return corr.weighted_pearson(x, y, c["w"])
@@ -133,7 +132,8 @@ def _partial(method: str):
         if key not in cache:  # counts and the human residuals are shared by every judge of the view
             cache.clear()
             w = corr.counts_of(idx, len(units))
-            cache[key] = (w, corr.draw_residuals(r["human"].to_numpy(float), r["system"].to_numpy(), w))
+            ry = corr.draw_residuals(r["human"].to_numpy(float), r["system"].to_numpy(), w)
+            cache[key] = (w, corr.row_midranks(ry, w) if method == "spearman" else ry)
         w, ry = cache[key]
         return corr.resampled_partial(r["score"].to_numpy(float), None, r["system"].to_numpy(), w, method, ry=ry)
 

@@ -72,18 +72,21 @@ def load_hanna_stories(path, verify: bool = True) -> pd.DataFrame:
     annotations per criterion present."""
     data = _read(path, "hanna_stories_annotations.csv", verify)
     try:
-        df = pd.read_csv(io.BytesIO(data), dtype={"Story ID": "Int64"}, keep_default_na=False, quoting=csv.QUOTE_MINIMAL)
+        df = pd.read_csv(io.BytesIO(data), dtype={"Story ID": "Int64"}, keep_default_na=False,
+                         quoting=csv.QUOTE_MINIMAL)
     except (ValueError, pd.errors.ParserError) as e:
         raise DHPError(f"{path} is not a readable CSV ({e}).", "use the unmodified upstream file.") from None
     missing = [c for c in HANNA_NEEDED if c not in df.columns]
     if missing:
-        raise DHPError(f"{path} lacks column(s) {missing}.", f"use upstream's file (columns {list(HANNA_NEEDED)}, ...).")
+        raise DHPError(f"{path} lacks column(s) {missing}.",
+                       f"use upstream's file (columns {list(HANNA_NEEDED)}, ...).")
     sid = df["Story ID"].astype("int64")
     block = sid // N_PROMPTS
     bad = (block >= len(HANNA_SYSTEMS)) | (sid < 0)
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DHPError(f"{path} row {i + 1}: Story ID {sid.iloc[i]} is outside 0..{len(HANNA_SYSTEMS) * N_PROMPTS - 1}.",
+        last = len(HANNA_SYSTEMS) * N_PROMPTS - 1
+        raise DHPError(f"{path} row {i + 1}: Story ID {sid.iloc[i]} is outside 0..{last}.",
                        "use the unmodified upstream file.")
     expected = np.array(HANNA_SYSTEMS, dtype=object)[block.to_numpy()]
     wrong = df["Model"].astype(str).to_numpy() != expected

@@ -23,7 +23,7 @@ from scipy import stats as sps
 
 __all__ = ["correlation", "METHODS", "partial_residuals", "partial_correlation", "williams_test", "counts_of",
            "weighted_pearson", "weighted_midranks", "weighted_spearman", "weighted_kendall", "system_means",
-           "columnwise_correlation", "draw_residuals", "resampled_partial"]
+           "columnwise_correlation", "draw_residuals", "row_midranks", "resampled_partial"]
 
 METHODS = ("pearson", "spearman", "kendall")
 
@@ -209,13 +209,29 @@ def draw_residuals(x, groups, w) -> np.ndarray:
 
 def resampled_partial(x, y, groups, w, method: str, ry: np.ndarray | None = None) -> np.ndarray:
     """FRANK's partial correlation per draw: residuals from each draw's (count-weighted) system means, then the
-    weighted Pearson r, or Spearman ρ of the residuals' midranks in the draw (``ry``: y's residuals, when known)."""
+    weighted Pearson r, or Spearman ρ of the residuals' midranks in the draw (``ry``: y's residuals, or for
+    Spearman their midranks (:func:`row_midranks`), when known: shared by every judge of a view)."""
     w = np.asarray(w, float)
     rx = draw_residuals(x, groups, w)
-    ry = draw_residuals(y, groups, w) if ry is None else ry
     if method == "pearson":
-        return weighted_pearson(rx, ry, w)
-    out = np.empty(len(w))
-    for d in range(len(w)):  # residuals change per draw: rank each draw's own
-        out[d] = weighted_spearman(rx[d], ry[d], w[d:d + 1])[0]
+        return weighted_pearson(rx, draw_residuals(y, groups, w) if ry is None else ry, w)
+    # the residuals change per draw: rank each draw's own
+    ranks_y = row_midranks(draw_residuals(y, groups, w), w) if ry is None else ry
+    return weighted_pearson(row_midranks(rx, w), ranks_y, w)
+
+
+def row_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """k × n: the average rank of x[d, i] among draw d's values, each unit counted w[d, i] times."""
+    k, n = x.shape
+    order = np.argsort(x, axis=1)  # equal values form one group whatever their order: no stable sort needed
+    xs = np.take_along_axis(x, order, axis=1)
+    ws = np.take_along_axis(w, order, axis=1)
+    new = np.ones((k, n), dtype=bool)
+    new[:, 1:] = xs[:, 1:] != xs[:, :-1]
+    gid = np.cumsum(new, axis=1) - 1  # each row's groups of equal values, 0..
+    flat = (gid + (np.arange(k) * n)[:, None]).ravel()
+    gc = np.bincount(flat, weights=ws.ravel(), minlength=k * n).reshape(k, n)  # draws per group
+    mid = np.cumsum(gc, axis=1) - gc + (gc + 1) / 2
+    out = np.empty((k, n))
+    np.put_along_axis(out, order, np.take_along_axis(mid, gid, axis=1), axis=1)
     return out
