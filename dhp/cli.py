@@ -5,7 +5,7 @@
     python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
-    python -m dhp import-judgments {llmbar,mtme,table} [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]
+    python -m dhp import-judgments {llmbar,mtme,hanna,frank,table} [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
     python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
     python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
@@ -104,13 +104,14 @@ def _import_judgments(rest: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
-    ap.add_argument("path", nargs="?", help="a file, or a folder searched recursively (llmbar, mtme: default the "
-                                            "data root's copy of the published ones, fetched when missing)")
+    ap.add_argument("path", nargs="?", help="a file, or a folder searched recursively (default: the source's place "
+                                            "under the data root, dhp.recorded.DEFAULT_PATHS)")
     ap.add_argument("--run-dir", required=True, help="the run folder to write the tables into")
     ap.add_argument("--dataset", help="table: the dataset table item ids are checked against")
     ap.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"), help="table: the scores' scale")
     ap.add_argument("--lp", help="mtme: the language pair, when no folder name gives it")
-    ap.add_argument("--data-dir", help="the data root (table: where LLMBar is read from for the id check)")
+    ap.add_argument("--data-dir", help="the data root of the default PATH; table: where LLMBar is read from for the "
+                                       "id check")
     ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
     args = ap.parse_args(rest)
     if args.path is None:

@@ -7,6 +7,12 @@ figure per view are written.
 Writes ``leaderboard.csv`` and ``leaderboard_pairs.csv`` into the run folder (schemas:
 dhp.analysis.leaderboard.LEADERBOARD_COLUMNS, PAIR_COLUMNS) and ``leaderboard_<view>.png/.pdf`` into the figures
 folder.
+
+Recorded sources stand on their own: importing one brings the human scores its views need (mtme: the MQM scores
+beside the metric scores; hanna, frank: their human ratings), and their views are built here from the imported
+tables (HANNA, FRANK: dhp.analysis.recorded_views). A view that cannot be built — its human scores are missing, or
+only one judge is in it — is printed with the reason and written as a row of leaderboard.csv (judge "", status
+"not built: ..." / "not compared: ...").
 """
 
 from __future__ import annotations
@@ -46,23 +52,63 @@ class LeaderboardParams(Params):
     seed: int = Field(0, ge=0, description="seed of the resampling draws")
     early_stop: bool = Field(True, description="segment views: stop a pair's permutation test once its p is clearly "
                                                "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT)")
-    recorded: list[Literal["llmbar", "mtme"]] = Field(
+    recorded: list[Literal["llmbar", "mtme", "hanna", "frank"]] = Field(
         ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
                                 "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
-                                "'mtme' (the WMT22 zh-en metrics' segment scores; ~10 s); read from data_dir; an "
-                                "empty list (--recorded '') imports nothing")
+                                "'mtme' (the WMT22 zh-en metrics' segment scores and MQM; ~10 s), 'hanna' (HANNA "
+                                "story ratings of 20 LLM judge settings and 72 metrics; ~1 s), 'frank' (FRANK "
+                                "factuality metrics; <1 s); read from data_dir; an empty list (--recorded '') "
+                                "imports nothing")
+    recorded_views: Literal["headline", "all"] = Field(
+        "headline", description="HANNA and FRANK views: 'headline' (HANNA overall Kendall per criterion with the "
+                                "LLM judges and upstream's 17 shown metrics; FRANK partial Pearson and Spearman) "
+                                "or 'all' (every level and correlation, all 92 HANNA judges: minutes)")
     data_dir: str | None = Field(None, description="dataset root for the recorded judgments (None: the data root, "
                                                    "docs/data.md)")
 
 
-def collect_views(folder) -> list[View]:
-    """Every registered method's views of the judges in ``folder`` (its collected and produced tables)."""
+def collect_views(folder, which: str = "headline", report: bool = True) -> list[View]:
+    """Every registered method's views of the judges in ``folder`` (its collected and produced tables), the views of
+    the imported rated outputs (HANNA, FRANK; ``which``: "headline" or "all"), and one empty view per view that
+    cannot be built or compared (``notes["not_built"]``: the reason, printed when ``report``)."""
+    from dhp.analysis.recorded_views import item_views
+
+    root = resolve(folder)
     views: list[View] = []
     for m in methods.all_methods():
         tables = {**methods.read_tables(m, folder), **methods.read_uses(m, folder)}
         if tables:
             views += m.views(tables)
-    return views
+    missing = []
+    scores, human = root / "item_scores.parquet", root / "item_human.parquet"
+    if scores.is_file():
+        built, missing = item_views(pd.read_parquet(scores), pd.read_parquet(human) if human.is_file() else None,
+                                    which)
+        views += built
+    if (root / "segment_scores.parquet").is_file() and not (root / "segment_human.parquet").is_file():
+        missing.append({"view": "segment", "scope": "WMT22 vs MQM", "measure": "acc_eq_calibrated",
+                        "status": "not built: segment_scores.parquet has no human scores beside it "
+                                  "(segment_human.parquet); import the metric scores from a folder in the "
+                                  "mt-metrics-eval layout, with <lp>.mqm.seg.score beside them, or run "
+                                  "python -m dhp run --method human_alignment"})
+    out = []
+    for v in views:
+        entries = v.data[["judge", "mode"]].drop_duplicates()
+        if len(entries) >= 2:
+            out.append(v)
+        else:
+            who = ", ".join(f"{j} ({m})" for j, m in entries.itertuples(index=False)) or "none"
+            missing.append({"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy,
+                            "status": f"not compared: one judge in this view ({who})"})
+    for miss in missing:
+        if report:
+            parts = (miss["view"], miss["scope"], miss["measure"], miss.get("strategy", ""))
+            where = " · ".join(x for x in parts if x)
+            print(f"[leaderboard] {where}: {miss['status']}", flush=True)
+        out.append(View(miss["view"], miss["scope"], miss["measure"], "mean",
+                        pd.DataFrame(columns=["judge", "mode", "unit", "value"]), strategy=miss.get("strategy", ""),
+                        notes={"not_built": miss["status"]}))
+    return out
 
 
 def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[str, Path]:
@@ -73,13 +119,13 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
 
     config = config or LeaderboardParams(**values)
     import_recorded(config)
-    views = collect_views(config.run_dir)
-    judged = [v for v in views if v.data[["judge", "mode"]].drop_duplicates().shape[0] >= 2]
+    views = collect_views(config.run_dir, config.recorded_views)
+    judged = [v for v in views if not v.notes.get("not_built")]
     if not judged:
         raise DHPError(f"No view in {config.run_dir} holds two or more judges to compare.",
                        "run several judges into one run folder (or the grid: results/), or import recorded ones "
                        "(python -m dhp import-judgments).")
-    out = leaderboard(judged, n_resamples=config.n_resamples, n_resamples_statistic=config.n_resamples_statistic,
+    out = leaderboard(views, n_resamples=config.n_resamples, n_resamples_statistic=config.n_resamples_statistic,
                       seed=config.seed, alpha=config.alpha, min_coverage=config.min_coverage,
                       early_stop=WMT_EARLY_STOP if config.early_stop else None)
     root = resolve(config.run_dir)
@@ -91,19 +137,20 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
     return paths
 
 
-#: Where each kind of recorded judgment lies under the dataset root, and the method whose reference tables it needs.
-RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric-scores_zh-en", "human_alignment")}
+#: Where each kind of recorded judgment lies under the dataset root (dhp.recorded.DEFAULT_PATHS), and the method
+#: whose reference tables it adds (mtme: human_alignment's MQM and DA; the import itself brings MQM).
+RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric-scores_zh-en", "human_alignment"),
+                    "hanna": ("hanna", None), "frank": ("frank", None)}
 
 
 def import_recorded(config: LeaderboardParams) -> None:
     """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need."""
-    from dhp.datasets import registry
-    from dhp.recorded import import_judgments
+    from dhp.recorded import default_path, import_judgments
 
     for kind in config.recorded:
-        folder, method = RECORDED_SOURCES[kind]
-        import_judgments(kind, registry.path(folder, config.data_dir), config.run_dir,
-                         lp="zh-en" if kind == "mtme" else None)
+        _, method = RECORDED_SOURCES[kind]
+        import_judgments(kind, default_path(kind, config.data_dir), config.run_dir,
+                         lp="zh-en" if kind == "mtme" else None, data_dir=config.data_dir)
         if method is not None:
             m = methods.get(method)
             methods.write_tables(m, m.collect_reference(m.config(data_dir=config.data_dir, run_dir=config.run_dir)),

@@ -63,7 +63,8 @@ CLUSTER_RULE = ("WMT rule (mt-metrics-eval AssignRanks): a new cluster where a j
                 "next with one-sided p_better <= alpha, unadjusted; cluster_holm: the same walk with Holm-adjusted "
                 "p_adj <= alpha (= significant)")
 PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "judge_b", "mode_b", "value_a",
-                "value_b", "diff", "p", "p_adj", "significant", "p_better", "test", "n"]
+                "value_b", "diff", "p", "p_adj", "significant", "p_better", "test", "n",
+                "p_upstream", "test_upstream"]  # a view's own paper's test of the pair (FRANK: Williams), if any
 RECORDED_MODE = "recorded"
 
 
@@ -86,6 +87,11 @@ class View:
     #: of idx (k × units positions); without it the statistic is recomputed on each resampled copy
     draws: Callable[[pd.DataFrame, list, np.ndarray], np.ndarray] | None = None
     notes: dict = field(default_factory=dict)
+    #: optional second test of a pair as the view's own paper computes it (FRANK: Williams): f(rows of the
+    #: better-valued judge, rows of the other) -> one-sided p; reported beside the project's test (p_upstream,
+    #: test_upstream = pair_test_name), never used for clusters or Holm
+    pair_test: Callable[[pd.DataFrame, pd.DataFrame], float] | None = None
+    pair_test_name: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -300,6 +306,12 @@ _KIND = {"mean": _mean_kind, "segment": _segment_kind, "statistic": _statistic_k
 
 # ---------------------------------------------------------------------------------------------- the leaderboard
 
+def _rows_of(v: View, judges: list[str], units: list) -> dict[str, pd.DataFrame]:
+    """Each compared judge's rows on the common units."""
+    d = v.data[v.data["unit"].isin(set(units))]
+    return {e: d[(d["judge"] == _split(e)[0]) & (d["mode"] == _split(e)[1])] for e in judges}
+
+
 def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage: float, min_units: int,
               early_stop):
     judges, units, left_out = _common(v, min_coverage, min_units)
@@ -317,12 +329,15 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                 a, b, p_ab = b, a, p_ba
             better_first.append((a, b, p, p_ab, test))
         adj = paired.holm([p for _, _, p, _, _ in better_first]) if better_first else np.array([])
+        own = _rows_of(v, judges, units) if v.pair_test is not None else None
         for (a, b, p, p_ab, test), pa in zip(better_first, adj):
             (ja, ma), (jb, mb) = _split(judges[a]), _split(judges[b])
+            upstream = float(v.pair_test(own[judges[a]], own[judges[b]])) if own is not None else math.nan
             pair_rows.append({**head, "judge_a": ja, "mode_a": ma, "judge_b": jb, "mode_b": mb,
                               "value_a": values[a], "value_b": values[b], "diff": values[a] - values[b], "p": p,
                               "p_adj": pa, "significant": bool(pa <= alpha) if math.isfinite(pa) else False,
-                              "p_better": p_ab, "test": test, "n": n_units})
+                              "p_better": p_ab, "test": test, "n": n_units, "p_upstream": upstream,
+                              "test_upstream": v.pair_test_name if own is not None else ""})
         # clusters as in the WMT metrics findings: the one-sided p that the better-valued judge is better,
         # unadjusted, along the walk down the sorted judges (dhp.stats.clusters; a large segment view walked it
         # while testing only the pairs that decide it)
@@ -382,6 +397,11 @@ def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha
         raise DHPError(f"n_resamples = {n_resamples} leaves nothing to test with.", "pass n_resamples >= 1.")
     board, pairs = [], []
     for v in views:
+        if v.notes.get("not_built"):  # a view that could not be built: named, with its reason, as one row
+            board.append({"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy,
+                          "judge": "", "mode": "", "value": math.nan, "lo": math.nan, "hi": math.nan, "n": math.nan,
+                          "rank": math.nan, "cluster": math.nan, "recorded": False, "status": v.notes["not_built"]})
+            continue
         k = n_resamples_statistic or n_resamples if v.kind == "statistic" else n_resamples
         b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
         board += b

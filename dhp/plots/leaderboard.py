@@ -47,16 +47,18 @@ def plot_view(board: pd.DataFrame, view: str):
     groups = _headline_groups(b)
     ncols = min(2, len(groups))
     nrows = math.ceil(len(groups) / ncols)
-    heights = [max(1.6, 0.32 * b[(b["scope"] == s) & (b["measure"] == m) & (b["strategy"] == st)].shape[0] + 1.2)
-               for s, m, st in groups]
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, sum(heights[::ncols]) + 0.6), squeeze=False)
+    rows = [b[(b["scope"] == s) & (b["measure"] == m) & (b["strategy"] == st)].shape[0] for s, m, st in groups]
+    per_row = 0.32 if max(rows, default=0) <= 20 else 0.24  # 30+ judges a panel (HANNA): denser rows, same font
+    heights = [max(1.6, per_row * n + 1.2) for n in rows]
+    height = sum(max(heights[i:i + ncols]) for i in range(0, len(heights), ncols)) + 0.6
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, height), squeeze=False)
     for ax, (scope, measure, strategy) in zip(axes.flat, groups):
         g = b[(b["scope"] == scope) & (b["measure"] == measure) & (b["strategy"] == strategy)]
         _panel(ax, g, scope, measure, strategy)
     for ax in list(axes.flat)[len(groups):]:
         ax.set_axis_off()
     fig.suptitle(f"Leaderboard: {view.replace('_', ' ')} (intervals: 95% bootstrap)\n{RULE_NOTE}", fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))  # room for the two-line title in inches: tall figures kept overlapping
     return fig
 
 
@@ -111,4 +113,5 @@ def _protocol_note(ok: pd.DataFrame) -> str:
 
 def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) -> dict:
     """One figure per view: view name -> figure."""
-    return {view: plot_view(board, view) for view in sorted(set(board["view"]))}
+    shown = board[board["status"] == "ok"]  # a view that could not be built has no figure (its row says why)
+    return {view: plot_view(board[board["judge"] != ""], view) for view in sorted(set(shown["view"]))}

@@ -40,7 +40,8 @@ import pandas as pd
 from dhp.errors import DHPError
 
 __all__ = ["IMPORTERS", "importer", "import_judgments", "ImportReport", "SourceFile", "TABLE_KEYS",
-           "SEGMENT_COLUMNS", "MAX_FILE_BYTES", "known_upstream", "RECORDED_MODE", "source_label"]
+           "SEGMENT_COLUMNS", "SEGMENT_HUMAN_COLUMNS", "ITEM_COLUMNS", "ITEM_HUMAN_COLUMNS", "DEFAULT_PATHS",
+           "default_path", "MAX_FILE_BYTES", "known_upstream", "RECORDED_MODE", "source_label"]
 
 #: The largest file an importer reads (the biggest upstream file, an LLMBar result.json, is 1.4 MB).
 MAX_FILE_BYTES = 64 * 2**20
@@ -51,6 +52,20 @@ MANIFEST_STAGE = "import_judgments"
 #: what the metric compared against), system, seg_id (1-based line of the test set, as in
 #: dhp.datasets.wmt22_human), score (NaN when unscored), failure (why it is NaN, else ""), source.
 SEGMENT_COLUMNS = ["judge", "mode", "lp", "reference", "system", "seg_id", "score", "failure", "source"]
+
+#: segment_human.parquet as an importer brings it (the human_alignment method's table): the MQM score of every
+#: system × segment (higher is better), da_z NaN unless the data layer adds the DA scores.
+SEGMENT_HUMAN_COLUMNS = ["lp", "system", "seg_id", "mqm", "da_z"]
+
+#: item_scores.parquet: a judge's score of one rated output — dataset (hanna, frank), criterion (the human
+#: criterion the score rates; "" for a judge with one score per output, compared with every criterion), subset
+#: (FRANK: cnndm or bbc), split (FRANK: test or valid), system, item (HANNA: the prompt, 0..95, the story's
+#: position in its system's row; FRANK: the article hash), score, failure (why it is NaN), source.
+ITEM_COLUMNS = ["judge", "mode", "dataset", "criterion", "subset", "split", "system", "item", "score", "failure",
+                "source"]
+#: item_human.parquet: the human score of one rated output on one criterion (HANNA: the mean of 3 raters; FRANK:
+#: Factuality, the share of sentences without a factual error).
+ITEM_HUMAN_COLUMNS = ["dataset", "criterion", "subset", "split", "system", "item", "human", "source"]
 
 
 def _score_key() -> list[str]:
@@ -64,7 +79,28 @@ TABLE_KEYS: dict[str, list[str]] = {
     "pairwise_verdicts.parquet": ["judge", "mode", "subset", "strategy", "item_id", "order"],
     "segment_scores.parquet": ["judge", "mode", "lp", "reference", "system", "seg_id"],
     "scores.parquet": _score_key(),
+    "segment_human.parquet": ["lp", "system", "seg_id"],
+    "item_scores.parquet": ["judge", "mode", "dataset", "criterion", "system", "item"],
+    "item_human.parquet": ["dataset", "criterion", "system", "item"],
 }
+
+#: Where each recorded source lies under the data root (dhp.datasets.data_root): the PATH an import of that kind
+#: reads when none is given.
+DEFAULT_PATHS = {"llmbar": "llmbar_judgments", "mtme": "wmt22/metric-scores_zh-en",
+                 "hanna": "hanna/hanna_metric_scores_llm.csv", "frank": "frank"}
+# what a default import also reads from the data root: the MQM scores beside the metric scores (mtme.find_mqm)
+_DEFAULT_COMPANIONS = {"mtme": ["wmt22_mqm_zh_en"]}
+
+
+def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """The data-root path of a recorded source (the one place that resolves it), fetched with the human scores its
+    views need when missing (dhp.datasets.registry)."""
+    from dhp.datasets import registry
+
+    if kind not in DEFAULT_PATHS:
+        raise DHPError(f"The {kind!r} importer has no default path.", "pass the file or folder to import.")
+    registry.ensure(_DEFAULT_COMPANIONS.get(kind, []), data_dir)
+    return registry.path(DEFAULT_PATHS[kind], data_dir)
 
 
 def verdict_columns() -> list[str]:
@@ -110,6 +146,8 @@ class ImportContext:
     lp: str | None = None
     data_dir: Path | None = None
     cache: dict = field(default_factory=dict)  # tables an importer loads once per import (dataset ids)
+    #: files an importer read besides the ones imported (mtme: the MQM scores beside them): recorded in the manifest
+    companions: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -163,6 +201,16 @@ def _files(imp: Importer, path: Path) -> list[Path]:
                    "relative to the current directory).")
 
 
+def read_source(p: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
+    """A file an importer reads, size-checked before reading (:func:`_read_file`), named ``rel`` in ``source``."""
+    size = p.stat().st_size
+    if size > max_bytes:
+        raise DHPError(f"{p} is {size:,} bytes, over the {max_bytes:,}-byte limit for one imported file.",
+                       "check it is the file you meant.")
+    data = p.read_bytes()
+    return SourceFile(p, rel, data, hashlib.sha256(data).hexdigest())
+
+
 def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile:
     size = p.stat().st_size
     if size > max_bytes:  # checked before reading: a wrong path must not fill the memory
@@ -214,8 +262,9 @@ def _typed(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """One dtype per column whatever mix of old and new rows made the table, so the bytes written depend
     on the rows alone."""
     floats = {"pairwise_verdicts.parquet": ("f1", "f2"), "segment_scores.parquet": ("score",),
-              "scores.parquet": ("score", "prob_mass")}[table]
-    ints = {"segment_scores.parquet": ("seg_id",),
+              "scores.parquet": ("score", "prob_mass"), "segment_human.parquet": ("mqm", "da_z"),
+              "item_scores.parquet": ("score",), "item_human.parquet": ("human",)}[table]
+    ints = {"segment_scores.parquet": ("seg_id",), "segment_human.parquet": ("seg_id",),
             "scores.parquet": ("n_valid", "n_failed", "prompt_tokens", "completion_tokens")}.get(table, ())
     bools = ("truncated", "fallback") if table == "scores.parquet" else ()
     out = df.copy(deep=False)
@@ -273,12 +322,13 @@ class ImportReport:
                 f"{tables}")
 
 
-def import_judgments(kind: str, path: str | os.PathLike, run_dir: str | os.PathLike, *,
+def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | os.PathLike, *,
                      dataset: str | os.PathLike | None = None, scale: tuple[float, float] | None = None,
                      lp: str | None = None, data_dir: str | os.PathLike | None = None,
                      max_bytes: int = MAX_FILE_BYTES) -> ImportReport:
     """Import recorded judgments of ``kind`` (a registered importer: "llmbar", "mtme", "table") from
-    ``path`` (a file, or a folder searched recursively) into ``run_dir``.
+    ``path`` (a file, or a folder searched recursively; None: the source's place under the data root,
+    :func:`default_path`) into ``run_dir``.
 
     Options: ``dataset`` — the dataset table the ``table`` importer checks item ids against (.parquet, or a
     CSV/JSONL file as dhp.datasets.load_custom / dhp.datasets.llmbar.load_pairwise read; default: the run's
@@ -292,6 +342,8 @@ def import_judgments(kind: str, path: str | os.PathLike, run_dir: str | os.PathL
         raise DHPError(f"Unknown kind of recorded judgments {kind!r}.", f"use one of {sorted(IMPORTERS)}.")
     t0 = time.perf_counter()
     imp = IMPORTERS[kind]
+    if path is None:
+        path = default_path(kind, data_dir)
     src = Path(os.path.abspath(Path(path).expanduser()))  # ".." removed: folder names carry meaning here
     run = resolve(run_dir)
     ctx = ImportContext(run, Path(dataset).expanduser() if dataset else None,
@@ -307,6 +359,9 @@ def import_judgments(kind: str, path: str | os.PathLike, run_dir: str | os.PathL
         records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(p), "sha256": f.sha256, "bytes": len(f.data),
                                       "rows": {t: int(len(df)) for t, df in produced.items()},
                                       "upstream": known_upstream(f.sha256)}
+    for f, rows in ctx.companions:
+        records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(f.path), "sha256": f.sha256, "bytes": len(f.data),
+                                      "rows": rows, "upstream": known_upstream(f.sha256)}
     new_rows, merged = {}, {}
     for table, dfs in parts.items():
         new = pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0]
@@ -327,4 +382,4 @@ def import_judgments(kind: str, path: str | os.PathLike, run_dir: str | os.PathL
 
 
 # the built-in importers register themselves; imported last, as they use the names above
-from dhp.recorded import llmbar, mtme, table  # noqa: E402,F401
+from dhp.recorded import frank, hanna, llmbar, mtme, table  # noqa: E402,F401

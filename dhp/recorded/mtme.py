@@ -105,7 +105,47 @@ def _finite(v: str) -> bool:
         return False
 
 
+def find_mqm(path, lp: str):
+    """The MQM file of ``lp`` beside the metric scores in the mt-metrics-eval layout
+    (``<root>/human-scores/<lp>.mqm.seg.score``, or ``<lp>.mqm.seg.score`` in a sibling folder, as
+    ../shared/datasets/wmt22/mqm_zh-en/), searched up to three folders above ``path``; None when absent."""
+    name = f"{lp}.mqm.seg.score"
+    for folder in list(path.parents)[:3]:
+        for cand in [folder / "human-scores" / name, *sorted(folder.glob(f"*/{name}"))]:
+            if cand.is_file():
+                return cand
+    return None
+
+
+def read_mqm(f: SourceFile, lp: str) -> pd.DataFrame:
+    """segment_human.parquet rows (dhp.recorded.SEGMENT_HUMAN_COLUMNS) of an MQM ``.seg.score`` file: mt-metrics-eval
+    writes MQM as a score (higher is better, 0 = no error), ``None`` where a segment was not rated (dropped)."""
+    from dhp.recorded import SEGMENT_HUMAN_COLUMNS
+
+    fake = SourceFile(f.path.with_name("MQM-refA.seg.score"), f.rel, f.data, f.sha256)  # same format, named as one
+    rows = read_seg_scores(fake, lp)
+    rows = rows[rows["failure"] == ""]
+    return (rows.rename(columns={"score": "mqm"}).assign(da_z=np.nan)[SEGMENT_HUMAN_COLUMNS]
+            .reset_index(drop=True))
+
+
 @importer("mtme", suffixes=(SUFFIX,))
 def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
-    """mt-metrics-eval <metric>-<reference>.seg.score files -> segment_scores.parquet."""
-    return {"segment_scores.parquet": read_seg_scores(f, ctx.lp)}
+    """mt-metrics-eval <metric>-<reference>.seg.score files -> segment_scores.parquet, with the MQM human scores
+    found beside them (:func:`find_mqm`) -> segment_human.parquet, so the segment view can be built."""
+    from dhp.recorded import read_source
+
+    if f.path.name.endswith(".mqm.seg.score"):  # a human score file inside the imported folder: brought below
+        return {}
+    out = {"segment_scores.parquet": read_seg_scores(f, ctx.lp)}
+    pair = language_pair(f.path, ctx.lp)
+    key = f"mqm:{pair}"
+    if key not in ctx.cache:
+        found = find_mqm(f.path, pair)
+        ctx.cache[key] = found
+        if found is not None:
+            src = read_source(found, f"{found.parent.name}/{found.name}")
+            human = read_mqm(src, pair)
+            ctx.companions.append((src, {"segment_human.parquet": int(len(human))}))
+            out["segment_human.parquet"] = human
+    return out
