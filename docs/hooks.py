@@ -66,18 +66,23 @@ def _select(df: pd.DataFrame, file: str, where: dict) -> pd.DataFrame:
     return df
 
 
-def _fmt(value, digits: int = 2) -> str:
+def _fmt(value, digits: int = 2, integer: bool = False) -> str:
+    """A cell as text: NaN as "—" (never 0), integer columns without decimals, others with ``digits``."""
     if isinstance(value, str):
         return value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    if isinstance(value, (bool,)):
+    if isinstance(value, bool):
         return str(value)
-    if float(value).is_integer() and abs(value) >= 1 and digits >= 0 and not isinstance(value, float):
-        return f"{int(value):,}"
-    if isinstance(value, float) and value.is_integer() and abs(value) >= 10:
+    if integer:
         return f"{int(value):,}"
     return f"{float(value):.{digits}f}"
+
+
+def _integer(values: pd.Series) -> bool:
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values) and len(v) > 0 \
+        and bool((v == v.round()).all())
 
 
 def result(file: str, column: str, digits: int = 2, **where) -> str:
@@ -87,7 +92,7 @@ def result(file: str, column: str, digits: int = 2, **where) -> str:
         raise PluginError(f"results/{file} has no column {column!r}")
     if len(df) != 1:
         raise PluginError(f"results/{file} has {len(df)} rows where {where} (a page's number needs exactly one)")
-    return _fmt(df.iloc[0][column], digits)
+    return _fmt(df.iloc[0][column], digits, integer=pd.api.types.is_integer_dtype(df[column]))
 
 
 def count(file: str, **where) -> str:
@@ -113,11 +118,12 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
         df = df.head(limit)
     rename = rename or {}
     head = [rename.get(c, c) for c in columns]
+    integer = {c: _integer(df[c]) and c not in (ci or {}) for c in columns}
     rows = []
     for _, r in df.iterrows():
         cells = []
         for c in columns:
-            text = _fmt(r[c], digits)
+            text = _fmt(r[c], digits, integer[c])
             if ci and c in ci:
                 lo, hi = (r[x] for x in ci[c])
                 if not (pd.isna(lo) or pd.isna(hi)):
@@ -293,3 +299,30 @@ def on_files(files, config, **_):
 
 def on_page_markdown(markdown, page, **_):
     return PLACEHOLDER.sub(lambda m: _call(m.group(1), page.file.src_uri), markdown)
+
+
+# ------------------------------------------------------------------------------------ README's headline table
+
+README = ROOT / "README.md"
+README_START, README_END = "<!-- headline table: python docs/hooks.py --readme -->", "<!-- end of headline table -->"
+
+
+def readme_table() -> str:
+    """README's small headline table: the leaderboard's DHP view, from results/leaderboard.csv."""
+    return table("leaderboard.csv", ["rank", "judge", "mode", "value", "n", "cluster"],
+                 where={"view": "dhp", "measure": "D_avg", "status": "ok"}, ci={"value": ["lo", "hi"]},
+                 rename={"value": "D_avg (95% CI)", "n": "items"}, sort=["rank"])
+
+
+def readme_block(text: str) -> str:
+    """``text`` (README.md) with its headline table rewritten from results/."""
+    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    return text[:start] + "\n" + readme_table() + "\n" + text[end:]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--readme"]:
+        raise SystemExit("usage: python docs/hooks.py --readme   (rewrite README.md's headline table from results/)")
+    README.write_text(readme_block(README.read_text(encoding="utf-8")), encoding="utf-8")
