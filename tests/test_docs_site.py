@@ -97,3 +97,18 @@ def test_nbval_keeps_the_executed_notebook(tmp_path):
     assert kept.cells[1].outputs[0]["text"].strip() == "runs/nb"  # the temporary folder's path made relative
     assert kept.cells[2].outputs[0]["data"]["text/plain"] == "42"
     assert (kept.cells[1].execution_count, kept.cells[2].execution_count) == (1, 2)
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="the browser check needs chromium (make test installs it before running the check)")
+def test_browser_check_sees_a_broken_figure(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_site
+    finally:
+        sys.path.pop(0)
+    shutil.copy(next((ROOT / "figures").glob("*.png")), tmp_path / "ok.png")
+    (tmp_path / "index.html").write_text('<html><head><title>t</title></head><body><img src="ok.png"></body></html>')
+    (tmp_path / "broken.html").write_text('<html><body><img src="ok.png"><img src="gone.png"></body></html>')
+    assert check_site.check(tmp_path, ["index.html"]) == []
+    assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: image gone.png did not load"]
