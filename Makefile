@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests
 	$(BIN)/python scripts/nbval.py
 	DHP_DOCS_REQUIRE_EXECUTED=1 $(MAKE) docs
-	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| { echo "error: the browser check needs Debian's chromium; run 'apt-get install -y chromium' as root"; exit 1; }
 	$(BIN)/python scripts/check_site.py
 
