@@ -143,7 +143,7 @@ def _model_table(model, flags: bool) -> str:
     for name, kind, default, help_text in describe(model):
         key = f"`--{name.replace('_', '-')}`" if flags else f"`{name}`"
         default = "(required)" if repr(default) == "PydanticUndefined" else f"`{default!r}`"
-        kind = str(kind).replace("|", "\\|")
+        kind = str(kind).replace(" | ", " or ").replace("|", " or ")  # a \| inside `code` shows its backslash
         lines.append(f"| {key} | `{kind}` | {default.replace('|', chr(92) + '|')} | "
                      f"{help_text.replace('|', chr(92) + '|')} |")
     return "\n".join(lines)
@@ -276,7 +276,9 @@ def on_config(config, **_):
         raise PluginError("no executed notebooks in build/executed/: run `python scripts/nbval.py` first "
                           "(make test runs it before the docs)")
     _COURSE.update(dir=folder, notebooks=notebooks)
-    pages = [{_notebook_intro(p)[0] or p.stem: f"course/{p.stem}.ipynb"} for p in notebooks]
+    # nav titles are plain text: Markdown emphasis and code marks would show as characters
+    pages = [{re.sub(r"[*_`]{1,2}(\S[^*_`]*?)[*_`]{1,2}", r"\1", _notebook_intro(p)[0]) or p.stem:
+              f"course/{p.stem}.ipynb"} for p in notebooks]
     for entry in config["nav"] or []:
         if isinstance(entry, dict) and "Course" in entry:
             entry["Course"] = [*entry["Course"], *pages]

@@ -2,7 +2,8 @@
 
     python scripts/check_site.py [--site site] [--screenshot out.png] [PAGE ...]
 
-The site is served on 127.0.0.1 (a free port) from a thread of this script. For each page a small probe page is
+By default it checks the front page, the leaderboard, the DHP page and the executed notebook page with the
+most figures (when the site has the course's notebook pages). The site is served on 127.0.0.1 (a free port) from a thread of this script. For each page a small probe page is
 served beside it that holds the page in a same-origin iframe; when the iframe has loaded, the probe writes every
 image's URL and ``naturalWidth`` (0: the image did not load) into its own DOM, which ``chromium --headless
 --dump-dom`` prints. A page with no image, or with one that did not load, fails the check (exit status 1).
@@ -104,17 +105,31 @@ def check(site: Path, pages, screenshot: Path | None = None) -> list[str]:
     return problems
 
 
+def course_page(site: Path) -> str | None:
+    """The executed notebook page with the most images (None when the site has no notebook pages)."""
+    pages = [p for p in (site / "course").glob("[0-9][0-9]_*.html")] if (site / "course").is_dir() else []
+    if not pages:
+        return None
+    best = max(pages, key=lambda p: (p.read_text(encoding="utf-8", errors="replace").count("<img"), p.name))
+    return best.relative_to(site).as_posix()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("pages", nargs="*", default=list(PAGES))
     ap.add_argument("--site", default=str(ROOT / "site"))
     ap.add_argument("--screenshot", default=None, help="also save a screenshot of the first page here")
+    ap.add_argument("--no-course", action="store_true", help="do not add the course page with the most figures")
     args = ap.parse_args(argv)
     site = Path(args.site)
     if not (site / "index.html").is_file():
         print(f"error: no built site in {site}. Fix: run `make docs` first.", file=sys.stderr)
         return 2
-    problems = check(site, args.pages, Path(args.screenshot).resolve() if args.screenshot else None)
+    pages = list(args.pages)
+    course = course_page(site)
+    if course and not args.no_course and course not in pages:
+        pages.append(course)  # the executed notebooks' figures are inline images: check one such page too
+    problems = check(site, pages, Path(args.screenshot).resolve() if args.screenshot else None)
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     return 1 if problems else 0
