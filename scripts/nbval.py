@@ -9,10 +9,18 @@ faster settings than the paper's defaults); the copies are run in numeric order
 (notebook 02 reads what 01 wrote) by `pytest --nbval-lax`, whose exit status is returned. The notebooks end
 with `assert` cells on their own outputs, so nbval checks results, not only that cells ran. The script
 fails if the run wrote anything into the repository's runs/, figures/ or results/.
+
+The executed copies, outputs included, are kept in build/executed/ (ignored by git; emptied first) by the
+plugin scripts/keep_executed.py (the temporary folder's conftest.py): `make docs` builds the course pages from
+them, so the notebooks are executed once, by this check, and never committed with outputs.
+
+    python scripts/nbval.py 00 04      only the notebooks whose names start with these (a quick check)
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +31,7 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
+KEEP = ROOT / "build" / "executed"
 PATH_PARAMETERS = ("run_dir", "cache_path", "figures_dir", "output_path")
 #: Where a notebook's defaults (the method's library defaults: the paper's setting) take too long for CI on two
 #: cores, the values nbval runs it with instead. Notebook 07 in the paper's sample mode asks for 10 replies of up
@@ -56,7 +65,10 @@ def main() -> int:
         values = {"run_dir": str(tmp / "runs" / "nb"), "cache_path": str(tmp / "runs" / "cache.sqlite"),
                   "figures_dir": str(tmp / "figures"), "output_path": str(tmp / "runs" / "expert_weights.csv")}
         copies = []
+        only = tuple(sys.argv[1:])
         for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+            if only and not src.name.startswith(only):
+                continue
             nb = load_notebook_node(str(src))  # papermill's loader gives every cell a tags list
             params = {k: values[k] for k in PATH_PARAMETERS if k in declared(nb)}
             params.update(FAST.get(src.stem, {}))
@@ -64,8 +76,12 @@ def main() -> int:
             dst = tmp / src.name
             nbformat.write(nb, dst)
             copies.append(str(dst))
+        shutil.rmtree(KEEP, ignore_errors=True)  # no stale page survives a notebook that was renamed or failed
+        # the plugin as the temporary folder's conftest.py (a folder of scripts on sys.path would shadow nbval)
+        shutil.copy(ROOT / "scripts" / "keep_executed.py", tmp / "conftest.py")
+        env = {**os.environ, "DHP_NBVAL_KEEP": str(KEEP), "DHP_NBVAL_TMP": str(tmp)}
         cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q", *copies]
-        code = subprocess.call(cmd, cwd=tmp)
+        code = subprocess.call(cmd, cwd=tmp, env=env)
     changed = sorted(set(snapshot().items()) - set(before.items()))
     if changed:
         print(f"nbval wrote into the repository: {[p for p, _ in changed][:5]}", file=sys.stderr)

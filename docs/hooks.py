@@ -1,0 +1,330 @@
+"""MkDocs hooks: the site's numbers, reference and course are read at build time, never typed.
+
+- ``{{ result("summary.csv", "D_avg", judge="baseline:chrf_src") }}`` in a page is the one matching row's value of
+  ``results/summary.csv``; ``{{ table("leaderboard.csv", [...], where={...}) }}`` a Markdown table of its rows. A file,
+  column or row that is missing fails the build (``mkdocs build --strict`` in ``make test``), so a page cannot show a
+  number the results no longer hold.
+- ``{{ config_reference() }}`` is the CLI and grid reference, generated from the parameter models of ``dhp.config``
+  (the same declarations the command line, the notebooks and the grid derive from).
+- ``{{ course() }}`` lists the notebooks; the executed copies (``build/executed/`` written by ``scripts/nbval.py``
+  inside ``make test``, else the newest ones ``make demo`` left under ``runs/``) become pages of the course. With
+  ``DHP_DOCS_REQUIRE_EXECUTED=1`` (``make test``) a build without them fails; otherwise the course page says so.
+- ``figures/*.png`` are copied into the site, so pages link ``figures/NAME.png`` (relative to the site root).
+
+Placeholders are Python call expressions with literal arguments only (parsed with :mod:`ast`, never evaluated).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+FIGURES = ROOT / "figures"
+EXECUTED = ROOT / "build" / "executed"
+#: the course's notebooks are staged here as course/NN_*.ipynb: mkdocs-jupyter's pages need a real source folder
+STAGE = ROOT / "build" / "docs-course"
+NOTEBOOKS = ROOT / "notebooks"
+PLACEHOLDER = re.compile(r"\{\{\s*(.+?)\s*\}\}", re.S)
+log = logging.getLogger("mkdocs.hooks.dhp")
+
+#: where the course's executed notebooks came from (set by on_config, read by course())
+_COURSE: dict[str, object] = {"dir": None, "notebooks": []}
+
+
+# ------------------------------------------------------------------------------------------------ results
+
+def _read(file: str) -> pd.DataFrame:
+    path = RESULTS / file
+    if not path.is_file():
+        raise PluginError(f"results/{file} is missing: run `make demo` to write it, or fix the page's placeholder")
+    return pd.read_csv(path, keep_default_na=True)
+
+
+def _select(df: pd.DataFrame, file: str, where: dict) -> pd.DataFrame:
+    for col, want in where.items():
+        if col not in df.columns:
+            raise PluginError(f"results/{file} has no column {col!r} (columns: {list(df.columns)})")
+        if isinstance(want, (list, tuple)):
+            df = df[df[col].astype(str).isin([str(w) for w in want])]
+        elif want is None:
+            df = df[df[col].isna()]
+        else:
+            df = df[df[col].astype(str) == str(want)]
+    return df
+
+
+def _fmt(value, digits: int = 2, integer: bool = False) -> str:
+    """A cell as text: NaN as "—" (never 0), integer columns without decimals, others with ``digits``."""
+    if isinstance(value, str):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if integer:
+        return f"{int(value):,}"
+    return f"{float(value):.{digits}f}"
+
+
+def _integer(values: pd.Series) -> bool:
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values) and len(v) > 0 \
+        and bool((v == v.round()).all())
+
+
+def result(file: str, column: str, digits: int = 2, **where) -> str:
+    """The value of ``column`` in the one row of ``results/<file>`` matching ``where``."""
+    df = _select(_read(file), file, where)
+    if column not in df.columns:
+        raise PluginError(f"results/{file} has no column {column!r}")
+    if len(df) != 1:
+        raise PluginError(f"results/{file} has {len(df)} rows where {where} (a page's number needs exactly one)")
+    return _fmt(df.iloc[0][column], digits, integer=pd.api.types.is_integer_dtype(df[column]))
+
+
+def count(file: str, **where) -> str:
+    """How many rows of ``results/<file>`` match ``where``."""
+    return f"{len(_select(_read(file), file, where)):,}"
+
+
+def table(file: str, columns: list, where: dict | None = None, rename: dict | None = None, digits: int = 2,
+          ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None) -> str:
+    """A Markdown table of the rows of ``results/<file>`` matching ``where``.
+
+    ``ci={"value": ["lo", "hi"]}`` writes a column as "value (lo–hi)"; ``rename`` gives a column its header.
+    """
+    df = _select(_read(file), file, where or {})
+    if df.empty:
+        raise PluginError(f"results/{file} has no rows where {where}")
+    missing = [c for c in [*columns, *sum((list(v) for v in (ci or {}).values()), [])] if c not in df.columns]
+    if missing:
+        raise PluginError(f"results/{file} has no column(s) {missing}")
+    if sort:
+        df = df.sort_values(list(sort), ascending=ascending)
+    if limit:
+        df = df.head(limit)
+    rename = rename or {}
+    head = [rename.get(c, c) for c in columns]
+    integer = {c: _integer(df[c]) and c not in (ci or {}) for c in columns}
+    rows = []
+    for _, r in df.iterrows():
+        cells = []
+        for c in columns:
+            text = _fmt(r[c], digits, integer[c])
+            if ci and c in ci:
+                lo, hi = (r[x] for x in ci[c])
+                if not (pd.isna(lo) or pd.isna(hi)):
+                    text += f" ({_fmt(lo, digits)}–{_fmt(hi, digits)})"
+            cells.append(text.replace("|", "\\|"))
+        rows.append("| " + " | ".join(cells) + " |")
+    align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in columns]
+    return "\n".join(["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |", *rows])
+
+
+# ------------------------------------------------------------------------------------- config reference
+
+def _model_table(model, flags: bool) -> str:
+    from dhp.config import describe
+
+    lines = ["| " + ("option" if flags else "key") + " | type | default | meaning |", "|---|---|---|---|"]
+    for name, kind, default, help_text in describe(model):
+        key = f"`--{name.replace('_', '-')}`" if flags else f"`{name}`"
+        default = "(required)" if repr(default) == "PydanticUndefined" else f"`{default!r}`"
+        kind = str(kind).replace(" | ", " or ").replace("|", " or ")  # a \| inside `code` shows its backslash
+        lines.append(f"| {key} | `{kind}` | {default.replace('|', chr(92) + '|')} | "
+                     f"{help_text.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines)
+
+
+def config_reference() -> str:
+    """Every command-line option and grid key, from the parameter models (dhp.config and the methods' Params)."""
+    import dhp.cli
+    from dhp.config import RunParams
+    from dhp.grid import GridParams
+    from dhp.leaderboard import LeaderboardParams
+    from dhp.methods import all_methods
+
+    shared = set(RunParams.model_fields)
+    out = ["## Commands", "", "```text", (dhp.cli.__doc__ or "").strip(), "```", "",
+           "## Options every method shares (`RunParams`)", "",
+           "`python -m dhp run --method NAME` takes these, and a grid's `params:` sets them for every method.", "",
+           _model_table(RunParams, flags=True), ""]
+    for m in all_methods():
+        own = [n for n in m.Params.model_fields if n not in shared]
+        out += [f"## `{m.name}` — {m.title}", "",
+                f"Paper: {m.paper}. Modes: {', '.join(f'`{x}`' for x in m.modes)}. "
+                f"Its own options (`python -m dhp run --method {m.name} --help`; a grid's "
+                f"`method_params: {{{m.name}: {{...}}}}`):", ""]
+        if own:
+            sub = m.Params.model_fields
+            lines = _model_table(m.Params, flags=True).splitlines()
+            keep = lines[:2] + [ln for ln, name in zip(lines[2:], sub) if name not in shared]
+            out += ["\n".join(keep), ""]
+        else:
+            out += ["(none beyond the shared options)", ""]
+    out += ["## `python -m dhp leaderboard` (`LeaderboardParams`)", "",
+            "A grid's `leaderboard:` mapping takes the same keys (except `run_dir` and `figures_dir`, set by the grid).",
+            "", _model_table(LeaderboardParams, flags=True), "",
+            "## Grid file keys (`python -m dhp.grid FILE.yaml`, `GridParams`)", "",
+            _model_table(GridParams, flags=False), ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------ course
+
+def _notebook_intro(path: Path) -> tuple[str, str]:
+    """(title, first paragraph) of a notebook's first Markdown cell."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = "".join(cell.get("source", ""))
+        title, para = path.stem, ""
+        for block in re.split(r"\n\s*\n", text.strip()):
+            block = block.strip()
+            if block.startswith("#") and title == path.stem:
+                title = block.lstrip("#").strip().splitlines()[0]
+            elif block and not block.startswith("#"):
+                para = " ".join(block.split())
+                break
+        return title, para
+    return path.stem, ""
+
+
+def _executed_notebooks() -> tuple[Path | None, list[Path]]:
+    """The folder of executed notebooks to publish and the notebooks in it (numbered ones, in order)."""
+    chosen = os.environ.get("DHP_DOCS_NOTEBOOKS")
+    if chosen:
+        folder = Path(chosen).resolve()
+        return folder, sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    found = sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb")) if EXECUTED.is_dir() else []
+    if found:
+        return EXECUTED, found
+    # make demo's executed notebooks: several per notebook (one per judge × mode); the newest of each name
+    newest: dict[str, Path] = {}
+    for p in (ROOT / "runs").rglob("[0-9][0-9]_*.ipynb") if (ROOT / "runs").is_dir() else []:
+        if ".ipynb_checkpoints" in p.parts:
+            continue
+        if p.name not in newest or p.stat().st_mtime > newest[p.name].stat().st_mtime:
+            newest[p.name] = p
+    if newest:
+        return ROOT / "runs", [newest[k] for k in sorted(newest)]
+    return None, []
+
+
+def course() -> str:
+    """The course table: every numbered notebook, what it teaches, and a link to its executed page."""
+    executed = {p.name: p for p in _COURSE["notebooks"]}
+    lines = ["| notebook | what it teaches |", "|---|---|"]
+    for src in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        title, para = _notebook_intro(src)
+        name = f"[{src.stem}]({src.stem}.ipynb)" if src.name in executed else f"`{src.stem}`"
+        lines.append(f"| {name} | **{title}** {para} |".replace("\n", " "))
+    if executed:
+        where = _COURSE["dir"]
+        try:
+            where = Path(where).relative_to(ROOT)
+        except ValueError:
+            pass
+        note = (f"The pages below are the notebooks as executed from `{where}/` "
+                "(with their outputs: figures, tables and the assert cells that check them).")
+    else:
+        note = ("!!! note \"No executed notebooks in this build\"\n    This site was built without executed "
+                "notebooks, so the course lists them without their pages. `make test` executes every notebook "
+                "(keeping the copies in `build/executed/`) before it builds the site; `make demo` leaves them in "
+                "`runs/`. Then run `make docs` again.")
+    return note + "\n\n" + "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- the events
+
+FUNCTIONS = {"result": result, "table": table, "count": count, "config_reference": config_reference,
+             "course": course}
+
+
+def _call(expr: str, where: str) -> str:
+    try:
+        node = ast.parse(expr, mode="eval").body
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+            raise ValueError(f"use one of {sorted(FUNCTIONS)}")
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    except (SyntaxError, ValueError) as e:
+        raise PluginError(f"{where}: placeholder {{{{ {expr} }}}} is not valid: {e}") from None
+    try:
+        return str(FUNCTIONS[node.func.id](*args, **kwargs))
+    except PluginError as e:
+        raise PluginError(f"{where}: {e}") from None
+
+
+def on_config(config, **_):
+    folder, notebooks = _executed_notebooks()
+    if not notebooks and os.environ.get("DHP_DOCS_REQUIRE_EXECUTED") == "1":
+        raise PluginError("no executed notebooks in build/executed/: run `python scripts/nbval.py` first "
+                          "(make test runs it before the docs)")
+    _COURSE.update(dir=folder, notebooks=notebooks)
+    # nav titles are plain text: Markdown emphasis and code marks would show as characters
+    pages = [{re.sub(r"[*_`]{1,2}(\S[^*_`]*?)[*_`]{1,2}", r"\1", _notebook_intro(p)[0]) or p.stem:
+              f"course/{p.stem}.ipynb"} for p in notebooks]
+    for entry in config["nav"] or []:
+        if isinstance(entry, dict) and "Course" in entry:
+            entry["Course"] = [*entry["Course"], *pages]
+    if not notebooks:
+        log.info("no executed notebooks found: the course page lists the notebooks without their pages")
+    return config
+
+
+@event_priority(100)  # before mkdocs-jupyter's on_files, so the notebooks added here become its pages
+def on_files(files, config, **_):
+    shutil.rmtree(STAGE, ignore_errors=True)
+    (STAGE / "course").mkdir(parents=True)
+    for p in _COURSE["notebooks"]:
+        shutil.copyfile(p, STAGE / "course" / p.name)
+        files.append(File(f"course/{p.name}", str(STAGE), config["site_dir"], config["use_directory_urls"]))
+    for p in sorted(FIGURES.glob("*.png")):
+        files.append(File.generated(config, f"figures/{p.name}", abs_src_path=str(p)))
+    return files
+
+
+def on_page_markdown(markdown, page, **_):
+    return PLACEHOLDER.sub(lambda m: _call(m.group(1), page.file.src_uri), markdown)
+
+
+# ------------------------------------------------------------------------------------ README's headline table
+
+README = ROOT / "README.md"
+README_START, README_END = "<!-- headline table: python docs/hooks.py --readme -->", "<!-- end of headline table -->"
+
+
+def readme_table() -> str:
+    """README's small headline table: the leaderboard's DHP view, from results/leaderboard.csv."""
+    return table("leaderboard.csv", ["rank", "judge", "mode", "value", "n", "cluster"],
+                 where={"view": "dhp", "measure": "D_avg", "status": "ok"}, ci={"value": ["lo", "hi"]},
+                 rename={"value": "D_avg (95% CI)", "n": "items"}, sort=["rank"])
+
+
+def readme_block(text: str) -> str:
+    """``text`` (README.md) with its headline table rewritten from results/."""
+    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    return text[:start] + "\n" + readme_table() + "\n" + text[end:]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--readme"]:
+        raise SystemExit("usage: python docs/hooks.py --readme   (rewrite README.md's headline table from results/)")
+    README.write_text(readme_block(README.read_text(encoding="utf-8")), encoding="utf-8")
