@@ -3,12 +3,14 @@
     python -m dhp methods                                        the registered methods, their modes and notebooks
     python -m dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
     python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
+    python -m dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
     python -m dhp import-judgments {llmbar,mtme,table} PATH --run-dir R [--dataset D] [--scale LOW HIGH]
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
 
-``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
+``run`` is :func:`dhp.methods.run` (the stages collect → analyze → figures into the run folder, each through the
+stage runner :func:`dhp.methods.run_stage`; ``--stage NAME`` runs one), with the parameters of the
 method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
 ``--method`` defaults to ``dhp``. ``--dry-run`` prints the calls, tokens and cost a run would need without calling
 anything. ``batch`` writes a run's pending model calls for an offline batch job and loads the answers back into
@@ -62,15 +64,20 @@ def config_from_argv(argv: list[str], prog: str, extra=None):
 def _run(argv: list[str]) -> int:
     from dhp import methods
 
-    m, config, args = config_from_argv(argv, "python -m dhp run", lambda ap: ap.add_argument(
-        "--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no model, "
-                                               "write no table"))
+    def extra(ap):
+        ap.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no "
+                                                               "model, write no table")
+        ap.add_argument("--stage", help="run this one stage only (python -m dhp methods lists each method's stages); "
+                                        "default: collect, analyze and figures")
+
+    m, config, args = config_from_argv(argv, "python -m dhp run", extra)
     if args.dry_run:
         for stage, est in m.estimate(config).items():
             if est is not None:
                 print(est.describe(stage))
         return 0
-    for name, path in methods.run(m.name, config).items():
+    paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
+    for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
 
