@@ -592,9 +592,6 @@ def run_grid(g: GridParams) -> Report:
     """Run the whole grid: every point's notebooks, the aggregation into results/, then the notebooks that read
     results/ only (the methods' result notebooks and the report card), two at a time."""
     report = Report()
-    data_dir = g.params.get("data_dir")
-    if data_dir:
-        os.environ["DHP_DATA_DIR"] = str(resolve(data_dir))
     pts, report.not_applicable = points(g)
     results = resolve(g.results_dir)
     for m in map(methods.get, methods.names()):
@@ -646,7 +643,9 @@ def _leaderboard(g: GridParams, done: list[Point], results: Path, figures: str, 
     """Notebook 11 on every point's tables gathered into runs/<run_id>/leaderboard (recorded judges imported there as
     asked); its two tables (numbers only) are copied into results/."""
     folder = resolve(g.runs_dir) / g.run_id / "leaderboard"
-    params = {**g.leaderboard, "run_dir": str(folder), "figures_dir": figures}
+    data_dir = g.params.get("data_dir")  # the grid's data root travels as a parameter, as it does to every point
+    params = {**({"data_dir": str(resolve(data_dir))} if data_dir else {}), **g.leaderboard, "run_dir": str(folder),
+              "figures_dir": figures}
     out = folder / f"{LEADERBOARD_NB}.ipynb"
     stamp = _stamp(_nb(g, LEADERBOARD_NB), params, *_upstream(done, report), *_recorded_files(g))
     if _fresh(out, stamp, g):

@@ -1,4 +1,5 @@
-"""The DHP chain in one call: ``run_pipeline(dataset, n_items, ...)`` = ``dhp.methods.run("dhp", ...)``.
+"""The DHP chain in one call: ``run_pipeline(dataset, n_items, ...)`` = ``dhp.methods.run("dhp", ...)``, i.e. the
+stages collect and analyze of the one stage runner (dhp.methods.run_stage) — a thin wrapper, no logic of its own.
 
 Kept for scripts written against it; its parameters are the ``dhp`` method's (dhp.methods.discernment.DHPParams:
 names, defaults and help declared there once). ``judge`` may also be a dhp.backends.Backend object (e.g. with
