@@ -87,7 +87,7 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
 
 def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample", n_samples: int = N_SAMPLES,
                   temperature: float | None = None, max_tokens: int = MAX_TOKENS, seed: int = 0, cache=None,
-                  progress: bool = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
+                  progress: bool | str = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
                   dry_run: bool = False) -> pd.DataFrame:
     """Score the prompts of :func:`aspect_prompts` (any backend). Defaults: the paper's setting, sample mode
     with ``n_samples`` = 10 replies at ``temperature`` = 1.0 in one request, the score being the mean of the

@@ -64,7 +64,8 @@ def _check_pairs(pairs: pd.DataFrame, mode: str) -> None:
 
 
 def compare_pairs(pairs: pd.DataFrame, judge="embedded", mode: str = "logprobs", cache=None, seed: int = 0,
-                  template: tuple[str, str] = ("pairwise", "compare_overall"), progress: bool = False) -> pd.DataFrame:
+                  template: tuple[str, str] = ("pairwise", "compare_overall"),
+                  progress: bool | str = False) -> pd.DataFrame:
     """Ask the judge about every pair in both orders. Returns COMPARE_COLUMNS, one row per pair × order:
     verdict "1", "2", "tie" or None in the pair's own labelling (order "21" showed candidate 2 first),
     p_1 the label probability of candidate 1 (logprobs mode; NaN otherwise), reply the raw text,

@@ -154,7 +154,7 @@ def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expecte
 
 
 def _score_rows(backend: Backend, rows: list[_Row], mode: str, n_expected: int, cache, dry_run: bool,
-                price_table, progress: bool, desc: str, max_consecutive_failures: int):
+                price_table, progress: bool | str, desc: str, max_consecutive_failures: int):
     """Plan → (estimate | run) → assemble: the core shared by :func:`score_perturbed` and :func:`score_prompts`."""
     planned = [r.call for r in rows if r.call is not None]
     store = open_cache(cache)
@@ -178,7 +178,7 @@ PROMPT_SCORE_COLUMNS = ["score", "rating", "n_valid", "n_failed", "failure", "pr
 
 def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mode: str = "logprobs",
                   n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
-                  max_tokens: int | None = None, temperature: float = 0.0, progress: bool = True,
+                  max_tokens: int | None = None, temperature: float = 0.0, progress: bool | str = True,
                   max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
                   analysis_first: bool = False, dry_run: bool = False) -> pd.DataFrame:
     """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`score_perturbed`).
@@ -346,7 +346,7 @@ def score_perturbed(
     temperature: float = 0.0,
     n_ctx: int | None = None,
     order: str = "grouped",
-    progress: bool = True,
+    progress: bool | str = True,
     backend_options: dict | None = None,
     max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
 ) -> "pd.DataFrame | calls_mod.Estimate":
@@ -425,7 +425,7 @@ def score_perturbed(
     return table
 
 
-def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool, max_consecutive_failures: int,
+def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool | str, max_consecutive_failures: int,
                  dry_run: bool) -> pd.DataFrame:
     """score_prompts in mode "metric": each row's ``candidate`` scored against its ``source`` by a baseline judge
     (``task`` tells a translation, where an overlap with the source does not apply)."""

@@ -71,7 +71,7 @@ class Context:
     mode: str
     cache: object
     seed: int
-    progress: bool
+    progress: bool | str
     calls: int = 0
     prompt_tokens: int = 0
     notes: list = field(default_factory=list)
@@ -369,7 +369,7 @@ def chain_of_aspects(items: pd.DataFrame, ctx: Context) -> list[dict]:
 
 
 def run_strategies(items: pd.DataFrame, strategies=("vanilla", "direct", "dna"), judge="embedded", mode="logprobs",
-                   cache=None, seed: int = 0, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   cache=None, seed: int = 0, progress: bool | str = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the named strategies on a pairwise table (dhp.datasets.llmbar). Returns (verdicts, costs):
     verdicts has VERDICT_COLUMNS, one row per item × strategy × order (verdict in the dataset's labelling);
     costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol).

@@ -130,7 +130,7 @@ def _empty(table: Table) -> pd.DataFrame:
 
 
 def compare_with_perturbed(perturbed: pd.DataFrame, items: pd.DataFrame, judge: Backend, mode: str = "logprobs",
-                           cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
+                           cache=None, seed: int = 0, progress: bool | str = False) -> pd.DataFrame:
     """Show each ok perturbed variant next to its original, in both orders, and ask which is better (the pairwise
     protocol, dhp.judging.pairwise.compare_pairs, candidate 1 = the original; the candidates are called what the
     task's texts are: summary, translation, ...). Returns dhp.analysis.decomposition.COMPARISON_COLUMNS."""
