@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 from dhp.backends import Backend, ChatRequest, Completion, get_backend
 from dhp.cache import CachedCall, Cache, make_key, open_cache
 from dhp.errors import DHPError
+from dhp.io import resolve, resource
 
 __all__ = [
     "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "plan_metric", "run", "estimate", "chat",
@@ -176,8 +177,6 @@ def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> d
     """Prices in USD per 1M tokens: {model: {"input": x, "output": y}}. ``None`` reads
     ``dhp/resources/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
     import pandas as pd
-
-    from dhp.io import resolve, resource
 
     if isinstance(price_table, dict):
         return price_table

@@ -23,7 +23,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dhp import batch, methods
+from dhp import config as cfg
 from dhp.errors import DHPError
+from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
 
 __all__ = ["main", "method_parser", "config_from_argv"]
 
@@ -38,9 +42,6 @@ def _method_name(argv: list[str]) -> str:
 
 def method_parser(name: str, prog: str, extra=None) -> argparse.ArgumentParser:
     """The parser of one method's parameters (generated from its parameter model), plus ``extra(parser)``."""
-    from dhp import config as cfg
-    from dhp import methods
-
     m = methods.get(name)
     ap = argparse.ArgumentParser(prog=prog, description=f"{m.title} ({m.paper}). Modes: {', '.join(m.modes)}.")
     ap.add_argument("--method", default=DEFAULT_METHOD, help=f"one of {methods.names()} (default {DEFAULT_METHOD})")
@@ -52,9 +53,6 @@ def method_parser(name: str, prog: str, extra=None) -> argparse.ArgumentParser:
 
 def config_from_argv(argv: list[str], prog: str, extra=None):
     """(method, validated config, parsed arguments) from a command line."""
-    from dhp import config as cfg
-    from dhp import methods
-
     name = _method_name(argv)
     m = methods.get(name)
     args = method_parser(name, prog, extra).parse_args(argv)
@@ -62,8 +60,6 @@ def config_from_argv(argv: list[str], prog: str, extra=None):
 
 
 def _run(argv: list[str]) -> int:
-    from dhp import methods
-
     def extra(ap):
         ap.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no "
                                                                "model, write no table")
@@ -83,8 +79,6 @@ def _run(argv: list[str]) -> int:
 
 
 def _batch(action: str, argv: list[str]) -> int:
-    from dhp import batch
-
     def extra(ap):
         if action == "export":
             ap.add_argument("--out", required=True, help="the OpenAI Batch input file to write (JSONL)")
@@ -103,8 +97,6 @@ def _batch(action: str, argv: list[str]) -> int:
 
 
 def _import_judgments(rest: list[str]) -> int:
-    from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
-
     ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
@@ -123,9 +115,6 @@ def _import_judgments(rest: list[str]) -> int:
 
 
 def _leaderboard(argv: list[str]) -> int:
-    from dhp import config as cfg
-    from dhp.leaderboard import LeaderboardParams, run_leaderboard
-
     ap = argparse.ArgumentParser(prog="python -m dhp leaderboard",
                                  description="Compare the judges of a run folder on every view (dhp.leaderboard).")
     cfg.add_arguments(ap, LeaderboardParams)
@@ -143,8 +132,6 @@ def main(argv=None) -> int:
     command, rest = argv[0], argv[1:]
     try:
         if command == "methods":
-            from dhp import methods
-
             print(methods.describe_methods())
             return 0
         if command == "run":

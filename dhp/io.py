@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from dhp.errors import DHPError
+
 
 def project_root() -> Path:
     """The repository root (the folder holding pyproject.toml), whatever the current directory."""
@@ -89,8 +91,6 @@ def jsonl_lines(text: str):
 
 def read_table(path: str | os.PathLike, what: str, producer: str) -> pd.DataFrame:
     """Read a parquet/CSV table a previous stage wrote, or say which stage to run first."""
-    from dhp.errors import DHPError
-
     p = resolve(path)
     if not p.exists():
         raise DHPError(f"{what} not found at {p}.", f"run {producer} first with the same run_dir.")

@@ -10,6 +10,9 @@ path of the file written.
 
 from __future__ import annotations
 
+from dhp import methods
+from dhp.backends import Backend
+from dhp.cli import main as cli_main
 from dhp.errors import DHPError
 
 __all__ = ["run_pipeline", "main"]
@@ -19,9 +22,6 @@ _POSITIONAL = ("dataset", "n_items", "seed")
 
 def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
     """Run dataset -> perturb -> judge -> statistics into ``run_dir`` (see the module docstring)."""
-    from dhp import methods
-    from dhp.backends import Backend
-
     if len(args) > len(_POSITIONAL):
         raise DHPError(f"run_pipeline takes at most {len(_POSITIONAL)} positional arguments.",
                        "pass the others by name, e.g. judge='embedded'.")
@@ -47,8 +47,6 @@ def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
 
 def main(argv=None) -> int:
     import sys
-
-    from dhp.cli import main as cli_main
 
     return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])
 

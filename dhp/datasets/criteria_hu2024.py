@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dhp.datasets.files import data_root
 from dhp.errors import DHPError
 
 __all__ = ["ASPECT_TREE", "ASPECTS", "DESCRIPTION_TYPES", "aspect_tree", "default_criteria_path", "description", "load_criteria",
@@ -64,8 +65,6 @@ def aspect_tree() -> dict[str, str]:
 def default_criteria_path(data_dir: str | os.PathLike | None = None) -> Path:
     """``<data root>/criteria_hu2024/aspect_criteria.json`` (data root: ``data_dir``, else ``DHP_DATA_DIR``,
     else ``../shared/datasets``, as for every loader)."""
-    from dhp.datasets.files import data_root
-
     return data_root(data_dir) / "criteria_hu2024" / "aspect_criteria.json"
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.io import resolve
 
 __all__ = ["SUBSETS", "load_llmbar", "load_pairwise"]
 
@@ -36,8 +37,6 @@ LABELS = ("1", "2", "tie")
 
 
 def _folder(data_dir) -> Path:
-    from dhp.io import resolve
-
     root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
     return root / "llmbar"
 

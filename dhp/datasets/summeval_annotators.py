@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import jsonl_lines
+from dhp.io import jsonl_lines, resolve
 from dhp.text import detokenize_ptb
 
 __all__ = ["ASPECTS", "load_ratings", "load_targets", "agreed_targets"]
@@ -25,8 +25,6 @@ RATING_COLUMNS = ["target_id", "doc_id", "system", "aspect", "annotator", "ratin
 
 
 def _folder(data_dir) -> Path:
-    from dhp.io import resolve
-
     root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
     folder = root / "summeval_annotators"
     if not sorted(folder.glob("M*_outputs_annotations.jsonl")):
@@ -85,8 +83,6 @@ def load_expert_means(data_dir=None) -> pd.DataFrame:
     BARTScore copy (``<data_dir>/summeval/bartscore_summeval.json``). Columns: target_id
     ("<doc_id>|<system>"), doc_id, system, aspect, human (mean of the experts, 1-5), candidate (the
     system summary, detokenised). For per-annotator ratings (12 systems) use :func:`load_ratings`."""
-    from dhp.io import resolve
-
     root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
     path = root / "summeval" / "bartscore_summeval.json"
     if not path.is_file():

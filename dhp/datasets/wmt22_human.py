@@ -15,13 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.io import resolve
 
 __all__ = ["load_mqm_zh_en", "load_da"]
 
 
 def _root(data_dir) -> Path:
-    from dhp.io import resolve
-
     root = Path(data_dir) if data_dir else Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
     return root / "wmt22"
 

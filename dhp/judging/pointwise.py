@@ -47,6 +47,7 @@ from dhp.backends import Backend, ChatRequest, get_backend
 from dhp.cache import Cache, open_cache
 from dhp.calls import Call
 from dhp.errors import DHPError
+from dhp.io import read_table, resolve
 from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMNS, TASK_METRICS, metrics_for
 from dhp.judging.prompts import _CUT_MARK, build_prompt, likelihood_prefix
 from dhp.judging.parsing import parse_rating, parse_reply, rating_logprobs, score_from_logprobs, score_stop
@@ -476,8 +477,6 @@ def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int |
     """What notebook 02 judges: notebook 01's ``<run_dir>/perturbed.parquet`` restricted to ``dataset`` and
     to its first ``n_items`` items (None: all), and the items with their sources from notebook 01's
     ``<run_dir>/dataset.parquet`` (the run-folder contract: stage 02 reads what stage 01 wrote)."""
-    from dhp.io import read_table, resolve
-
     run = resolve(run_dir)
     perturbed = read_table(run / "perturbed.parquet", "perturbed table", "notebooks/01_perturb.ipynb")
     items = read_table(run / "dataset.parquet", "dataset table", "notebooks/01_perturb.ipynb")

@@ -36,7 +36,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dhp import calls
+from dhp.backends import ChatRequest
 from dhp.errors import DHPError
+from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
 
 __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
@@ -178,9 +181,6 @@ def verdict_from(f1: float, f2: float) -> str | None:
 # ---------------------------------------------------------------------------------------------- calls
 
 def _chat(ctx: Context, prompts: list[str], max_tokens: int) -> list[tuple[str | None, str]]:
-    from dhp import calls
-    from dhp.backends import ChatRequest
-
     if not prompts:
         return []
     reqs = [ChatRequest.make([{"role": "user", "content": p}], max_tokens, 0.0, ctx.seed) for p in prompts]
@@ -251,8 +251,6 @@ def cot(items: pd.DataFrame, ctx: Context) -> list[dict]:
 
 @strategy("direct_pointwise")
 def direct_pointwise(items: pd.DataFrame, ctx: Context) -> list[dict]:
-    from dhp.judging import score_prompts
-
     t = _template("direct_pointwise")
     prompts = pd.DataFrame([{"item_id": it.item_id, "which": w, "metric": "score",
                              "prompt": fill(t, {"instruction": it.instruction, "response": getattr(it, f"output_{w}")})}

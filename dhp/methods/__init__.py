@@ -44,9 +44,12 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import pandas as pd
 
+from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
+from dhp.backends import Backend, get_backend
 from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
+from dhp.plots import save_figure
 
 __all__ = ["Method", "Table", "Stage", "StageResult", "register", "get", "names", "all_methods", "run", "run_stage",
            "read_tables", "write_tables", "report_card", "judge_modes"]
@@ -165,8 +168,6 @@ class Method:
     def backend(self, config: RunParams, judge=None):
         """The judge backend of this run: ``judge`` when it is a Backend object, else built from the spec (a bad
         spec, a missing or exposed key fails here, before anything is collected); None for ``recorded``."""
-        from dhp.backends import Backend, get_backend
-
         if isinstance(judge, Backend):
             return judge
         spec = judge or config.judge
@@ -399,9 +400,6 @@ def run_stage(method: "Method | str", stage: str, config: RunParams | dict | Non
     figures, and record it in manifest.json under "<method>.<stage>". ``write=False``: nothing is written and
     nothing recorded (a look at the result). ``values``: parameters beside ``config``. Every route — the CLI,
     :func:`run`, the notebooks, the grid (which runs the notebooks) — executes stages through here."""
-    from dhp.backends import Backend
-    from dhp.plots import save_figure
-
     method = get(method) if isinstance(method, str) else method
     stages = method.stages()
     if stage not in stages:
@@ -475,8 +473,6 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
     record the run in manifest.json (under the method's name; each stage under "<method>.<stage>"). Nothing is
     written unless collecting succeeded. ``backend`` (or ``judge=`` given a Backend object): the backend to use
     instead of building one from ``config.judge``. Returns file name -> path."""
-    from dhp.backends import Backend
-
     method = get(name)
     if isinstance(values.get("judge"), Backend):  # a Backend object given as the judge: use it, record its id
         backend = values["judge"]
@@ -514,8 +510,6 @@ def report_card(folders, judge: str | None = None, mode: str | None = None) -> p
     ``folders``: one folder holding every method's tables (a run folder, or results/), or a dict method name ->
     folder. Each registered method contributes its ``card`` rows; a method with no rows for a judge × mode gets one
     row with status "not run" (never a number). Columns: dhp.analysis.report_card.CARD_COLUMNS."""
-    from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
-
     parts, seen = [], []
     for m in all_methods():
         folder = folders.get(m.name) if isinstance(folders, dict) else folders

@@ -38,6 +38,9 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.io import resolve, resource, write_manifest, write_parquet
+from dhp.judging.strategies import VERDICT_COLUMNS
+from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
 
 __all__ = ["IMPORTERS", "importer", "import_judgments", "ImportReport", "SourceFile", "TABLE_KEYS",
            "SEGMENT_COLUMNS", "MAX_FILE_BYTES", "known_upstream", "RECORDED_MODE", "source_label"]
@@ -54,8 +57,6 @@ SEGMENT_COLUMNS = ["judge", "mode", "lp", "reference", "system", "seg_id", "scor
 
 
 def _score_key() -> list[str]:
-    from dhp.schema import SCORE_COLUMNS
-
     return [c for c in SCORE_COLUMNS if c not in ("score", "n_valid", "n_failed")]
 
 
@@ -70,14 +71,10 @@ TABLE_KEYS: dict[str, list[str]] = {
 def verdict_columns() -> list[str]:
     """Columns of an imported pairwise_verdicts table: read at call time, so strategies that add columns to
     VERDICT_COLUMNS are followed."""
-    from dhp.judging.strategies import VERDICT_COLUMNS
-
     return ["judge", "mode", *VERDICT_COLUMNS, "source"]
 
 
 def score_columns() -> list[str]:
-    from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
-
     return [*SCORE_COLUMNS, *SCORE_EXTRA_COLUMNS, "source"]
 
 
@@ -179,8 +176,6 @@ def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile
 def known_upstream(sha256: str) -> str | None:
     """``<repository>@<commit>:<path>`` of a file whose sha256 is listed in dhp/resources/recorded_files.json
     (the recorded sources of the data card), else None."""
-    from dhp.io import resource
-
     p = resource("recorded_files.json")
     if not p.is_file():
         return None
@@ -293,8 +288,6 @@ def import_judgments(kind: str, path: str | os.PathLike, run_dir: str | os.PathL
     scores (default dhp.judging.parsing.SCALE, 1–5); ``lp`` — language pair of mt-metrics-eval files
     (default: read from the folder names, e.g. "zh-en"); ``data_dir`` — where LLMBar is read from for the id
     check; ``max_bytes`` — the size limit of one file. Raises DHPError, writing nothing, on any problem."""
-    from dhp.io import resolve, write_manifest, write_parquet
-
     if kind not in IMPORTERS:
         raise DHPError(f"Unknown kind of recorded judgments {kind!r}.", f"use one of {sorted(IMPORTERS)}.")
     t0 = time.perf_counter()
