@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from dhp.backends import is_loopback
+from dhp.cache import CachedCall, open_cache
 from dhp.calls import Call, PendingCalls, collect_pending
 from dhp.errors import DHPError
-from dhp.io import jsonl_lines
+from dhp.io import jsonl_lines, resolve, write_text
 
 __all__ = ["export_calls", "import_results", "answer_file", "ImportReport", "CHAT_URL"]
 
@@ -61,8 +63,6 @@ def _body(backend, call: Call) -> dict:
 def export_calls(run: Callable[[], Any], out: str | os.PathLike) -> int:
     """Write the pending calls of ``run`` (a no-argument callable running the pipeline) to ``out`` in
     the OpenAI Batch input format; returns how many lines were written (0: everything is cached)."""
-    from dhp.io import resolve, write_text
-
     found = _pending(run)
     path = resolve(out)
     lines = []
@@ -131,9 +131,6 @@ def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) ->
     """Load an OpenAI Batch output file into ``cache`` for the pending calls of ``run`` (see module
     docstring). Raises DHPError naming the lines when any line is foreign or corrupt; then nothing is
     stored."""
-    from dhp.cache import CachedCall, open_cache
-    from dhp.io import resolve
-
     path = resolve(results)
     if not path.is_file():
         raise DHPError(f"Batch results file {path} not found.", "pass the output file of the batch job.")
@@ -177,8 +174,6 @@ def answer_file(calls_path: str | os.PathLike, out: str | os.PathLike, base_url:
     from urllib.parse import urlparse
 
     import httpx
-
-    from dhp.backends import is_loopback
 
     host = urlparse(base_url).hostname or ""
     key = os.environ.get("OPENAI_API_KEY", "")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dhp.errors import DHPError
+from dhp.io import resolve
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -78,8 +79,6 @@ class Cache:
     """
 
     def __init__(self, path: str | os.PathLike | None):
-        from dhp.io import resolve
-
         self.path = None if path in (None, ":memory:") else resolve(path)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)

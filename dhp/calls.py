@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 from dhp.backends import Backend, ChatRequest, Completion, get_backend
 from dhp.cache import CachedCall, Cache, make_key, open_cache
 from dhp.errors import DHPError
+from dhp.io import resolve, resource
 
 __all__ = [
     "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "plan_metric", "run", "estimate", "chat",
@@ -37,9 +38,6 @@ __all__ = [
 MAX_CONSECUTIVE_FAILURES = 20
 #: Tokens of chat-template wrapping (system prompt, role tags) beyond the user text, for estimates.
 TEMPLATE_MARGIN = 48
-#: When set, :func:`run` keeps a small JSON file at this path up to date ({"desc", "done", "total"}) so a
-#: process that runs notebooks (dhp.grid) can show the calls' progress that papermill's kernel hides.
-PROGRESS_ENV = "DHP_PROGRESS_FILE"
 
 
 @dataclass(frozen=True)
@@ -180,8 +178,6 @@ def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> d
     ``dhp/resources/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
     import pandas as pd
 
-    from dhp.io import resolve, resource
-
     if isinstance(price_table, dict):
         return price_table
     path = resolve(price_table) if price_table is not None else resource("judge_prices.yaml")
@@ -244,9 +240,12 @@ def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: d
                   CachedCall(None, None, res.logprob_sum, res.prompt_tokens, res.n_tokens))
 
 
-def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool = True, desc: str = "calls",
-        max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> RunReport:
+def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool | str = True,
+        desc: str = "calls", max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> RunReport:
     """Make every call of ``calls`` that is not (fully) cached, in order, storing each result at once.
+
+    ``progress``: True shows a bar; a path keeps a small JSON file there up to date ({"desc", "done", "total"}) so
+    a process that runs notebooks (dhp.grid) can show the calls' progress that papermill's kernel hides.
 
     Per-call failures (after the backend's own retries) are recorded in ``report.errors`` and not cached,
     so a rerun tries them again. After ``max_consecutive_failures`` failures in a row the run stops with a
@@ -267,8 +266,8 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
     if todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo), desc=desc, unit="call", disable=not progress)
-        outside = _ProgressFile(os.environ.get(PROGRESS_ENV), desc, len(todo))
+        bar = tqdm(total=len(todo), desc=desc, unit="call", disable=not progress or isinstance(progress, str))
+        outside = _ProgressFile(progress if isinstance(progress, str) else None, desc, len(todo))
         streak = [0]
 
         def on_result(batch: list[Call]):
@@ -343,7 +342,7 @@ def _reason(e: BaseException) -> str:
 
 
 def chat(judge: "str | Backend", requests: Sequence[ChatRequest], cache: "Cache | str | os.PathLike | None" = None,
-         *, progress: bool = True, desc: str = "calls", dry_run: bool = False, price_table=None,
+         *, progress: bool | str = True, desc: str = "calls", dry_run: bool = False, price_table=None,
          max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES, backend_options: dict | None = None
          ) -> "list[CachedCall | CallFailure] | Estimate":
     """Answer chat requests through the cache: one result per request, in order — the stored

@@ -3,6 +3,7 @@
     python -m dhp methods                                        the registered methods, their modes and notebooks
     python -m dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
     python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
+    python -m dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
     python -m dhp import-judgments {llmbar,mtme,hanna,frank,table} [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]
@@ -11,7 +12,8 @@
     python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
                                                                  your judge beside the published ones (dhp.evaluate)
 
-``run`` is :func:`dhp.methods.run` (collect → analyze → figures into the run folder), with the parameters of the
+``run`` is :func:`dhp.methods.run` (the stages collect → analyze → figures into the run folder, each through the
+stage runner :func:`dhp.methods.run_stage`; ``--stage NAME`` runs one), with the parameters of the
 method's parameter model (dhp.config; the notebooks' parameters cells have the same names and defaults);
 ``--method`` defaults to ``dhp``. ``--dry-run`` prints the calls, tokens and cost a run would need without calling
 anything. ``batch`` writes a run's pending model calls for an offline batch job and loads the answers back into
@@ -24,7 +26,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dhp import batch, methods
+from dhp import config as cfg
 from dhp.errors import DHPError
+from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
 
 __all__ = ["main", "method_parser", "config_from_argv"]
 
@@ -39,9 +45,6 @@ def _method_name(argv: list[str]) -> str:
 
 def method_parser(name: str, prog: str, extra=None) -> argparse.ArgumentParser:
     """The parser of one method's parameters (generated from its parameter model), plus ``extra(parser)``."""
-    from dhp import config as cfg
-    from dhp import methods
-
     m = methods.get(name)
     ap = argparse.ArgumentParser(prog=prog, description=f"{m.title} ({m.paper}). Modes: {', '.join(m.modes)}.")
     ap.add_argument("--method", default=DEFAULT_METHOD, help=f"one of {methods.names()} (default {DEFAULT_METHOD})")
@@ -53,9 +56,6 @@ def method_parser(name: str, prog: str, extra=None) -> argparse.ArgumentParser:
 
 def config_from_argv(argv: list[str], prog: str, extra=None):
     """(method, validated config, parsed arguments) from a command line."""
-    from dhp import config as cfg
-    from dhp import methods
-
     name = _method_name(argv)
     m = methods.get(name)
     args = method_parser(name, prog, extra).parse_args(argv)
@@ -63,24 +63,25 @@ def config_from_argv(argv: list[str], prog: str, extra=None):
 
 
 def _run(argv: list[str]) -> int:
-    from dhp import methods
+    def extra(ap):
+        ap.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no "
+                                                               "model, write no table")
+        ap.add_argument("--stage", help="run this one stage only (python -m dhp methods lists each method's stages); "
+                                        "default: collect, analyze and figures")
 
-    m, config, args = config_from_argv(argv, "python -m dhp run", lambda ap: ap.add_argument(
-        "--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no model, "
-                                               "write no table"))
+    m, config, args = config_from_argv(argv, "python -m dhp run", extra)
     if args.dry_run:
         for stage, est in m.estimate(config).items():
             if est is not None:
                 print(est.describe(stage))
         return 0
-    for name, path in methods.run(m.name, config).items():
+    paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
+    for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
 
 
 def _batch(action: str, argv: list[str]) -> int:
-    from dhp import batch
-
     def extra(ap):
         if action == "export":
             ap.add_argument("--out", required=True, help="the OpenAI Batch input file to write (JSONL)")
@@ -99,8 +100,6 @@ def _batch(action: str, argv: list[str]) -> int:
 
 
 def _import_judgments(rest: list[str]) -> int:
-    from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
-
     ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
@@ -128,9 +127,6 @@ def _import_judgments(rest: list[str]) -> int:
 
 
 def _leaderboard(argv: list[str]) -> int:
-    from dhp import config as cfg
-    from dhp.leaderboard import LeaderboardParams, run_leaderboard
-
     ap = argparse.ArgumentParser(prog="python -m dhp leaderboard",
                                  description="Compare the judges of a run folder on every view (dhp.leaderboard).")
     cfg.add_arguments(ap, LeaderboardParams)
@@ -223,8 +219,6 @@ def main(argv=None) -> int:
     command, rest = argv[0], argv[1:]
     try:
         if command == "methods":
-            from dhp import methods
-
             print(methods.describe_methods())
             return 0
         if command == "run":

@@ -88,7 +88,9 @@ class RunParams(Params):
                                                         "non-loopback server")
     max_consecutive_failures: int = Field(20, ge=1, description="stop after this many failed calls in a row "
                                                                 "(answered calls stay cached)")
-    progress: bool = Field(False, description="show a progress bar of the model calls")
+    progress: bool | str = Field(False, description="show a progress bar of the model calls (a path: write the "
+                                                    "calls' progress to that JSON file instead, for a watcher in "
+                                                    "another process such as the grid)")
 
     @property
     def cache(self) -> str:

@@ -15,7 +15,7 @@ The grid YAML names the judges, modes and methods (any registered method: dhp.me
     figures/                regenerated from results/
 
 Every notebook gets one progress line when it starts and one with its elapsed time when it ends; while it runs, a
-bar shows its model calls (the call engine reports them through DHP_PROGRESS_FILE). A failing cell is recorded
+bar shows its model calls (the notebook's ``progress`` parameter names a file the call engine keeps up to date). A failing cell is recorded
 (notebook, parameters, cell, error) and the other grid points go on; the run ends with a summary of failures and a
 non-zero exit status if any.
 
@@ -304,25 +304,15 @@ class _CallProgress:
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
     def __enter__(self):
-        from dhp.calls import PROGRESS_ENV
-
-        self.saved = os.environ.get(PROGRESS_ENV)
-        os.environ[PROGRESS_ENV] = self.path  # the kernel inherits this process's environment
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        from dhp.calls import PROGRESS_ENV
-
         self.stop.set()
         self.thread.join()
         self._show()  # the last state, so a bar ends at its true count
         if self.bar is not None:
             self.bar.close()
-        if self.saved is None:
-            os.environ.pop(PROGRESS_ENV, None)
-        else:
-            os.environ[PROGRESS_ENV] = self.saved
         Path(self.path).unlink(missing_ok=True)
 
     def _poll(self):
@@ -400,8 +390,8 @@ def _up_to_date(out_paths: list[Path], report: Report) -> None:
 def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report: Report,
              watch_calls: bool = True, stamp: str | None = None) -> bool:
     """Run one notebook with the parameters it declares; True if it succeeded. Prints a line when it starts, a bar
-    for its model calls while it runs (``watch_calls``: the watcher sets an environment variable, so notebooks run
-    side by side go without it) and its elapsed time."""
+    for its model calls while it runs (``watch_calls``: the watcher's file is the notebook's ``progress``
+    parameter; notebooks run side by side go without it) and its elapsed time."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -413,9 +403,10 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
     t0 = time.perf_counter()
     print(f"[grid] {rel}  {use}", flush=True)
     try:
-        with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext():
-            pm.execute_notebook(
-                str(nb_path), str(out_path), parameters=use, cwd=str(nb_path.parent), progress_bar=False,
+        with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext() as watcher:
+            pm.execute_notebook(  # the watcher's file reaches the call engine as the run's progress parameter
+                str(nb_path), str(out_path), parameters={**use, "progress": watcher.path} if watcher else use,
+                cwd=str(nb_path.parent), progress_bar=False,
                 execution_timeout=g.execution_timeout, kernel_name="python3",
                 # the kernel's start-up warning about its loopback TCP transport is noise in a batch log
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
@@ -592,9 +583,6 @@ def run_grid(g: GridParams) -> Report:
     """Run the whole grid: every point's notebooks, the aggregation into results/, then the notebooks that read
     results/ only (the methods' result notebooks and the report card), two at a time."""
     report = Report()
-    data_dir = g.params.get("data_dir")
-    if data_dir:
-        os.environ["DHP_DATA_DIR"] = str(resolve(data_dir))
     pts, report.not_applicable = points(g)
     results = resolve(g.results_dir)
     for m in map(methods.get, methods.names()):
@@ -646,7 +634,9 @@ def _leaderboard(g: GridParams, done: list[Point], results: Path, figures: str, 
     """Notebook 11 on every point's tables gathered into runs/<run_id>/leaderboard (recorded judges imported there as
     asked); its two tables (numbers only) are copied into results/."""
     folder = resolve(g.runs_dir) / g.run_id / "leaderboard"
-    params = {**g.leaderboard, "run_dir": str(folder), "figures_dir": figures}
+    data_dir = g.params.get("data_dir")  # the grid's data root travels as a parameter, as it does to every point
+    params = {**({"data_dir": str(resolve(data_dir))} if data_dir else {}), **g.leaderboard, "run_dir": str(folder),
+              "figures_dir": figures}
     out = folder / f"{LEADERBOARD_NB}.ipynb"
     stamp = _stamp(_nb(g, LEADERBOARD_NB), params, *_upstream(done, report), *_recorded_files(g))
     if _fresh(out, stamp, g):

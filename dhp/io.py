@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from dhp.errors import DHPError
+
 
 def project_root() -> Path:
     """The repository root (the folder holding pyproject.toml), whatever the current directory."""
@@ -89,8 +91,6 @@ def jsonl_lines(text: str):
 
 def read_table(path: str | os.PathLike, what: str, producer: str) -> pd.DataFrame:
     """Read a parquet/CSV table a previous stage wrote, or say which stage to run first."""
-    from dhp.errors import DHPError
-
     p = resolve(path)
     if not p.exists():
         raise DHPError(f"{what} not found at {p}.", f"run {producer} first with the same run_dir.")
@@ -121,13 +121,15 @@ def file_sha256(path: str | os.PathLike) -> str:
     return _SHA256[key]
 
 
-def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, backends=(), inputs=()) -> Path:
+def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, backends=(), inputs=(),
+                   extra: dict | None = None) -> Path:
     """Record one stage of a run in ``<run_dir>/manifest.json`` (atomically; other stages' entries kept).
 
     Schema: {"stages": {stage: {"parameters": {...}, "backends": [cache identities],
     "inputs": {path: sha256}, "packages": {name: version}}}}. ``parameters`` must be JSON-serialisable
     (paths become strings); ``backends`` are :class:`dhp.backends.Backend` objects (their
-    ``cache_identity()`` never holds a secret); ``inputs`` are files the stage read.
+    ``cache_identity()`` never holds a secret); ``inputs`` are files the stage read; ``extra``: more keys of the
+    stage's entry (dhp.methods.run_stage: the code version, start and end times, the files written).
     """
     import json
     from importlib import metadata
@@ -145,5 +147,6 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, bac
         "backends": [b.cache_identity() if hasattr(b, "cache_identity") else {"backend": str(b)} for b in backends],
         "inputs": {str(p): file_sha256(p) for p in inputs if Path(p).is_file()},
         "packages": versions,
+        **json.loads(json.dumps(extra or {}, default=str)),
     }
     return write_text(path, json.dumps(manifest, indent=1, sort_keys=True))

@@ -28,6 +28,9 @@ from dhp.analysis.leaderboard import View, leaderboard
 from dhp.config import Params
 from dhp.errors import DHPError
 from dhp.io import resolve, slug, write_csv
+from dhp.plots import save_figure
+from dhp.plots.leaderboard import leaderboard_figures
+from dhp.recorded import default_path, import_judgments
 from dhp.stats.permutation import WMT_EARLY_STOP
 
 __all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES"]
@@ -114,9 +117,6 @@ def collect_views(folder, which: str = "headline", report: bool = True) -> list[
 def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[str, Path]:
     """Compare the judges of ``config.run_dir`` on every view that has two or more of them; write the tables and one
     figure per view. Returns file name -> path."""
-    from dhp.plots import save_figure
-    from dhp.plots.leaderboard import leaderboard_figures
-
     config = config or LeaderboardParams(**values)
     import_recorded(config)
     views = collect_views(config.run_dir, config.recorded_views)
@@ -145,8 +145,6 @@ RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric
 
 def import_recorded(config: LeaderboardParams) -> None:
     """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need."""
-    from dhp.recorded import default_path, import_judgments
-
     for kind in config.recorded:
         _, method = RECORDED_SOURCES[kind]
         import_judgments(kind, default_path(kind, config.data_dir), config.run_dir,

@@ -1,4 +1,5 @@
-"""The DHP chain in one call: ``run_pipeline(dataset, n_items, ...)`` = ``dhp.methods.run("dhp", ...)``.
+"""The DHP chain in one call: ``run_pipeline(dataset, n_items, ...)`` = ``dhp.methods.run("dhp", ...)``, i.e. the
+stages collect and analyze of the one stage runner (dhp.methods.run_stage) — a thin wrapper, no logic of its own.
 
 Kept for scripts written against it; its parameters are the ``dhp`` method's (dhp.methods.discernment.DHPParams:
 names, defaults and help declared there once). ``judge`` may also be a dhp.backends.Backend object (e.g. with
@@ -9,6 +10,9 @@ path of the file written.
 
 from __future__ import annotations
 
+from dhp import methods
+from dhp.backends import Backend
+from dhp.cli import main as cli_main
 from dhp.errors import DHPError
 
 __all__ = ["run_pipeline", "main"]
@@ -18,9 +22,6 @@ _POSITIONAL = ("dataset", "n_items", "seed")
 
 def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
     """Run dataset -> perturb -> judge -> statistics into ``run_dir`` (see the module docstring)."""
-    from dhp import methods
-    from dhp.backends import Backend
-
     if len(args) > len(_POSITIONAL):
         raise DHPError(f"run_pipeline takes at most {len(_POSITIONAL)} positional arguments.",
                        "pass the others by name, e.g. judge='embedded'.")
@@ -46,8 +47,6 @@ def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
 
 def main(argv=None) -> int:
     import sys
-
-    from dhp.cli import main as cli_main
 
     return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])
 

@@ -1,5 +1,7 @@
 """Names shared by every stage: tasks, their quality metrics, levels and the scores table's columns."""
 
+from dhp.errors import DHPError
+
 TASK_METRICS: dict[str, tuple[str, ...]] = {
     "summarization": ("coherence", "consistency", "fluency", "relevance"),
     "story_completion": ("coherence", "consistency", "fluency"),
@@ -22,8 +24,6 @@ ORIGINAL = "original"
 
 
 def metrics_for(task: str) -> tuple[str, ...]:
-    from dhp.errors import DHPError
-
     try:
         return TASK_METRICS[task]
     except KeyError:

@@ -122,18 +122,17 @@ def test_collect_pending_raises_with_the_uncached_calls_instead_of_calling():
     assert b.seen == ["ab", "cd"]
 
 
-def test_progress_file_counts_calls_for_a_watcher_and_holds_no_prompt(tmp_path, monkeypatch):
+def test_progress_file_counts_calls_for_a_watcher_and_holds_no_prompt(tmp_path):
     import json
 
     path = tmp_path / "progress.json"
-    monkeypatch.setenv(calls.PROGRESS_ENV, str(path))
     b, store = Echo(), Cache(None)
-    calls.chat(b, [req("secret prompt one"), req("secret prompt two"), req("FAIL three")], store, progress=False,
-               desc="judge x")
+    calls.chat(b, [req("secret prompt one"), req("secret prompt two"), req("FAIL three")], store,
+               progress=str(path), desc="judge x")
     state = json.loads(path.read_text())
     # failed calls count as done too: the watcher shows work finished, not work that succeeded
     assert (state["desc"], state["done"], state["total"]) == ("judge x", 3, 3)
     assert "secret" not in path.read_text()
     path.unlink()
-    calls.chat(b, [req("secret prompt one")], store, progress=False)  # all cached: nothing to report
+    calls.chat(b, [req("secret prompt one")], store, progress=str(path))  # all cached: nothing to report
     assert not path.exists()

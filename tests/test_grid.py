@@ -163,8 +163,9 @@ def test_a_registered_method_runs_per_judge_and_its_tables_reach_results_and_the
     _nb(nbs / "91_grid_toy.ipynb", params,
         "import json, os\nimport pandas as pd\nfrom pathlib import Path\nPath(run_dir).mkdir(parents=True, exist_ok=True)\n"
         "assert n_things == 2 and cache_path.endswith('shared.sqlite')\n"
-        # what dhp.calls.run writes: the grid must hand the file to the kernel and show what it reads there
-        "json.dump({'run': 1, 'desc': 'score x', 'done': 2, 'total': 3}, open(os.environ['DHP_PROGRESS_FILE'], 'w'))\n"
+        # what dhp.calls.run writes: the grid must hand the file to the kernel (its progress parameter) and show
+        # what it reads there
+        "json.dump({'run': 1, 'desc': 'score x', 'done': 2, 'total': 3}, open(progress, 'w'))\n"
         "if judge == 'bad':\n    raise RuntimeError('toy exploded')\n"
         "pd.DataFrame([{'judge': judge + ':id', 'mode': mode, 'value': 1.0}]).to_csv(Path(run_dir, 'grid_toy.csv'), index=False)\n"
         "pd.DataFrame([{'value': 2.0}]).to_csv(Path(run_dir, 'grid_toy_unlabelled.csv'), index=False)")

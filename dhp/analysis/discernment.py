@@ -49,6 +49,7 @@ from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
 from dhp.stats.combine import COMBINES, P_FLOOR, combine_rows, discernment_score
 from dhp.stats.resample import MIN_RESAMPLE_UNITS, group_seed, resample_items
 from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
+from dhp.weights import load_expert_weights, validate_expert_weights, weights_for
 
 __all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS",
            "P_FLOOR", "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
@@ -202,11 +203,8 @@ def _pack(codes: list, sizes: list) -> tuple[np.ndarray, int]:
 
 
 def _weights_lookup(expert_weights):
-    from dhp.weights import load_expert_weights, weights_for  # noqa: F401
-
     if expert_weights is None or isinstance(expert_weights, (str, bytes)) or hasattr(expert_weights, "__fspath__"):
         return load_expert_weights(expert_weights)
-    from dhp.weights import validate_expert_weights
 
     return validate_expert_weights(expert_weights)
 
@@ -218,7 +216,6 @@ def _ew_vector(ew: pd.DataFrame, task, perturbation: str, metrics: list[str]) ->
     if not isinstance(task, str) or task in ("", "nan"):
         raise DHPError("The scores table has no task for its rows, so expert weights cannot be found.",
                        "score with this version of dhp.judging (it writes a 'task' column) or add one.")
-    from dhp.weights import weights_for
 
     return weights_for(ew, task, perturbation, metrics)
 

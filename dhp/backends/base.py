@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 
 from dhp.errors import DHPError
+from dhp.io import file_sha256
 
 Messages = Sequence[dict[str, str]]
 OnResult = Callable[[int, Any], None]
@@ -126,8 +127,6 @@ def truncate_estimated(text: str, n_tokens: int) -> str:
 
 def gguf_sha256(path: str | os.PathLike) -> str:
     """sha256 of a model file (memoised by path, size and mtime: see dhp.io.file_sha256)."""
-    from dhp.io import file_sha256
-
     return file_sha256(path)
 
 

@@ -11,7 +11,7 @@ from typing import Iterable
 
 
 from dhp.errors import DHPError
-from dhp.io import RESOURCES
+from dhp.io import RESOURCES, file_sha256
 from dhp.schema import DATASET_TASK
 
 
@@ -128,8 +128,6 @@ def _committed(name: str) -> dict:
 
 
 def _sha256(path: Path) -> str:
-    from dhp.io import file_sha256
-
     return file_sha256(path)
 
 

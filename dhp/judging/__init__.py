@@ -15,6 +15,8 @@ each way of asking a judge; ``@protocol("name")`` registers your own (a function
 
 from typing import Callable
 
+from dhp.errors import DHPError
+from dhp.judging.aspects import score_aspects
 from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_table
 from dhp.judging.pairwise import combine_pair_orders, compare_pairs
 from dhp.judging.parsing import SCALE, VALID_SCORES, parse_reply, parse_score, score_from_logprobs
@@ -22,6 +24,7 @@ from dhp.judging.pointwise import (
     DEFAULT_MAX_TOKENS, MODES, PROMPT_SCORE_COLUMNS, load_judge_inputs, score_perturbed, score_prompts,
 )
 from dhp.judging.prompts import build_prompt, likelihood_prefix, load_prompt
+from dhp.judging.strategies import run_strategies
 from dhp.schema import SCORE_COLUMNS
 
 PROTOCOLS: dict[str, Callable] = {}
@@ -29,8 +32,6 @@ PROTOCOLS: dict[str, Callable] = {}
 
 def protocol(name: str, replace: bool = True) -> Callable:
     """Register a judge protocol under ``name``."""
-    from dhp.errors import DHPError
-
     def wrap(fn: Callable) -> Callable:
         if name in PROTOCOLS and not replace:
             raise DHPError(f"A judge protocol named {name!r} is already registered.", "choose another name.")
@@ -41,9 +42,6 @@ def protocol(name: str, replace: bool = True) -> Callable:
 
 
 def _register_builtins() -> None:
-    from dhp.judging.aspects import score_aspects
-    from dhp.judging.strategies import run_strategies
-
     for name, fn in (("pointwise", score_perturbed), ("pairwise", compare_pairs), ("aspects", score_aspects),
                      ("strategies", run_strategies)):
         protocol(name)(fn)

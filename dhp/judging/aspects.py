@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dhp.backends import get_backend
 from dhp.calls import MAX_CONSECUTIVE_FAILURES
 from dhp.errors import DHPError
+from dhp.judging.pointwise import score_prompts
+from dhp.prompts import fill, load
 
 SOURCE_ASPECTS = frozenset({"faithfulness", "non_contradiction", "non_hallucination", "informativeness",
                             "adequacy", "overall_quality"})
@@ -49,8 +52,6 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
     "original" rows are the reference variant), ``criteria`` the table of dhp.datasets.criteria_hu2024,
     ``instruction`` a key of :data:`INSTRUCTIONS`. Columns: dataset, item_id, attack ("" for the original),
     variant ("original"/"perturbed"), method, aspect, description_type, instruction, prompt."""
-    from dhp.prompts import fill, load
-
     if instruction not in INSTRUCTIONS:
         raise DHPError(f"Unknown instruction {instruction!r}.",
                        f"use one of {sorted(INSTRUCTIONS)} ('paper' is the paper's setting).")
@@ -87,7 +88,7 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
 
 def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample", n_samples: int = N_SAMPLES,
                   temperature: float | None = None, max_tokens: int = MAX_TOKENS, seed: int = 0, cache=None,
-                  progress: bool = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
+                  progress: bool | str = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
                   dry_run: bool = False) -> pd.DataFrame:
     """Score the prompts of :func:`aspect_prompts` (any backend). Defaults: the paper's setting, sample mode
     with ``n_samples`` = 10 replies at ``temperature`` = 1.0 in one request, the score being the mean of the
@@ -100,9 +101,6 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     ``dry_run``: call nothing and return the :class:`dhp.calls.Estimate` of the calls not yet cached.
     Returns ASPECT_SCORE_COLUMNS; ``score`` is NaN with its ``failure`` reason when no reply holds a rating.
     This is the scores table dhp.analysis.confusion reads."""
-    from dhp.backends import get_backend
-    from dhp.judging.pointwise import score_prompts
-
     if mode not in ("sample", "logprobs"):
         raise DHPError(f"Aspect judging needs a 1-5 score, so mode {mode!r} does not apply.",
                        "use mode='sample' (the paper's setting) or 'logprobs'.")

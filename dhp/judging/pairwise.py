@@ -21,6 +21,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from dhp import calls, prompts
+from dhp.backends import ChatRequest, get_backend
 from dhp.errors import DHPError
 
 ORDERS = ("12", "21")
@@ -64,14 +66,12 @@ def _check_pairs(pairs: pd.DataFrame, mode: str) -> None:
 
 
 def compare_pairs(pairs: pd.DataFrame, judge="embedded", mode: str = "logprobs", cache=None, seed: int = 0,
-                  template: tuple[str, str] = ("pairwise", "compare_overall"), progress: bool = False) -> pd.DataFrame:
+                  template: tuple[str, str] = ("pairwise", "compare_overall"),
+                  progress: bool | str = False) -> pd.DataFrame:
     """Ask the judge about every pair in both orders. Returns COMPARE_COLUMNS, one row per pair × order:
     verdict "1", "2", "tie" or None in the pair's own labelling (order "21" showed candidate 2 first),
     p_1 the label probability of candidate 1 (logprobs mode; NaN otherwise), reply the raw text,
     failure the reason when verdict is None. Calls go through dhp.calls (cached, any backend)."""
-    from dhp import calls, prompts
-    from dhp.backends import ChatRequest, get_backend
-
     _check_pairs(pairs, mode)
     backend = get_backend(judge)
     tpl = prompts.load(*template)

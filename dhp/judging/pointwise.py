@@ -47,6 +47,7 @@ from dhp.backends import Backend, ChatRequest, get_backend
 from dhp.cache import Cache, open_cache
 from dhp.calls import Call
 from dhp.errors import DHPError
+from dhp.io import read_table, resolve
 from dhp.schema import DATASET_TASK, ORIGINAL, SCORE_COLUMNS, SCORE_EXTRA_COLUMNS, TASK_METRICS, metrics_for
 from dhp.judging.prompts import _CUT_MARK, build_prompt, likelihood_prefix
 from dhp.judging.parsing import parse_rating, parse_reply, rating_logprobs, score_from_logprobs, score_stop
@@ -154,7 +155,7 @@ def _assemble(rows: list[_Row], mode: str, store: Cache, errors: dict, n_expecte
 
 
 def _score_rows(backend: Backend, rows: list[_Row], mode: str, n_expected: int, cache, dry_run: bool,
-                price_table, progress: bool, desc: str, max_consecutive_failures: int):
+                price_table, progress: bool | str, desc: str, max_consecutive_failures: int):
     """Plan → (estimate | run) → assemble: the core shared by :func:`score_perturbed` and :func:`score_prompts`."""
     planned = [r.call for r in rows if r.call is not None]
     store = open_cache(cache)
@@ -178,7 +179,7 @@ PROMPT_SCORE_COLUMNS = ["score", "rating", "n_valid", "n_failed", "failure", "pr
 
 def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mode: str = "logprobs",
                   n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
-                  max_tokens: int | None = None, temperature: float = 0.0, progress: bool = True,
+                  max_tokens: int | None = None, temperature: float = 0.0, progress: bool | str = True,
                   max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
                   analysis_first: bool = False, dry_run: bool = False) -> pd.DataFrame:
     """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`score_perturbed`).
@@ -346,7 +347,7 @@ def score_perturbed(
     temperature: float = 0.0,
     n_ctx: int | None = None,
     order: str = "grouped",
-    progress: bool = True,
+    progress: bool | str = True,
     backend_options: dict | None = None,
     max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
 ) -> "pd.DataFrame | calls_mod.Estimate":
@@ -425,7 +426,7 @@ def score_perturbed(
     return table
 
 
-def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool, max_consecutive_failures: int,
+def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool | str, max_consecutive_failures: int,
                  dry_run: bool) -> pd.DataFrame:
     """score_prompts in mode "metric": each row's ``candidate`` scored against its ``source`` by a baseline judge
     (``task`` tells a translation, where an overlap with the source does not apply)."""
@@ -476,8 +477,6 @@ def load_judge_inputs(run_dir: "str | os.PathLike", dataset: str, n_items: int |
     """What notebook 02 judges: notebook 01's ``<run_dir>/perturbed.parquet`` restricted to ``dataset`` and
     to its first ``n_items`` items (None: all), and the items with their sources from notebook 01's
     ``<run_dir>/dataset.parquet`` (the run-folder contract: stage 02 reads what stage 01 wrote)."""
-    from dhp.io import read_table, resolve
-
     run = resolve(run_dir)
     perturbed = read_table(run / "perturbed.parquet", "perturbed table", "notebooks/01_perturb.ipynb")
     items = read_table(run / "dataset.parquet", "dataset table", "notebooks/01_perturb.ipynb")

@@ -46,7 +46,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dhp import calls
+from dhp.backends import ChatRequest
 from dhp.errors import DHPError
+from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
 
 __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
@@ -83,7 +86,7 @@ class Context:
     mode: str
     cache: object
     seed: int
-    progress: bool
+    progress: bool | str
     calls: int = 0
     prompt_tokens: int = 0
     notes: list = field(default_factory=list)
@@ -192,9 +195,6 @@ def verdict_from(f1: float, f2: float) -> str | None:
 # ---------------------------------------------------------------------------------------------- calls
 
 def _chat(ctx: Context, prompts: list[str], max_tokens: int) -> list[tuple[str | None, str]]:
-    from dhp import calls
-    from dhp.backends import ChatRequest
-
     if not prompts:
         return []
     reqs = [ChatRequest.make([{"role": "user", "content": p}], max_tokens, 0.0, ctx.seed) for p in prompts]
@@ -265,8 +265,6 @@ def cot(items: pd.DataFrame, ctx: Context) -> list[dict]:
 
 @strategy("direct_pointwise")
 def direct_pointwise(items: pd.DataFrame, ctx: Context) -> list[dict]:
-    from dhp.judging import score_prompts
-
     t = _template("direct_pointwise")
     prompts = pd.DataFrame([{"item_id": it.item_id, "which": w, "metric": "score",
                              "prompt": fill(t, {"instruction": it.instruction, "response": getattr(it, f"output_{w}")})}
@@ -572,7 +570,7 @@ for _name in LLMBAR_STRATEGIES:
 
 
 def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dna"), judge="embedded", mode="logprobs",
-                   cache=None, seed: int = 0, progress: bool = False, data_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   cache=None, seed: int = 0, progress: bool | str = False, data_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the named strategies on a pairwise table (dhp.datasets.llmbar). Returns (verdicts, costs):
     verdicts has VERDICT_COLUMNS, one row per item × strategy × order (verdict in the dataset's labelling);
     costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol) and protocol

@@ -7,7 +7,7 @@ A method (think inspect_ai's ``@task``) is a :class:`Method` subclass decorated 
   with default, type, range and help text — the CLI, the notebooks' parameters cells and the grid derive from it);
 - ``collects`` / ``produces``: the run-folder tables it writes, with their columns (:class:`Table`);
 
-and implements four stages:
+and implements four stages (each a :class:`Stage`: what it reads, whether it calls a model, what it writes):
 
 - ``collect(config) -> {table name: DataFrame}``: the only stage that calls a model (through dhp.calls: cached);
   recorded judges enter here too, imported instead of called (``python -m dhp import-judgments``);
@@ -16,8 +16,12 @@ and implements four stages:
 - ``card(tables) -> DataFrame``: its rows of the judge report card (dhp.analysis.report_card.CARD_COLUMNS);
 - ``figures(tables, config) -> {name: matplotlib Figure}``.
 
-``run(name, config)`` does collect → write → analyze → write → figures → manifest in one call (the CLI
-``python -m dhp run --method NAME`` and the grid use it; a notebook calls the stages one by one). Collected tables
+One runner executes a stage: :func:`run_stage` (method, stage name, config) reads the stage's tables from the run
+folder, calls it, writes what it declares and records the stage in the run folder's manifest.json (parameters, code
+version, input checksums, times). A method may declare sub-stages of its collect (``extra_stages``: e.g. dhp's
+``perturb`` and ``judge``, which notebooks 01 and 02 run one by one); :meth:`Method.stages` lists them all.
+``run(name, config)`` runs collect → analyze → figures through it in one call (the CLI ``python -m dhp run
+--method NAME``); a notebook calls :func:`run_stage` stage by stage. Collected tables
 accumulate judges: writing one judge's rows replaces that judge's earlier rows only (``Table.partition``), so
 live and recorded judges share a run folder and the analyses compare them.
 
@@ -28,21 +32,27 @@ methods through the ``dhp.methods`` entry-point group.
 
 from __future__ import annotations
 
+import datetime
+import functools
+import hashlib
 import importlib
 import json
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 import pandas as pd
 
+from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
+from dhp.backends import Backend, get_backend
 from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
+from dhp.plots import save_figure
 
-__all__ = ["Method", "Table", "register", "get", "names", "all_methods", "run", "read_tables", "write_tables",
-           "report_card", "judge_modes"]
+__all__ = ["Method", "Table", "Stage", "StageResult", "register", "get", "names", "all_methods", "run", "run_stage",
+           "read_tables", "write_tables", "report_card", "judge_modes"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,29 @@ class Table:
                            f"return every column of its schema: {list(self.columns)}.")
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a method, executed by :func:`run_stage`.
+
+    ``reads``: the run folder's tables it reads (those present are read; the method's ``uses`` count too);
+    ``calls``: the models it may call — "judge" (the run's judge: the runner builds it, checks the mode and records
+    its identity) and/or "perturber" (an LLM perturber named by the parameters); () for a stage that calls none;
+    ``writes``: the tables it writes (declared in the method's collects/produces; a stage that writes nothing
+    returns tables to look at only); ``call(method, config, tables, judge) -> {name: DataFrame}`` does the work
+    (``tables``: what was read; ``judge``: the Backend, or None)."""
+
+    name: str
+    reads: tuple[str, ...]
+    calls: tuple[str, ...]
+    writes: tuple[str, ...]
+    doc: str
+    call: Callable = field(repr=False, compare=False)
+
+    @property
+    def calls_model(self) -> bool:
+        return bool(self.calls)
+
+
 class Method:
     """Base class of a meta-evaluation method (see the module docstring)."""
 
@@ -90,6 +123,28 @@ class Method:
     produces: ClassVar[tuple[Table, ...]] = ()
     #: tables of other methods that ``analyze`` also reads when they are in the run folder (e.g. a joint view)
     uses: ClassVar[tuple[str, ...]] = ()
+    #: the method's sub-stages of collect (a notebook runs them one by one), besides the stages every method has
+    extra_stages: ClassVar[tuple[Stage, ...]] = ()
+
+    def stages(self) -> dict[str, Stage]:
+        """Every stage :func:`run_stage` can run, by name: the method's ``extra_stages``, then ``reference`` (the
+        judge-independent tables, no model call), ``collect`` (every model call), ``analyze`` (pure) and ``figures``
+        (saved under ``config.figures``)."""
+        collected = tuple(t.name for t in self.collects)
+        every = (*collected, *(t.name for t in self.produces), *self.uses)
+        standard = (
+            Stage("reference", (), (), tuple(t.name for t in self.collects if "judge" not in t.columns),
+                  "the judge-independent tables analyze needs (what a run with judge 'recorded' collects)",
+                  lambda m, c, t, j: m.collect_reference(c)),
+            Stage("collect", (), ("judge", "perturber"), collected, "every table the method collects",
+                  lambda m, c, t, j: m.collect(c, j)),
+            Stage("analyze", (*collected, *self.uses), (), tuple(t.name for t in self.produces),
+                  "the results of every judge in the run folder (pure: tables in, tables out)",
+                  lambda m, c, t, j: m.analyze(t, c)),
+            Stage("figures", every, (), (), "the method's figures, saved under the run's figures folder",
+                  lambda m, c, t, j: m.figures(t, c)),
+        )
+        return {s.name: s for s in (*self.extra_stages, *standard)}
 
     # ------------------------------------------------------------------ configuration
     def config(self, values: dict[str, Any] | None = None, **more) -> RunParams:
@@ -113,8 +168,6 @@ class Method:
     def backend(self, config: RunParams, judge=None):
         """The judge backend of this run: ``judge`` when it is a Backend object, else built from the spec (a bad
         spec, a missing or exposed key fails here, before anything is collected); None for ``recorded``."""
-        from dhp.backends import Backend, get_backend
-
         if isinstance(judge, Backend):
             return judge
         spec = judge or config.judge
@@ -241,6 +294,26 @@ def read_uses(method: Method, folder) -> dict[str, pd.DataFrame]:
     return {n: read_table(root / n, n, "another method") for n in method.uses if (root / n).is_file()}
 
 
+def run_rows(items: pd.DataFrame, rows: pd.DataFrame, dataset: str, n_items: int | None,
+             where: str = "the run folder") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of one run among a run folder's collected ones: ``dataset``'s (the folder's first dataset when the
+    name is not there: your own file) first ``n_items`` items in the order of ``rows``, and those items — what a
+    judging stage reads from what the stage before it wrote."""
+    names = list(dict.fromkeys(rows["dataset"].astype(str)))
+    name = dataset if dataset in names else (names[0] if names else dataset)
+    rows = rows[rows["dataset"].astype(str) == name]
+    if rows.empty:
+        raise DHPError(f"{where} has no rows of dataset {dataset!r}.", "run the stage before with the same dataset "
+                                                                        "and run_dir.")
+    ids = list(dict.fromkeys(rows["item_id"].astype(str)))[: None if n_items is None else int(n_items)]
+    rows = rows[rows["item_id"].astype(str).isin(ids)].reset_index(drop=True)
+    items = items[(items["dataset"].astype(str) == name) & items["item_id"].astype(str).isin(ids)]
+    if len(items) != len(ids):
+        raise DHPError(f"{where} lacks {len(ids) - len(items)} of the items of its rows.",
+                       "rerun the stage before so that both tables come from the same run.")
+    return items.reset_index(drop=True), rows
+
+
 def _upsert(new: pd.DataFrame, old: pd.DataFrame | None, table: Table) -> pd.DataFrame:
     """``old`` without the rows whose partition values occur in ``new``, then ``new`` appended."""
     part = [c for c in table.partition if c in new.columns]
@@ -266,33 +339,140 @@ def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replac
     for name, df in tables.items():
         declared[name].check(df, method.name)
     collected = {t.name for t in method.collects}
-    final, run_stats = {}, {}
+    final = {}
     for name, df in tables.items():
-        if df.attrs.get("judge_stats"):  # calls made, cache hits: they vary between runs, so not in the table
-            run_stats[name] = df.attrs["judge_stats"]
-        df.attrs = {}  # attrs would be stored in the parquet metadata
+        df.attrs = {}  # attrs would be stored in the parquet metadata (run_stage took the run statistics out)
         old = None
         if (name in collected or merge_all) and not replace and (root / name).is_file():
             old = read_table(root / name, name, f"the {method.name} method")
         final[name] = _upsert(df, old, declared[name])
     paths = {name: (write_parquet if name.endswith(".parquet") else write_csv)(df, root / name)
              for name, df in final.items()}
-    for stats in run_stats.values():
-        paths["judge_stats.json"] = write_text(root / "judge_stats.json",
-                                               json.dumps(stats, indent=1, sort_keys=True, default=str))
     return paths
+
+
+class StageResult(dict):
+    """What :func:`run_stage` returns: the stage's tables by name (a dict), ``paths`` (file name -> path of every
+    file it wrote besides manifest.json), ``figures`` (name -> matplotlib Figure, the figures stage) and ``stats`` (table name -> run
+    statistics of its model calls: calls made, cache hits, time; they vary between runs, so no table holds them —
+    the runner writes them to judge_stats.json)."""
+
+    def __init__(self, tables: dict, paths: dict | None = None, figures: dict | None = None,
+                 stats: dict | None = None):
+        super().__init__(tables)
+        self.paths, self.figures, self.stats = paths or {}, figures or {}, stats or {}
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """dhp's version and a hash of its code, prompts and resources (what the manifest records as the code)."""
+    from importlib import metadata
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    try:
+        version = metadata.version("dhp")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"dhp {version} sha256:{h.hexdigest()[:16]}"
+
+
+def _judge_stats(tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    # the call engine hands run statistics over in attrs; they leave the tables here (parquet would store them)
+    stats = {}
+    for name, df in tables.items():
+        if isinstance(df, pd.DataFrame) and df.attrs.get("judge_stats"):
+            stats[name] = dict(df.attrs["judge_stats"])
+        if isinstance(df, pd.DataFrame):
+            df.attrs = {}
+    return stats
+
+
+def run_stage(method: "Method | str", stage: str, config: RunParams | dict | None = None, *, judge=None,
+              tables: dict[str, pd.DataFrame] | None = None, write: bool = True, **values) -> StageResult:
+    """Run one stage of ``method`` (see :meth:`Method.stages`) in ``config.run_dir``: read the tables it reads from
+    the run folder (``tables``: given instead, in memory), call it (``judge``: a Backend object, or None for the
+    one ``config.judge`` names), write the tables it declares (each atomically, collected rows merged), save its
+    figures, and record it in manifest.json under "<method>.<stage>". ``write=False``: nothing is written and
+    nothing recorded (a look at the result). ``values``: parameters beside ``config``. Every route — the CLI,
+    :func:`run`, the notebooks, the grid (which runs the notebooks) — executes stages through here."""
+    method = get(method) if isinstance(method, str) else method
+    stages = method.stages()
+    if stage not in stages:
+        raise DHPError(f"Method {method.name!r} has no stage {stage!r}.", f"use one of {list(stages)}.")
+    st = stages[stage]
+    if isinstance(values.get("judge"), Backend):  # a Backend object given as the judge: use it, record its id
+        judge = values["judge"]
+        values["judge"] = judge.identity
+    config = method.config(config, **values)
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    backend = None
+    if "judge" in st.calls:
+        backend = method.backend(config, judge)  # a bad spec or an exposed key fails before any work
+        if backend is not None:
+            method.check_mode(config)
+    read: dict[str, pd.DataFrame] = {}
+    read_files: list[Path] = []
+    if st.reads:
+        root = resolve(config.run_dir)
+        declared = method.tables()
+        if tables is None:
+            read = read_tables(method, root, [declared[n] for n in st.reads if n in declared])
+            read.update({n: df for n, df in read_uses(method, root).items() if n in st.reads})
+            read_files = [root / n for n in read]
+        else:
+            read = {n: df for n, df in tables.items() if n in st.reads}
+    missing = [n for n in st.reads if n not in read]
+    if missing and any(st is e for e in method.extra_stages):  # a sub-stage needs what the one before it wrote
+        before = [s.name for s in stages.values() if set(missing) & set(s.writes)]
+        raise DHPError(f"Stage {method.name}.{stage} reads {missing}, which {config.run_dir} does not hold.",
+                       f"run stage {before[0] if before else 'collect'} first with the same run_dir.")
+    if stage == "analyze" and not any(n in read for n in method.judged):
+        raise DHPError(f"The run folder {config.run_dir} holds no judgments for method {method.name!r}.",
+                       "run it with a live judge, or import recorded judgments (python -m dhp import-judgments).")
+    out = st.call(method, config, read, backend)
+    if stage == "figures":
+        figures, out = out, {}
+    else:
+        figures = {}
+    stray = sorted(n for n in out if n in method.tables() and n not in st.writes)
+    if stray:
+        raise DHPError(f"Stage {method.name}.{stage} returned {stray}, which it does not declare it writes.",
+                       "add them to the stage's writes.")
+    stats = _judge_stats(out)
+    result = StageResult(out, figures=figures, stats=stats)
+    if not write:
+        return result
+    # a stage that writes tables writes all it returns (an undeclared one is an error); one that writes none
+    # returns tables to look at only
+    paths = write_tables(method, out, config.run_dir) if st.writes else {}
+    if stats:  # the last table's statistics (a stage's calls are counted once, on the table they made)
+        paths["judge_stats.json"] = write_text(resolve(config.run_dir) / "judge_stats.json",
+                                               json.dumps(list(stats.values())[-1], indent=1, sort_keys=True,
+                                                          default=str))
+    for fig_name, fig in figures.items():
+        for p in save_figure(fig, config.figures, fig_name):
+            paths[p.name] = p
+    inputs = [*method.inputs(config), *read_files]
+    write_manifest(config.run_dir, f"{method.name}.{stage}", config.model_dump(),
+                   [b for b in (backend,) if b is not None], inputs,
+                   extra={"code": code_version(), "started": started, "wrote": sorted(paths),
+                          "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
+    result.paths = paths
+    return result
 
 
 def run(name: str, config: RunParams | dict | None = None, figures: bool = True, backend=None,
         **values) -> dict[str, Path]:
-    """Run one method end to end into ``config.run_dir``: collect (the model calls), write the collected tables,
-    analyze every judge in the run folder, write the results and figures, record the run in manifest.json.
-    Nothing is written unless collecting succeeded. ``backend`` (or ``judge=`` given a Backend object): the
-    backend to use instead of building one from ``config.judge``. Returns file name -> path."""
-    from dhp.plots import save_figure
-
-    from dhp.backends import Backend
-
+    """Run one method end to end into ``config.run_dir`` through :func:`run_stage`: collect (the model calls; with
+    judge ``recorded``: the reference tables only), analyze every judge in the run folder, save the figures, and
+    record the run in manifest.json (under the method's name; each stage under "<method>.<stage>"). Nothing is
+    written unless collecting succeeded. ``backend`` (or ``judge=`` given a Backend object): the backend to use
+    instead of building one from ``config.judge``. Returns file name -> path."""
     method = get(name)
     if isinstance(values.get("judge"), Backend):  # a Backend object given as the judge: use it, record its id
         backend = values["judge"]
@@ -302,26 +482,18 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
     if not recorded:
         method.check_mode(config)
     backend = method.backend(config, backend)
-    collected = method.collect_reference(config) if recorded else method.collect(config, backend)
-    paths = write_tables(method, collected, config.run_dir)
-    inputs = read_tables(method, config.run_dir, method.collects)
-    if not any(n in inputs for n in method.judged):
-        raise DHPError(f"The run folder {config.run_dir} holds no judgments for method {name!r}.",
-                       "run it with a live judge, or import recorded judgments (python -m dhp import-judgments).")
-    results = method.analyze({**inputs, **read_uses(method, config.run_dir)}, config)
-    paths.update(write_tables(method, results, config.run_dir))
+    paths = dict(run_stage(method, "reference" if recorded else "collect", config, judge=backend).paths)
+    paths.update(run_stage(method, "analyze", config).paths)
     if figures:
-        every = {**read_tables(method, config.run_dir), **read_uses(method, config.run_dir)}
-        for fig_name, fig in method.figures(every, config).items():
-            for p in save_figure(fig, config.figures, fig_name):
-                paths[p.name] = p
+        paths.update(run_stage(method, "figures", config).paths)
     paths["manifest.json"] = record(method, config, [b for b in (backend,) if b is not None], method.inputs(config))
     return paths
 
 
 def record(method: Method, config: RunParams, backends: Iterable = (), inputs: Iterable = ()) -> Path:
     """Add this method's run (its parameters, the judge's identity, the user files it read) to manifest.json."""
-    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs)
+    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs,
+                          extra={"code": code_version()})
 
 
 # ---------------------------------------------------------------------------------------------- report card
@@ -338,8 +510,6 @@ def report_card(folders, judge: str | None = None, mode: str | None = None) -> p
     ``folders``: one folder holding every method's tables (a run folder, or results/), or a dict method name ->
     folder. Each registered method contributes its ``card`` rows; a method with no rows for a judge × mode gets one
     row with status "not run" (never a number). Columns: dhp.analysis.report_card.CARD_COLUMNS."""
-    from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
-
     parts, seen = [], []
     for m in all_methods():
         folder = folders.get(m.name) if isinstance(folders, dict) else folders
@@ -359,7 +529,7 @@ def report_card(folders, judge: str | None = None, mode: str | None = None) -> p
 
 
 def describe_methods() -> str:
-    """One line per registered method: name, modes, notebooks, title (for ``python -m dhp methods``)."""
+    """Two lines per registered method: name, modes, notebooks, title; its stages (``python -m dhp methods``)."""
     return "\n".join(f"{m.name:20s} modes: {', '.join(m.modes):28s} notebooks: {', '.join(m.notebooks) or '-':40s} "
-                     f"{m.title}" for m in all_methods())
+                     f"{m.title}\n{'':20s} stages: {', '.join(m.stages())}" for m in all_methods())
 

@@ -9,7 +9,8 @@ aspect, whether the score should drop (S_T) or stay (S_F). The statistics (dhp.a
 paper's mean drops): a one-sided Wilcoxon per cell (D = log_0.05 p), a TOST equivalence test per cell, one
 multiple-testing adjustment per description type for every decision, and the confusion index.
 
-Notebook 07 runs its stages one by one: collect_variants → prompts → collect_scores → analyze → card → figures.
+Notebook 07 runs its stages one by one (dhp.methods.run_stage): reference → variants → prompts → judge → analyze
+→ figures.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, lo
 from dhp.datasets.criteria_hu2024 import ASPECTS, DESCRIPTION_TYPES, load_criteria, load_expectations
 from dhp.errors import DHPError
 from dhp.judging import aspects as aj
-from dhp.methods import Method, Table, register
+from dhp.methods import Method, Stage, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.hu2024 import CONFUSION_ATTACKS
 from dhp.perturb.llm import PROMPT_UNITS
@@ -157,6 +158,19 @@ class CriteriaConfusion(Method):
     Params = CriteriaConfusionParams
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
     produces = (CELLS, SUMMARY, CORRELATIONS)
+    extra_stages = (
+        Stage("variants", (), ("perturber",), (ITEMS.name, VARIANTS.name),
+              "the items and their attacked copies (an LLM perturber's calls are cached); no judge call",
+              lambda m, c, t, j: m.collect_variants(c)),
+        Stage("prompts", (ITEMS.name, VARIANTS.name), (), (),
+              "what the judge stage asks: one prompt per ok variant × aspect × description type (not written)",
+              lambda m, c, t, j: {"prompts": m.prompts(c, *run_rows(t[ITEMS.name], t[VARIANTS.name], c.dataset,
+                                                                     c.n_items))}),
+        Stage("judge", (ITEMS.name, VARIANTS.name), ("judge",), (SCORES.name,),
+              "every prompt of the variants stage's rows scored by the judge (cached calls)",
+              lambda m, c, t, j: m.collect_scores(c, m.prompts(c, *run_rows(t[ITEMS.name], t[VARIANTS.name],
+                                                                            c.dataset, c.n_items)), j)),
+    )
 
     # ------------------------------------------------------------------ collect
     def collect_reference(self, config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:

@@ -32,7 +32,7 @@ from dhp.errors import DHPError
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
 from dhp.judging.strategies import STRATEGIES, run_strategies
-from dhp.methods import Method, Table, register
+from dhp.methods import Method, Stage, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
 from dhp.perturb.registry import methods_for
@@ -133,7 +133,7 @@ def _empty(table: Table) -> pd.DataFrame:
 
 
 def compare_with_perturbed(perturbed: pd.DataFrame, items: pd.DataFrame, judge: Backend, mode: str = "logprobs",
-                           cache=None, seed: int = 0, progress: bool = False) -> pd.DataFrame:
+                           cache=None, seed: int = 0, progress: bool | str = False) -> pd.DataFrame:
     """Show each ok perturbed variant next to its original, in both orders, and ask which is better (the pairwise
     protocol, dhp.judging.pairwise.compare_pairs, candidate 1 = the original; the candidates are called what the
     task's texts are: summary, translation, ...). Returns dhp.analysis.decomposition.COMPARISON_COLUMNS."""
@@ -166,6 +166,16 @@ class DecomposeAggregate(Method):
     Params = DecomposeAggregateParams
     collects = (VERDICTS, COSTS, BRIDGE_SCORES, BRIDGE_COMPARISONS)
     produces = (AGREEMENT, PAIRWISE_D, BRIDGE)
+    extra_stages = (
+        Stage("pairs", (), (), (), "the pairs to judge (LLMBar's subsets, or your file): shown, not written",
+              lambda m, c, t, j: {"pairs": m.load_pairs(c)}),
+        Stage("verdicts", (), ("judge",), (VERDICTS.name, COSTS.name),
+              "every strategy on every pair in both orders: the verdicts and the strategies' costs",
+              lambda m, c, t, j: m.collect_verdicts(c, m.load_pairs(c), j)),
+        Stage("bridge", (), ("judge",), (BRIDGE_SCORES.name, BRIDGE_COMPARISONS.name),
+              "the DHP bridge: perturbed copies scored pointwise and compared with their originals (none with "
+              "dhp_items 0)", lambda m, c, t, j: m.collect_bridge(c, j)),
+    )
 
     # ------------------------------------------------------------------ collect
     def load_pairs(self, config: DecomposeAggregateParams) -> pd.DataFrame:

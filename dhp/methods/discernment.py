@@ -21,7 +21,7 @@ from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.judging import failures_table, score_perturbed
-from dhp.methods import Method, Table, register
+from dhp.methods import Method, Stage, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.registry import methods_for
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
@@ -100,6 +100,15 @@ class DHP(Method):
         Table("failures.csv", ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "metric"),
               "one row per score row without a usable reply, and why", partition=("dataset", "judge", "mode"),
               results="none"),
+    )
+    extra_stages = (
+        Stage("perturb", (), ("perturber",), ("dataset.parquet", "perturbed.parquet"),
+              "notebook 01: the items and their perturbed copies (an LLM perturber's calls are cached)",
+              lambda m, c, t, j: m.collect_perturbed(c)),
+        Stage("judge", ("dataset.parquet", "perturbed.parquet"), ("judge",), ("scores.parquet", "failures.csv"),
+              "notebook 02: the first n_items items the perturb stage wrote, every ok variant scored per metric",
+              lambda m, c, t, j: m.collect_scores(c, *run_rows(t["dataset.parquet"], t["perturbed.parquet"],
+                                                               c.dataset, c.n_items), j)),
     )
     produces = (
         Table("discernment.csv", tuple(stats.DISCERNMENT_COLUMNS[:8]),

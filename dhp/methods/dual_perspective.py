@@ -25,7 +25,7 @@ from dhp.errors import DHPError
 from dhp.io import slug
 from dhp.judging import build_prompt, score_prompts
 from dhp.judging.pairwise import compare_pairs
-from dhp.methods import Method, Table, register
+from dhp.methods import Method, Stage, Table, register
 from dhp.perturb.chains import CHAIN_EDITS, error_chain
 from dhp.plots.dual_perspective import plot_dual_perspective
 
@@ -112,6 +112,13 @@ class DualPerspective(Method):
               "judges' ranks per column"),
     )
     uses = ("alignment.csv",)
+    extra_stages = (
+        Stage("global", (), ("judge",), (GLOBAL.name,), "the global view: agreed-upon targets judged and rated",
+              lambda m, c, t, j: m.collect_global(c, j)),
+        Stage("local", (), ("judge",), (CHAINS.name, COMPARISONS.name),
+              "the local view: error chains judged step by step (and adjacent pairs side by side)",
+              lambda m, c, t, j: m.collect_local(c, j)),
+    )
 
     # ------------------------------------------------------------------ collect
     def _score(self, rows: list[dict], backend: Backend, config: DualPerspectiveParams, n_samples: int = 1,

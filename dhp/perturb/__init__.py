@@ -92,7 +92,7 @@ def perturb(
     perturber="rule",
     perturbations: list[str] | None = None,
     max_attempts: int = 3,
-    progress: bool = False,
+    progress: bool | str = False,
     cache=None,
     dry_run: bool = False,
 ) -> pd.DataFrame:
@@ -138,7 +138,7 @@ def perturb(
     items = dataset_df.to_dict("records")
     pools = {ds: {str(r["item_id"]): str(r["reference"] or "") for r in items if str(r["dataset"]) == ds}
              for ds in datasets}
-    if progress:
+    if progress is True:  # a path (dhp.grid's watcher) is for the call engine only
         from tqdm.auto import tqdm
 
         items = tqdm(items, desc="perturb", unit="item")
@@ -207,7 +207,7 @@ def _item_rows(item: dict, task: str, plan, pool: dict[str, str], seed: int, llm
     return rows
 
 
-def _run_llm_rows(llm_rows: list, backend, cache, max_attempts: int, dry_run: bool, progress: bool):
+def _run_llm_rows(llm_rows: list, backend, cache, max_attempts: int, dry_run: bool, progress: bool | str):
     """Fill the LLM rows in place (or mark them pending in a dry run); returns the dry run's estimate."""
     if not llm_rows:
         return None

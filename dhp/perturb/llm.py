@@ -142,7 +142,7 @@ def _request(job: LLMJob, attempt: int):
 
 
 def llm_perturb_many(backend, jobs: list[LLMJob], cache=None, max_attempts: int = 3, dry_run: bool = False,
-                     progress: bool = False):
+                     progress: bool | str = False):
     """Make every LLM row through the shared call engine (:mod:`dhp.calls`), in rounds.
 
     Round 1 asks attempt 1 (temperature 0) of every job in one :func:`dhp.calls.run` — concurrent on

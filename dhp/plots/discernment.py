@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
-from dhp.io import resolve  # noqa: E402
+from dhp.io import read_table, resolve  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
 
 DPI = 150
@@ -266,8 +266,6 @@ def response_style_figures(scores: pd.DataFrame, figures_dir, dataset: str | Non
 
 def read_result(directory, name: str) -> pd.DataFrame:
     """Read table `name` (scores, discernment, summary) from a run or results folder: parquet, else CSV."""
-    from dhp.io import read_table
-
     d = resolve(directory)
     f = d / f"{name}.parquet"
     if not f.exists():

@@ -12,7 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dhp.analysis.report_card import headline  # noqa: E402
+from dhp.analysis.report_card import headline, standings  # noqa: E402
+from dhp.io import slug  # noqa: E402
+from dhp.plots.discernment import save_figure  # noqa: E402
 
 
 MAX_ROWS = 12  # rows drawn per method panel; the rest are in report_card.csv
@@ -100,10 +102,6 @@ def save_report_card_pages(card: pd.DataFrame, out_dir, picks: dict, board: pd.D
     """One page per judge × mode (report_card_<judge>-<mode>.png and .pdf, names made file-safe; with ``board``, the
     leaderboard, each page shows where the judge stands) and the comparison figure (report_card_comparison;
     ``picks``: method -> its headline measure); returns the paths."""
-    from dhp.analysis.report_card import standings
-    from dhp.io import slug
-    from dhp.plots import save_figure
-
     paths = []
     for judge, mode in sorted(set(zip(card["judge"], card["mode"]))):
         standing = standings(board, judge, mode) if board is not None else None

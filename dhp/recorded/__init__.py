@@ -38,6 +38,9 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.io import resolve, resource, write_manifest, write_parquet
+from dhp.judging.strategies import VERDICT_COLUMNS
+from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
 
 __all__ = ["IMPORTERS", "importer", "import_judgments", "ImportReport", "SourceFile", "TABLE_KEYS",
            "SEGMENT_COLUMNS", "SEGMENT_HUMAN_COLUMNS", "ITEM_COLUMNS", "ITEM_HUMAN_COLUMNS", "DEFAULT_PATHS",
@@ -69,8 +72,6 @@ ITEM_HUMAN_COLUMNS = ["dataset", "criterion", "subset", "split", "system", "item
 
 
 def _score_key() -> list[str]:
-    from dhp.schema import SCORE_COLUMNS
-
     return [c for c in SCORE_COLUMNS if c not in ("score", "n_valid", "n_failed")]
 
 
@@ -106,14 +107,10 @@ def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
 def verdict_columns() -> list[str]:
     """Columns of an imported pairwise_verdicts table: read at call time, so strategies that add columns to
     VERDICT_COLUMNS are followed."""
-    from dhp.judging.strategies import VERDICT_COLUMNS
-
     return ["judge", "mode", *VERDICT_COLUMNS, "source"]
 
 
 def score_columns() -> list[str]:
-    from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
-
     return [*SCORE_COLUMNS, *SCORE_EXTRA_COLUMNS, "source"]
 
 
@@ -336,8 +333,6 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
     scores (default dhp.judging.parsing.SCALE, 1–5); ``lp`` — language pair of mt-metrics-eval files
     (default: read from the folder names, e.g. "zh-en"); ``data_dir`` — where LLMBar is read from for the id
     check; ``max_bytes`` — the size limit of one file. Raises DHPError, writing nothing, on any problem."""
-    from dhp.io import resolve, write_manifest, write_parquet
-
     if kind not in IMPORTERS:
         raise DHPError(f"Unknown kind of recorded judgments {kind!r}.", f"use one of {sorted(IMPORTERS)}.")
     t0 = time.perf_counter()

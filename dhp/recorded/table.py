@@ -39,8 +39,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from dhp.datasets import load_custom
+from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
-from dhp.recorded import RECORDED_MODE, SourceFile, importer, score_columns, verdict_columns
+from dhp.io import jsonl_lines
+from dhp.judging.parsing import SCALE
+from dhp.recorded import RECORDED_MODE, TABLE_KEYS, SourceFile, importer, score_columns, verdict_columns
+from dhp.schema import ORIGINAL, TASK_METRICS
 
 __all__ = ["read_judgments_file", "POINTWISE_REQUIRED", "PAIRWISE_REQUIRED"]
 
@@ -93,8 +98,6 @@ def _csv(p: Path, text: str) -> tuple[list[str], list[tuple[str, dict]]]:
 
 
 def _jsonl(p: Path, text: str) -> tuple[list[str], list[tuple[str, dict]]]:
-    from dhp.io import jsonl_lines
-
     out, cols = [], {}
     for no, line in jsonl_lines(text):
         try:
@@ -171,19 +174,13 @@ def _dataset_table(ctx, pairwise: bool, p: Path) -> tuple[pd.DataFrame, str]:
                 raise DHPError(f"Dataset table {d} not found.", "pass the path of the dataset table (dataset=, --dataset).")
             table = pd.read_parquet(d)
         elif pairwise:
-            from dhp.datasets.llmbar import load_pairwise
-
             table = load_pairwise(d)
         else:
-            from dhp.datasets import load_custom
-
             table = load_custom(d)
         origin = str(d)
     elif run_table.is_file() and (not pairwise or "label" in pd.read_parquet(run_table).columns):
         table, origin = pd.read_parquet(run_table), str(run_table)
     elif pairwise:
-        from dhp.datasets.llmbar import SUBSETS, load_llmbar
-
         try:
             table = load_llmbar(list(SUBSETS), data_dir=ctx.data_dir)
         except DHPError as e:
@@ -214,10 +211,6 @@ def _perturbed_keys(ctx) -> set | None:
 # ---------------------------------------------------------------------------------------------- rows
 
 def _pointwise(p: Path, columns, records, ctx, source: str) -> pd.DataFrame:
-    from dhp.judging.parsing import SCALE
-    from dhp.recorded import TABLE_KEYS
-    from dhp.schema import ORIGINAL, TASK_METRICS
-
     _required(p, columns, records, POINTWISE_REQUIRED)
     lo, hi = ctx.scale or SCALE
     table, origin = _dataset_table(ctx, False, p)
@@ -277,8 +270,6 @@ def _pointwise(p: Path, columns, records, ctx, source: str) -> pd.DataFrame:
 
 
 def _pairwise(p: Path, columns, records, ctx, source: str) -> pd.DataFrame:
-    from dhp.recorded import TABLE_KEYS
-
     _required(p, columns, records, PAIRWISE_REQUIRED)
     table, origin = _dataset_table(ctx, True, p)
     items = {iid: (sub, lab) for iid, sub, lab in table[["item_id", "subset", "label"]].itertuples(index=False)}
