@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import resolve, resource, write_manifest, write_parquet
+from dhp.io import resolve, write_manifest, write_parquet
 from dhp.judging.strategies import VERDICT_COLUMNS
 from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
 
