@@ -266,6 +266,7 @@ class Failure:
 class Report:
     failures: list[Failure] = field(default_factory=list)
     timings: list[tuple[str, float]] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # notebook or step -> CPU seconds (kernel, or the grid's own)
     skipped: list[str] = field(default_factory=list)
     not_applicable: list[str] = field(default_factory=list)
     up_to_date: list[str] = field(default_factory=list)
@@ -425,7 +426,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _stamp_file(out_path).unlink(missing_ok=True)  # written again only if this run succeeds
     rel = _rel(out_path)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     print(f"[grid] {rel}  {use}", flush=True)
     try:
         with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext():
@@ -448,6 +449,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
         ok = False
     elapsed = time.perf_counter() - t0
     report.timings.append((rel, elapsed))
+    report.cpu[rel] = _children_cpu() - cpu0
     if ok and stamp is not None:
         if staged:
             report.deferred.append((_stamp_file(out_path), stamp))
@@ -662,11 +664,21 @@ def run_grid(g: GridParams) -> Report:
 
 @contextlib.contextmanager
 def _step(report: Report, name: str):
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         yield
     finally:
         report.steps.append((name, time.perf_counter() - t0))
+        report.cpu[f"({name})"] = time.process_time() - cpu0
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children: a notebook's kernel (and the model it ran in-process) once
+    papermill has shut it down. Unlike wall-clock time it hardly grows when other work shares the cores."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _stage(g: GridParams) -> tuple[Path, Path, Path]:
@@ -792,11 +804,14 @@ def print_timings(report: Report, total_s: float, out=None) -> None:
     rows = [(name, s) for name, s in report.timings] + [(f"({name})", s) for name, s in report.steps]
     if not rows:
         return
-    print("\n[grid] time per notebook and step:", file=out)
-    print(f"  {'seconds':>8}  {'share':>5}  notebook / step", file=out)
+    print("\n[grid] time per notebook and step (wall clock; CPU: the kernel's CPU seconds, which other work on the "
+          "machine hardly changes; the result notebooks run two at a time, so their CPU figures mix):", file=out)
+    print(f"  {'seconds':>8}  {'share':>5}  {'CPU s':>7}  notebook / step", file=out)
     for name, s in rows:
-        print(f"  {s:8.1f}  {100 * s / max(total_s, 1e-9):4.0f}%  {name}", file=out)
-    print(f"  {total_s:8.1f}   100%  total (wall clock; the result notebooks run two at a time)", file=out)
+        cpu = report.cpu.get(name)
+        cpu_s = f"{cpu:7.1f}" if cpu is not None else f"{'':>7}"
+        print(f"  {s:8.1f}  {100 * s / max(total_s, 1e-9):4.0f}%  {cpu_s}  {name}", file=out)
+    print(f"  {total_s:8.1f}   100%  {sum(report.cpu.values()):7.1f}  total", file=out)
     slow = sorted(rows, key=lambda r: -r[1])[:5]
     print("[grid] slowest: " + "; ".join(f"{Path(n).parent.name}/{Path(n).name} {s:.0f} s" if "/" in n
                                          else f"{n} {s:.0f} s" for n, s in slow), file=out)
