@@ -116,6 +116,10 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
     assert not (stale / "summary.csv").exists()
     assert "1 FAILED" in text and "02_judge.ipynb" in text and "judge exploded" in text and "cell 3 of the executed notebook" in text  # papermill adds a cell
     assert "'judge': 'bad'" in text
+    # the closing table: every notebook and grid step with its seconds, and the slowest named again
+    table = text[text.index("time per notebook and step"):]
+    assert "02_judge.ipynb" in table and "(aggregate tables)" in table and "CPU s" in table
+    assert "[grid] slowest:" in table
     point = tmp_path / "runs" / "t" / "dhp" / "summeval"
     # the shared stage ran once, for the largest n_items any judge asks for
     assert pd.read_parquet(point / "perturbed.parquet")["n"].tolist() == [2]
