@@ -45,3 +45,23 @@ def test_a_saved_figure_is_shown_once_in_a_notebook(tmp_path):
     images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
     assert len(images) == 1  # shown once: by save_figure, not again by the inline backend at the end of the cell
     assert (tmp_path / "shown.png").exists() and (tmp_path / "shown.pdf").exists()
+
+
+@pytest.mark.slow
+def test_a_pdf_has_the_same_bytes_under_another_hash_seed(tmp_path):
+    """matplotlib names font subsets after hash() of their glyphs: two processes with other PYTHONHASHSEED must
+    still write the same PDF and PNG."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "from dhp.plots import save_figure\nfig, ax = plt.subplots(figsize=(3, 2))\n"
+            "ax.set_title('$D_{avg}^{EW}$ weights', fontweight='bold'); ax.set_xlabel('ü — α'); ax.bar(['a', 'b'], [1, 2])\nsave_figure(fig, sys.argv[1], 'f')")
+    root = str(Path(__file__).resolve().parents[1])
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / seed)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root})
+    assert (tmp_path / "1" / "f.pdf").read_bytes() == (tmp_path / "2" / "f.pdf").read_bytes()
+    assert (tmp_path / "1" / "f.png").read_bytes() == (tmp_path / "2" / "f.png").read_bytes()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import string
 import sys
 from pathlib import Path
 
@@ -12,6 +15,28 @@ DPI = 150
 # every file: the same figure would give other bytes on another day or with another matplotlib. None leaves them out.
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
+
+
+@contextlib.contextmanager
+def _stable_font_subset_names():
+    """matplotlib names an embedded font subset ("BNZLTN+DejaVuSans") after Python's hash() of its glyphs (for some
+    font types an object's id): name it after a sha256 of the glyphs instead, the same in every process."""
+    from matplotlib.backends.backend_pdf import PdfFile
+
+    original = PdfFile.__dict__.get("_get_subset_prefix")
+    if original is None:  # a matplotlib without it (the lock pins one with it)
+        yield
+        return
+
+    def prefix(charset) -> str:
+        n = int.from_bytes(hashlib.sha256(repr(sorted(map(str, charset))).encode()).digest()[:8], "big")
+        return "".join(string.ascii_uppercase[(n // 26**i) % 26] for i in range(6)) + "+"
+
+    PdfFile._get_subset_prefix = staticmethod(prefix)
+    try:
+        yield
+    finally:
+        PdfFile._get_subset_prefix = original
 
 
 def _notebook_kernel() -> bool:
@@ -33,7 +58,8 @@ def save_figure(fig, out_dir, name: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     fig.savefig(paths[0], dpi=DPI, metadata=PNG_METADATA, bbox_inches="tight")
-    fig.savefig(paths[1], dpi=DPI, metadata=PDF_METADATA, bbox_inches="tight")
+    with _stable_font_subset_names():
+        fig.savefig(paths[1], dpi=DPI, metadata=PDF_METADATA, bbox_inches="tight")
     if _notebook_kernel():
         from IPython.display import Image, display
         from PIL import Image as PILImage  # matplotlib's own dependency
