@@ -7,13 +7,17 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export MPLBACKEND := Agg
 
-.PHONY: demo test test-vllm lab setup clean-venv docs
+.PHONY: demo test test-vllm lab setup clean-venv docs lock
 
-$(STAMP): pyproject.toml
+# Every package is installed at the version requirements.lock pins (generated from pyproject.toml by `make lock`):
+# a results run must not depend on the day its environment was installed (docs/reproducibility.md).
+LOCK := requirements.lock
+
+$(STAMP): pyproject.toml $(LOCK)
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) --upgrade pip
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -57,3 +61,13 @@ lab: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Refresh requirements.lock after a change to pyproject.toml's dependencies: `make lock` keeps every pin that still
+# fits (uv reads the current file) and adds what is new; `make lock UPGRADE=1` moves every package to its newest
+# release (then rerun the demo and commit what changed). uv runs from a tool environment of its own under .cache/.
+LOCK_VENV := .cache/lock-venv
+lock:
+	test -x $(LOCK_VENV)/bin/uv || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/python -m pip install --quiet uv==0.13.9; }
+	$(LOCK_VENV)/bin/uv pip compile pyproject.toml --extra test --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock' --quiet \
+		$(if $(UPGRADE),--upgrade) -o $(LOCK)

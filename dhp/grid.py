@@ -13,11 +13,18 @@ The grid YAML names the judges, modes and methods (any registered method: dhp.me
                                                                    result notebooks (dhp: 04, 05), 10_report_card
     results/<table>.csv     every point's numeric tables stacked (judge and mode columns; never texts)
     figures/                regenerated from results/
+    runs/<run_id>/staging/{results,figures}   where a run writes them first (see below)
+
+Nothing a run does destroys results: the tables and figures are written into runs/<run_id>/staging (which starts
+as a copy of results/), and only a run in which every notebook succeeded publishes them — each file replaced
+atomically, only where its bytes changed; the tables of methods not run this time removed, as the card reads them
+"not run". A run that fails, raises or is killed leaves results/ and figures/ as they were; its staged tables and
+figures stay for inspection.
 
 Every notebook gets one progress line when it starts and one with its elapsed time when it ends; while it runs, a
 bar shows its model calls (the notebook's ``progress`` parameter names a file the call engine keeps up to date). A failing cell is recorded
 (notebook, parameters, cell, error) and the other grid points go on; the run ends with a summary of failures and a
-non-zero exit status if any.
+non-zero exit status if any. At the end the grid prints every notebook's and step's time.
 
 (The module is long because it holds the whole batch runner: the grid's schema, the run order of points and shared
 stages, stamps, gathering and the report; each is a few functions.)
@@ -25,7 +32,8 @@ stages, stamps, gathering and the report; each is a few functions.)
 A rerun skips what is up to date, as ``make`` does: each executed notebook gets a stamp (``NN_*.ipynb.stamp``: a
 hash of dhp's code and resources, the notebook, its parameters and the stamps of the notebooks it reads from), and a
 notebook whose stamp is unchanged is not run again; its tables are used as they are. ``rerun: true`` (or
-``--rerun``) runs everything; a failed notebook loses its stamp.
+``--rerun``) runs everything; a failed notebook loses its stamp. The notebooks that write into the staging folder
+(leaderboard, result notebooks, report card) get theirs only once their output is published.
 """
 
 from __future__ import annotations
@@ -258,11 +266,18 @@ class Failure:
 class Report:
     failures: list[Failure] = field(default_factory=list)
     timings: list[tuple[str, float]] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # notebook or step -> CPU seconds (kernel, or the grid's own)
     skipped: list[str] = field(default_factory=list)
     not_applicable: list[str] = field(default_factory=list)
     up_to_date: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     stamps: dict = field(default_factory=dict)  # run folder -> stamp of its last notebook (what reads it depends on)
+    # (stamp file, stamp) of notebooks whose output went to the staging folder: written when it is published, so
+    # a run that did not publish runs them again (their stamp must not vouch for output that never arrived)
+    deferred: list[tuple[Path, str]] = field(default_factory=list)
+    steps: list[tuple[str, float]] = field(default_factory=list)  # the grid's own steps outside notebooks
+    staging: Path | None = None
+    published: list[str] | None = None  # files of results/ and figures/ this run changed (None: not published)
 
 
 def _declared_parameters(nb_path: Path) -> set[str] | None:
@@ -388,10 +403,11 @@ def _up_to_date(out_paths: list[Path], report: Report) -> None:
 
 
 def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report: Report,
-             watch_calls: bool = True, stamp: str | None = None) -> bool:
+             watch_calls: bool = True, stamp: str | None = None, staged: bool = False) -> bool:
     """Run one notebook with the parameters it declares; True if it succeeded. Prints a line when it starts, a bar
     for its model calls while it runs (``watch_calls``: the watcher's file is the notebook's ``progress``
-    parameter; notebooks run side by side go without it) and its elapsed time."""
+    parameter; notebooks run side by side go without it) and its elapsed time. ``staged``: it writes into the staging
+    folder, so its stamp waits for the publication (Report.deferred)."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -400,7 +416,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _stamp_file(out_path).unlink(missing_ok=True)  # written again only if this run succeeds
     rel = _rel(out_path)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     print(f"[grid] {rel}  {use}", flush=True)
     try:
         with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext() as watcher:
@@ -424,8 +440,12 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
         ok = False
     elapsed = time.perf_counter() - t0
     report.timings.append((rel, elapsed))
+    report.cpu[rel] = _children_cpu() - cpu0
     if ok and stamp is not None:
-        _stamp_file(out_path).write_text(stamp)
+        if staged:
+            report.deferred.append((_stamp_file(out_path), stamp))
+        else:
+            _stamp_file(out_path).write_text(stamp)
     print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {elapsed:.1f} s "
           f"(grid elapsed {time.perf_counter() - report.started:.0f} s)", flush=True)
     return ok
@@ -580,20 +600,23 @@ def aggregate(done: list[Point], results_dir, report: Report) -> dict[str, Path]
 
 
 def run_grid(g: GridParams) -> Report:
-    """Run the whole grid: every point's notebooks, the aggregation into results/, then the notebooks that read
-    results/ only (the methods' result notebooks and the report card), two at a time."""
+    """Run the whole grid: every point's notebooks, the aggregation of their tables, then the notebooks that read
+    the aggregated tables only (the methods' result notebooks and the report card), two at a time — all of it
+    into the staging folder, published to results/ and figures/ only if every notebook succeeded."""
     report = Report()
     pts, report.not_applicable = points(g)
-    results = resolve(g.results_dir)
+    with _step(report, "staging: copy results/"):
+        report.staging, results, figures_path = _stage(g)
+    figures = str(figures_path)
     for m in map(methods.get, methods.names()):
         for t in (*m.collects, *m.produces):  # a method not run this time must read "not run" on the card
             (results / f"{Path(t.name).stem}.csv").unlink(missing_ok=True)
     if not g.report_card:
         (results / "report_card.csv").unlink(missing_ok=True)  # (else: removed when notebook 10 runs again)
     done = _run_points(g, pts, report)
-    tables = aggregate(done, results, report)
+    with _step(report, "aggregate tables"):
+        tables = aggregate(done, results, report)
     agg_dir = resolve(g.runs_dir) / g.run_id / "aggregate"
-    figures = str(resolve(g.figures_dir))
     for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
         (results / name).unlink(missing_ok=True)
     entries = {(p.judge, p.mode) for p in done}
@@ -615,8 +638,76 @@ def run_grid(g: GridParams) -> Report:
     lb_out = resolve(g.runs_dir) / g.run_id / "leaderboard" / f"{LEADERBOARD_NB}.ipynb"
     if g.leaderboard is not None and _stamp_file(lb_out).is_file():  # the cards show the leaderboard's standings
         upstream.append(_stamp_file(lb_out).read_text())
+    elif g.leaderboard is not None:  # its stamp waits for the publication: the cards depend on this run's
+        upstream += [s for f, s in report.deferred if f == _stamp_file(lb_out)]
     _run_side_by_side(g, agg_dir, jobs, report, upstream)
+    if not report.failures:
+        with _step(report, "publish results/ and figures/"):
+            report.published = publish(results, figures_path, resolve(g.results_dir), resolve(g.figures_dir))
+        for f, stamp in report.deferred:
+            f.write_text(stamp)
+        shutil.rmtree(report.staging, ignore_errors=True)
     return report
+
+
+@contextlib.contextmanager
+def _step(report: Report, name: str):
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        report.steps.append((name, time.perf_counter() - t0))
+        report.cpu[f"({name})"] = time.process_time() - cpu0
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children: a notebook's kernel (and the model it ran in-process) once
+    papermill has shut it down. Unlike wall-clock time it hardly grows when other work shares the cores."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _stage(g: GridParams) -> tuple[Path, Path, Path]:
+    """A fresh staging folder runs/<run_id>/staging: (folder, its results/ — a copy of the published tables, so the
+    notebooks a rerun skips keep theirs and the card reads a complete set —, its figures/, empty)."""
+    root = resolve(g.runs_dir) / g.run_id / "staging"
+    if root.exists():
+        shutil.rmtree(root)
+    results, figures = root / "results", root / "figures"
+    results.mkdir(parents=True)
+    figures.mkdir()
+    published = resolve(g.results_dir)
+    if published.is_dir():
+        for f in sorted(published.iterdir()):
+            if f.is_file() and not f.name.startswith("."):
+                shutil.copy2(f, results / f.name)
+    return root, results, figures
+
+
+def publish(staged_results: Path, staged_figures: Path, results: Path, figures: Path) -> list[str]:
+    """Make results/ hold what the staged results hold (its top-level files; sub-folders such as another grid's
+    results_dir are not touched) and add the staged figures to figures/. Each file is replaced atomically and only
+    where its bytes differ, so an unchanged table keeps its file. Returns the paths it changed."""
+    from dhp.io import write_bytes
+
+    changed = []
+    for src_dir, dst_dir, remove in ((staged_results, results, True), (staged_figures, figures, False)):
+        dst_dir.mkdir(parents=True, exist_ok=True)
+        staged = {f.name: f for f in sorted(src_dir.iterdir()) if f.is_file()}
+        for name, f in staged.items():
+            dst = dst_dir / name
+            data = f.read_bytes()
+            if not dst.is_file() or dst.read_bytes() != data:
+                write_bytes(dst, data)
+                changed.append(_rel(dst))
+        if remove:  # a table this run removed on purpose (a method not run: "not run" on the card)
+            for dst in sorted(dst_dir.iterdir()):
+                if dst.is_file() and not dst.name.startswith(".") and dst.name not in staged:
+                    dst.unlink()
+                    changed.append(_rel(dst))
+    return changed
 
 
 def gather(done: list[Point], folder: Path) -> None:
@@ -644,7 +735,8 @@ def _leaderboard(g: GridParams, done: list[Point], results: Path, figures: str, 
         ok = True
     else:
         gather(done, folder)
-        ok = _execute(_nb(g, LEADERBOARD_NB), out, params, g, report, watch_calls=False, stamp=stamp)
+        ok = _execute(_nb(g, LEADERBOARD_NB), out, params, g, report, watch_calls=False, stamp=stamp,
+                      staged=True)
     if ok:
         for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
             if (folder / name).is_file():
@@ -692,15 +784,32 @@ def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]],
             todo.append((nb, params, stamp))
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1], g, report, watch_calls=False,
-                                           stamp=job[2]), todo))
+                                           stamp=job[2], staged=True), todo))
+
+
+def print_timings(report: Report, total_s: float, out=None) -> None:
+    """Seconds per notebook and per grid step, in run order, with each one's share of the total and the five
+    slowest named again at the end (what to shrink first when a grid is too slow)."""
+    out = out or sys.stdout
+    rows = [(name, s) for name, s in report.timings] + [(f"({name})", s) for name, s in report.steps]
+    if not rows:
+        return
+    print("\n[grid] time per notebook and step (wall clock; CPU: the kernel's CPU seconds, which other work on the "
+          "machine hardly changes; the result notebooks run two at a time, so their CPU figures mix):", file=out)
+    print(f"  {'seconds':>8}  {'share':>5}  {'CPU s':>7}  notebook / step", file=out)
+    for name, s in rows:
+        cpu = report.cpu.get(name)
+        cpu_s = f"{cpu:7.1f}" if cpu is not None else f"{'':>7}"
+        print(f"  {s:8.1f}  {100 * s / max(total_s, 1e-9):4.0f}%  {cpu_s}  {name}", file=out)
+    print(f"  {total_s:8.1f}   100%  {sum(report.cpu.values()):7.1f}  total", file=out)
+    slow = sorted(rows, key=lambda r: -r[1])[:5]
+    print("[grid] slowest: " + "; ".join(f"{Path(n).parent.name}/{Path(n).name} {s:.0f} s" if "/" in n
+                                         else f"{n} {s:.0f} s" for n, s in slow), file=out)
 
 
 def print_report(report: Report, total_s: float, out=None) -> None:
     out = out or sys.stdout
-    print("\n[grid] timings (s):", file=out)
-    for name, s in report.timings:
-        print(f"  {s:7.1f}  {name}", file=out)
-    print(f"[grid] total {total_s:.1f} s", file=out)
+    print_timings(report, total_s, out)
     if report.skipped:
         print(f"[grid] skipped after a failure: {len(report.skipped)}", file=out)
         for s in report.skipped:
@@ -715,6 +824,11 @@ def print_report(report: Report, total_s: float, out=None) -> None:
             print(f"  - {f.notebook}\n      {f.cell}\n      {f.error}\n      parameters: {f.parameters}", file=out)
     else:
         print("[grid] all notebooks succeeded", file=out)
+    if report.published is not None:
+        print(f"[grid] published: {len(report.published)} file(s) of results/ and figures/ changed", file=out)
+    elif report.staging is not None:
+        print(f"[grid] results/ and figures/ left as they were (the run did not succeed); this run's tables and "
+              f"figures are in {_rel(report.staging)}", file=out)
 
 
 def main(argv=None) -> int:

@@ -116,16 +116,24 @@ def test_failed_cell_is_reported_and_other_points_go_on(tmp_path, capsys):
     assert not (stale / "summary.csv").exists()
     assert "1 FAILED" in text and "02_judge.ipynb" in text and "judge exploded" in text and "cell 3 of the executed notebook" in text  # papermill adds a cell
     assert "'judge': 'bad'" in text
+    # the closing table: every notebook and grid step with its seconds, and the slowest named again
+    table = text[text.index("time per notebook and step"):]
+    assert "02_judge.ipynb" in table and "(aggregate tables)" in table and "CPU s" in table
+    assert "[grid] slowest:" in table
     point = tmp_path / "runs" / "t" / "dhp" / "summeval"
     # the shared stage ran once, for the largest n_items any judge asks for
     assert pd.read_parquet(point / "perturbed.parquet")["n"].tolist() == [2]
     assert (point / "good-logprobs" / "perturbed.parquet").exists()
     assert (point / "good-logprobs" / "03_discernment.ipynb").exists()  # the other point went on
     assert not (point / "bad-logprobs" / "03_discernment.ipynb").exists()
-    scores = pd.read_csv(tmp_path / "results" / "scores.csv")
+    # a failed run publishes nothing; what it made waits in the staging folder
+    assert not (tmp_path / "results").exists() and not (tmp_path / "figures").exists()
+    staged = tmp_path / "runs" / "t" / "staging"
+    assert "left as they were" in text and "runs/t/staging" in text
+    scores = pd.read_csv(staged / "results" / "scores.csv")
     assert list(scores["judge"]) == ["good"] and "text" not in scores.columns  # numbers only
-    assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["good"]
-    assert (tmp_path / "figures" / "04_figures.txt").read_text() == str(resolve(tmp_path / "results"))
+    assert pd.read_csv(staged / "results" / "summary.csv")["judge"].tolist() == ["good"]
+    assert (staged / "figures" / "04_figures.txt").read_text() == str(resolve(staged / "results"))
 
 
 class _ToyParams(RunParams):
@@ -188,12 +196,16 @@ def test_a_registered_method_runs_per_judge_and_its_tables_reach_results_and_the
     assert "91_grid_toy: score x: 2/3 calls" in text  # the kernel's call progress reached the grid
     assert "not run: grid_toy for good in likelihood mode" in text
     assert not (tmp_path / "runs" / "t" / "grid_toy" / "good-likelihood").exists()
-    toy = pd.read_csv(results / "grid_toy.csv")
-    assert toy["judge"].tolist() == ["good:id"]  # the failed point and the stale row are not in results/
-    assert not (results / "grid_toy_unlabelled.csv").exists()
+    staged = tmp_path / "runs" / "t" / "staging" / "results"
+    toy = pd.read_csv(staged / "grid_toy.csv")
+    assert toy["judge"].tolist() == ["good:id"]  # the failed point and the stale row are not in the tables
+    assert not (staged / "grid_toy_unlabelled.csv").exists()
     assert (tmp_path / "runs" / "t" / "grid_toy" / "good-logprobs" / "91_grid_toy.ipynb").exists()
-    # the card ran last, on results/, after the tables were collected
-    assert (results / "report_card.csv").read_text() == "grid_toy.csv"
+    # the card ran last, on the collected tables
+    assert (staged / "report_card.csv").read_text() == "grid_toy.csv"
+    # the run failed: results/ is as it was
+    assert [f.name for f in results.iterdir()] == ["grid_toy.csv"]
+    assert (results / "grid_toy.csv").read_text() == "judge,mode,value\nstale,stale,0\n"
 
 
 @pytest.mark.slow
@@ -208,7 +220,8 @@ def test_a_rerun_skips_up_to_date_notebooks_and_runs_what_changed(tmp_path, caps
         "['original'], 'severity': ['none'], 'level': ['none'], 'text': ['t'], 'status': ['ok']})"
         ".to_parquet(Path(run_dir, 'perturbed.parquet'))")
     _nb(nbs / "02_judge.ipynb", 'run_dir = "x"\njudge = "embedded"\nmode = "logprobs"\nn_items = 1\nseed = 0',
-        body.replace("NAME", "'02'") + "if judge == 'bad':\n    raise RuntimeError('judge exploded')\n"
+        body.replace("NAME", "'02'") + f"if judge == 'bad' and Path({str(tmp_path / 'fail')!r}).exists():\n"
+        "    raise RuntimeError('judge exploded')\n"
         "pd.DataFrame({'dataset': ['summeval'], 'task': ['summarization'], 'judge': [judge], 'mode': [mode], "
         "'item_id': ['1'], 'perturbation': ['original'], 'severity': ['none'], 'level': ['none'], 'metric': ['f'], "
         "'score': [3.0], 'n_valid': [1], 'n_failed': [0]}).to_parquet(Path(run_dir, 'scores.parquet'))")
@@ -223,18 +236,117 @@ def test_a_rerun_skips_up_to_date_notebooks_and_runs_what_changed(tmp_path, caps
            "leaderboard": None, "method_params": {"dhp": {"n_items": 1}}}
     f = tmp_path / "grid.yaml"
 
-    def run(change: dict | None = None, *extra: str) -> list[str]:
+    def run(change: dict | None = None, *extra: str, rc: int = 0) -> list[str]:
         f.write_text(yaml.safe_dump({**cfg, **(change or {})}))
         log.write_text("")
-        assert grid.main([str(f), *extra]) == 1  # "bad" fails every time
+        assert grid.main([str(f), *extra]) == rc
         return sorted(log.read_text().split("\n")[:-1])
 
-    assert run() == ["01 shared", "02 bad", "02 good", "03 good", "10 card"]
-    assert run() == ["02 bad"]  # the failed point has no stamp: it runs again; the rest is up to date
+    (tmp_path / "fail").touch()  # "bad" fails until the file goes
+    assert run(rc=1) == ["01 shared", "02 bad", "02 good", "03 good", "10 card"]
+    # the failed point has no stamp: it runs again; so does the card, whose output was never published
+    assert run(rc=1) == ["02 bad", "10 card"]
+    assert not (tmp_path / "results").exists()
+    (tmp_path / "fail").unlink()
+    assert run() == ["02 bad", "03 bad", "10 card"]
+    assert run() == []  # everything up to date
     assert (tmp_path / "results" / "report_card.csv").read_text() == "card"  # an up-to-date card stays
     assert "up to date" in capsys.readouterr().out
-    assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["good"]  # still gathered
+    assert pd.read_csv(tmp_path / "results" / "summary.csv")["judge"].tolist() == ["bad", "good"]  # still gathered
     # a changed parameter of one judge runs that judge's notebooks (and nothing upstream of them)
     assert run({"overrides": [{"judges": ["good"], "methods": ["dhp"], "params": {"seed": 3}}]}) == [
-        "02 bad", "02 good", "03 good", "10 card"]  # the card reads what changed
-    assert run(None, "--rerun") == ["01 shared", "02 bad", "02 good", "03 good", "10 card"]
+        "02 good", "03 good", "10 card"]  # the card reads what changed
+    assert run(None, "--rerun") == ["01 shared", "02 bad", "02 good", "03 bad", "03 good", "10 card"]
+
+
+def _git(cwd, *args) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+def test_a_failing_or_killed_run_leaves_committed_results_and_figures_as_they_were(tmp_path):
+    """The committed results survive a run that fails at a point's notebook, at the leaderboard, at the report card
+    or is killed (git status stays clean); a run that succeeds publishes its tables and figures."""
+    import os
+    import subprocess
+    import sys
+
+    nbs, flags = tmp_path / "nbs", tmp_path / "flags"
+    nbs.mkdir()
+    flags.mkdir()
+    flag = f"from pathlib import Path\nflag = lambda name: Path({str(flags)!r}, name).exists()\n"
+    _nb(nbs / "01_perturb.ipynb", 'run_dir = "x"\ndataset = "summeval"\nn_items = 1',
+        "import pandas as pd\nfrom pathlib import Path\nPath(run_dir).mkdir(parents=True, exist_ok=True)\n"
+        "pd.DataFrame({'dataset': ['summeval'], 'item_id': ['1'], 'perturbation': ['original'], 'severity': ['none'],"
+        " 'level': ['none'], 'text': ['t'], 'status': ['ok']}).to_parquet(Path(run_dir, 'perturbed.parquet'))")
+    _nb(nbs / "02_judge.ipynb", 'run_dir = "x"\njudge = "embedded"\nmode = "logprobs"',
+        flag + "import pandas as pd\nif judge == 'bad' and flag('point'):\n    raise RuntimeError('judge exploded')\n"
+        "pd.DataFrame({'dataset': ['summeval'], 'task': ['summarization'], 'judge': [judge], 'mode': [mode], "
+        "'item_id': ['1'], 'perturbation': ['original'], 'severity': ['none'], 'level': ['none'], 'metric': ['f'], "
+        "'score': [3.0], 'n_valid': [1], 'n_failed': [0]}).to_parquet(Path(run_dir, 'scores.parquet'))")
+    _nb(nbs / "03_discernment.ipynb", 'run_dir = "x"\njudge = "embedded"',
+        "import pandas as pd\nfrom pathlib import Path\npd.DataFrame({'dataset': ['summeval'], 'judge': [judge], "
+        "'mode': ['logprobs'], 'D_avg': [1.5], 'D_min': [1.0]}).to_csv(Path(run_dir, 'summary.csv'), index=False)")
+    _nb(nbs / "11_leaderboard.ipynb", 'run_dir = "x"\nfigures_dir = None',
+        flag + "Path(figures_dir).mkdir(parents=True, exist_ok=True)\nPath(figures_dir, 'leaderboard_x.png').write_bytes(b'lb')\n"
+        "if flag('leaderboard'):\n    raise RuntimeError('leaderboard exploded')\n"
+        "Path(run_dir, 'leaderboard.csv').write_text('judge,rank\\ngood,1\\n')")
+    _nb(nbs / "10_report_card.ipynb", 'run_dir = "x"\nfigures_dir = None',
+        flag + "import os, signal\nPath(figures_dir, 'report_card_x.png').write_bytes(b'new card')\n"
+        "Path(run_dir, 'report_card.csv').write_text('new card')\n"
+        "if flag('kill'):\n    os.kill(os.getppid(), signal.SIGKILL)  # the grid, mid-run\n"
+        "if flag('card'):\n    raise RuntimeError('card exploded')")
+    repo = tmp_path / "repo"
+    results, figures = repo / "results", repo / "figures"
+    results.mkdir(parents=True)
+    figures.mkdir()
+    committed = {"summary.csv": "dataset,judge,mode,D_avg\nsummeval,old,logprobs,7.87\n", "report_card.csv": "old card",
+                 "scores.csv": "judge,mode,score\nold,logprobs,1\n", "leaderboard.csv": "judge,rank\nold,1\n",
+                 "confusion_cells.csv": "judge,mode\nold,logprobs\n",  # a method this grid does not run
+                 "README.txt": "not the grid's"}
+    for name, text in committed.items():
+        (results / name).write_text(text)
+    (figures / "report_card_x.png").write_bytes(b"\x89PNG old card")
+    (figures / "kept.pdf").write_bytes(b"%PDF old figure")
+    (repo / ".gitignore").write_text("runs/\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "committed results")
+    cfg = {**BASE, "judges": ["good", "bad"], "run_id": "t", "notebooks_dir": str(nbs), "runs_dir": str(repo / "runs"),
+           "results_dir": str(results), "figures_dir": str(figures), "result_notebooks": False,
+           "method_params": {"dhp": {"n_items": 1}}}
+    f = tmp_path / "grid.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+
+    def fails_at(name: str) -> None:
+        for old in flags.iterdir():
+            old.unlink()
+        (flags / name).touch()
+        if name == "kill":  # a grid process of its own, killed by its report card notebook
+            env = {**os.environ, "PYTHONPATH": str(resolve("."))}
+            rc = subprocess.run([sys.executable, "-m", "dhp.grid", str(f)], env=env, capture_output=True).returncode
+            assert rc == -9
+        else:
+            assert grid.main([str(f)]) == 1
+        assert _git(repo, "status", "--porcelain") == "", name
+        assert (repo / "runs" / "t" / "staging" / "figures" / "report_card_x.png").exists() or name != "kill"
+
+    fails_at("point")
+    fails_at("leaderboard")
+    fails_at("card")
+    fails_at("kill")
+    assert (repo / "runs" / "t" / "staging" / "results" / "report_card.csv").read_text() == "new card"
+
+    for old in flags.iterdir():
+        old.unlink()
+    assert grid.main([str(f)]) == 0
+    status = sorted(_git(repo, "status", "--porcelain").splitlines())
+    assert status == [" D results/confusion_cells.csv", " M figures/report_card_x.png", " M results/leaderboard.csv",
+                      " M results/report_card.csv", " M results/scores.csv", " M results/summary.csv",
+                      "?? figures/leaderboard_x.png"]
+    assert pd.read_csv(results / "summary.csv")["judge"].tolist() == ["bad", "good"]
+    assert (results / "README.txt").read_text() == "not the grid's" and (figures / "kept.pdf").exists()
+    assert not (repo / "runs" / "t" / "staging").exists()

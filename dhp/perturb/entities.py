@@ -15,6 +15,11 @@ Each distinct entity string is replaced everywhere it occurs by one fictional va
 (person -> Faker name of matching gender, place -> Faker city, organisation -> Faker company,
 month/day -> another month/day, number -> another number with the same digit count, code ->
 same shape with other letters/digits).
+
+Every value is a function of the row's seed and the installed Faker release (its name lists: the lock file pins
+it). Never of the clock or the locale: Faker's ``day_of_week()`` and ``month_name()`` draw a date between 1970 and
+*now* and format it with the locale's ``strftime``, so the same seed gave another weekday on another day (the
+demo's committed texts changed the next day); months and days are drawn from the fixed lists below instead.
 """
 
 from __future__ import annotations
@@ -36,11 +41,10 @@ class Entity:
     kind: str
 
 
-MONTHS = {
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-}
-DAYS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+               "November", "December"]
+DAY_NAMES = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS, DAYS = set(MONTH_NAMES), set(DAY_NAMES)
 NUMBER_WORDS = [
     "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
@@ -317,10 +321,8 @@ def _fictional(ent: Entity, fake, rng: random.Random) -> str:
             r = r.lower() if s.islower() else r
         elif ent.kind == "organisation":
             r = fake.company()
-        elif ent.kind == "month":
-            r = fake.month_name()
-        elif ent.kind == "day":
-            r = fake.day_of_week()
+        elif ent.kind in ("month", "day"):  # Faker's own seeded generator, not its clock-bound date providers
+            r = fake.random.choice(MONTH_NAMES if ent.kind == "month" else DAY_NAMES)
         elif ent.kind == "number_word":
             # Scale words swap among themselves ("million" -> "billion"), counts among counts.
             group = SCALE_WORDS if s.lower() in SCALE_WORDS else [w for w in NUMBER_WORDS if w not in SCALE_WORDS]

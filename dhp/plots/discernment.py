@@ -19,8 +19,8 @@ import seaborn as sns  # noqa: E402
 from dhp.errors import DHPError  # noqa: E402
 from dhp.io import read_table, resolve  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
+from dhp.plots.save import save_figure  # noqa: E402  (one writer for every figure)
 
-DPI = 150
 STAT_LABELS = {
     "D_avg": "$D_{avg}$",
     "D_avg_EW": "$D_{avg}^{EW}$",
@@ -40,18 +40,6 @@ def _judge_label(judge: str, mode: str) -> str:
     # Backend and model on separate lines, so neighbouring bar groups' labels do not overlap.
     kind, _, model = judge.partition(":")
     return f"{kind}:\n{model}\n({mode})" if model else f"{judge}\n({mode})"
-
-
-def save_figure(fig, out_dir, name: str) -> list[Path]:
-    """Write `fig` as <out_dir>/<name>.png and .pdf with stable bytes; closes the figure."""
-    out = resolve(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    # Software/CreationDate tags would make every run's bytes differ.
-    fig.savefig(paths[0], dpi=DPI, metadata={"Software": None}, bbox_inches="tight")
-    fig.savefig(paths[1], dpi=DPI, metadata={"CreationDate": None, "Producer": None, "Creator": None}, bbox_inches="tight")
-    plt.close(fig)
-    return paths
 
 
 def item_sets(scores: pd.DataFrame, dataset: str) -> dict[tuple[str, str], frozenset]:

@@ -1,0 +1,67 @@
+"""dhp.plots.save_figure: the same figure gives the same bytes (no date or software tag in PNG/PDF metadata), and in a
+notebook the saved figure is shown in the cell's output."""
+
+import hashlib
+
+import nbformat as nbf
+import pytest
+
+
+@pytest.mark.parametrize("ext", ["png", "pdf"])
+def test_saving_a_figure_twice_gives_the_same_bytes(tmp_path, ext):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dhp.plots import save_figure
+
+    def draw():
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.bar(["a", "b"], [1.0, 2.5])
+        ax.set_title("D_avg — ü")  # a non-ASCII glyph: a font subset is embedded in the PDF
+        return fig
+
+    digests = []
+    for run in ("one", "two"):
+        paths = save_figure(draw(), tmp_path / run, "fig")
+        f = next(p for p in paths if p.suffix == f".{ext}")
+        data = f.read_bytes()
+        assert b"CreationDate" not in data and b"matplotlib" not in data.lower()  # no date, no software tag
+        digests.append(hashlib.sha256(data).hexdigest())
+    assert digests[0] == digests[1]
+
+
+@pytest.mark.slow
+def test_a_saved_figure_is_shown_once_in_a_notebook(tmp_path):
+    from nbclient import NotebookClient
+
+    nb = nbf.v4.new_notebook()
+    nb.cells = [nbf.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\nfrom dhp.plots import save_figure\n"
+        "fig, ax = plt.subplots()\nax.plot([1, 2], [3, 1])\n"
+        f"paths = save_figure(fig, {str(tmp_path)!r}, 'shown')")]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1  # shown once: by save_figure, not again by the inline backend at the end of the cell
+    assert (tmp_path / "shown.png").exists() and (tmp_path / "shown.pdf").exists()
+
+
+@pytest.mark.slow
+def test_a_pdf_has_the_same_bytes_under_another_hash_seed(tmp_path):
+    """matplotlib names font subsets after hash() of their glyphs: two processes with other PYTHONHASHSEED must
+    still write the same PDF and PNG."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "from dhp.plots import save_figure\nfig, ax = plt.subplots(figsize=(3, 2))\n"
+            "ax.set_title('$D_{avg}^{EW}$ weights', fontweight='bold'); ax.set_xlabel('ü — α'); ax.bar(['a', 'b'], [1, 2])\nsave_figure(fig, sys.argv[1], 'f')")
+    root = str(Path(__file__).resolve().parents[1])
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / seed)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root})
+    assert (tmp_path / "1" / "f.pdf").read_bytes() == (tmp_path / "2" / "f.pdf").read_bytes()
+    assert (tmp_path / "1" / "f.png").read_bytes() == (tmp_path / "2" / "f.png").read_bytes()
