@@ -114,3 +114,15 @@ def test_add_arguments_keeps_model_defaults_out_of_argparse():
     ap = argparse.ArgumentParser()
     cfg.add_arguments(ap, methods.get("dhp").Params)
     assert vars(ap.parse_args([])) == {}
+
+
+def test_confusion_paper_setting_is_one_parameter_away():
+    """Notebook 07's defaults are a quick look; paper_setting=True gives the paper's judging setting whatever the
+    other parameters say (the notebook applies the same dict to its globals)."""
+    from dhp.methods.criteria_confusion import PAPER_SETTING
+
+    m = methods.get("criteria_confusion")
+    quick, paper = m.config(), m.config(paper_setting=True, mode="logprobs", max_tokens=8)
+    assert (quick.mode, quick.max_tokens) == ("logprobs", 8)
+    assert {k: getattr(paper, k) for k in PAPER_SETTING} == PAPER_SETTING
+    assert PAPER_SETTING["mode"] == "sample" and PAPER_SETTING["n_samples"] == 10 and PAPER_SETTING["max_tokens"] == 256

@@ -251,7 +251,8 @@ def _parameters_cell() -> dict:
 
 def test_notebook_declares_every_parameter_of_the_method_with_the_papers_defaults():
     """Notebook 07's parameters cell names every parameter the method adds to the shared ones, with its default:
-    the paper's description type, prompt and sampling (10 replies, room for the analysis)."""
+    the paper's description type and prompt; a quick greedy look by default, the paper's sampling (10 replies, room
+    for the analysis) one parameter away (paper_setting)."""
     import yaml
 
     from dhp.config import RunParams
@@ -262,7 +263,9 @@ def test_notebook_declares_every_parameter_of_the_method_with_the_papers_default
     assert own <= set(params), own - set(params)
     assert {k: params[k] for k in params} == {k: notebook_defaults(m.Params)[k] for k in params}
     assert params["description_types"] == ["detailed"] and params["instruction"] == "paper"
-    assert params["n_samples"] == 10 and params["max_tokens"] == 256 and params["temperature"] is None
+    assert params["n_samples"] == 10 and params["temperature"] is None and params["paper_setting"] is False
+    paper = m.config({**params, "paper_setting": True})
+    assert (paper.mode, paper.n_samples, paper.max_tokens) == ("sample", 10, 256)
     demo = yaml.safe_load((ROOT / "params" / "demo.yaml").read_text())
     m.config(demo.get("method_params", {}).get(NAME, {}))  # the demo's values are valid parameters
 

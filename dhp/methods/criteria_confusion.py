@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import pandas as pd
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from dhp.analysis import confusion as cf
 from dhp.analysis.leaderboard import View
@@ -51,8 +51,21 @@ def _known(values: list[str] | None, allowed, what: str) -> list[str] | None:
     return values
 
 
+#: The paper's judging setting (Hu et al. 2024 App. C.2): ten replies at temperature 1.0 (temperature None means
+#: 1.0 in sample mode), each with room for the analysis before "Rating:". ``paper_setting=True`` applies it.
+PAPER_SETTING = {"mode": "sample", "n_samples": aj.N_SAMPLES, "max_tokens": aj.MAX_TOKENS, "temperature": None}
+
+
 class CriteriaConfusionParams(RunParams):
-    """Parameters of a criteria-confusion run (python -m dhp run --method criteria_confusion; notebook 07)."""
+    """Parameters of a criteria-confusion run (python -m dhp run --method criteria_confusion; notebook 07).
+
+    The defaults are a quick first look (one greedy reply of at most 8 tokens: about 90 s for notebook 07 with the
+    embedded judge on two CPU cores); ``paper_setting=True`` asks as the paper does (:data:`PAPER_SETTING`)."""
+
+    paper_setting: bool = Field(False, description="True: the paper's judging setting (mode 'sample', n_samples 10 "
+                                                   "at temperature 1.0, max_tokens 256), whatever mode, n_samples, "
+                                                   "temperature and max_tokens say; about 2 minutes per prompt "
+                                                   "for the embedded judge on a CPU")
 
     dataset: DatasetName = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
                                                  "path of your own .csv/.jsonl file (item_id, source, reference, "
@@ -62,8 +75,8 @@ class CriteriaConfusionParams(RunParams):
                                               "needs at least 5")
     path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
     mode: Literal["logprobs", "sample"] = Field(
-        "sample", description="'sample' (the paper's setting, App. C.2: n_samples replies at temperature 1.0, "
-                              "averaged) or 'logprobs' (one greedy reply; the expected rating at its position)")
+        "logprobs", description="'logprobs' (one greedy reply; the expected rating at its position) or 'sample' "
+                                "(the paper's setting, App. C.2: n_samples replies at temperature 1.0, averaged)")
     description_types: list[str] = Field(["detailed"], min_length=1,
                                          description="aspect description types to ask with, each its own prompt "
                                                      f"and adjustment family ({', '.join(DESCRIPTION_TYPES)}); "
@@ -84,15 +97,23 @@ class CriteriaConfusionParams(RunParams):
                                                            "request (the paper's 10)")
     temperature: float | None = Field(None, ge=0, description="sampling temperature (None: the paper's 1.0 in "
                                                               "sample mode, 0 in logprobs mode)")
-    max_tokens: int = Field(aj.MAX_TOKENS, ge=1, description="reply length limit: room for the analysis and the "
-                                                             "rating line (a reply cut off before 'Rating:' is "
-                                                             "NaN with its reason)")
+    max_tokens: int = Field(8, ge=1, description="reply length limit (a reply cut off before 'Rating:' is NaN with "
+                                                 "its reason); 8 fits the embedded 135M judge, which rates at once "
+                                                 "or never; a judge that writes its analysis first needs room: "
+                                                 "256, the paper's (paper_setting=True)")
     delta: float = Field(0.2, gt=0, description="equivalence margin of the invariance test, in score points "
                                                 "(the paper's 'no degradation' threshold)")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of every decision (on adjusted p)")
     adjust_method: Literal[cf.ADJUST_METHODS] = Field("holm", description="multiple-testing adjustment within "
                                                                           "each description type: 'holm' or 'bh'")
 
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_setting(cls, data):
+        if isinstance(data, dict) and data.get("paper_setting") is True:
+            return {**data, **PAPER_SETTING}
+        return data
 
     @field_validator("description_types")
     @classmethod
