@@ -316,15 +316,36 @@ def readme_table() -> str:
                  rename={"value": "D_avg (95% CI)", "n": "items"}, sort=["rank"])
 
 
+DATA_START, DATA_END = "<!-- data table: python docs/hooks.py --readme -->", "<!-- end of data table -->"
+
+
+def readme_data_table() -> str:
+    """README's data table: one row per declared data set (dhp/resources/data_registry.json)."""
+    from dhp.datasets import registry
+
+    rows = ["| data set | size | licence | source | in the demo |", "|---|---:|---|---|---|"]
+    for name, s in registry.sets().items():
+        repos = sorted({f"{f.repository}@{f.commit[:8]}" for f in s.files if f.repository}) or ["user-supplied"]
+        size = registry._size(s.bytes) if s.bytes else "not declared"
+        licence = s.licence if s.fetch == "open" else "not openly licensed"
+        rows.append(f"| `{name}` | {size} | {licence.split(';')[0]} | {', '.join(repos)} | {'yes' if s.demo else ''} |")
+    return "\n".join(rows)
+
+
+def _replace(text: str, start_mark: str, end_mark: str, body: str) -> str:
+    start, end = text.index(start_mark) + len(start_mark), text.index(end_mark)
+    return text[:start] + "\n" + body + "\n" + text[end:]
+
+
 def readme_block(text: str) -> str:
-    """``text`` (README.md) with its headline table rewritten from results/."""
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    return text[:start] + "\n" + readme_table() + "\n" + text[end:]
+    """``text`` (README.md) with its headline table rewritten from results/ and its data table from the registry."""
+    text = _replace(text, README_START, README_END, readme_table())
+    return _replace(text, DATA_START, DATA_END, readme_data_table())
 
 
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--readme"]:
-        raise SystemExit("usage: python docs/hooks.py --readme   (rewrite README.md's headline table from results/)")
+        raise SystemExit("usage: python docs/hooks.py --readme   (rewrite README.md's headline table from results/ and its data table from the registry)")
     README.write_text(readme_block(README.read_text(encoding="utf-8")), encoding="utf-8")
