@@ -59,7 +59,7 @@ from pydantic import Field, field_validator
 from dhp import methods
 from dhp.config import MODES, Params, validate
 from dhp.errors import DHPError
-from dhp.io import project_root, read_table, resolve, slug, write_csv
+from dhp.io import project_root, read_table, resolve, slug, write_csv, write_manifest
 from dhp.methods import read_tables
 
 REPORT_NB = "10_report_card"
@@ -617,6 +617,9 @@ def run_grid(g: GridParams) -> Report:
     with _step(report, "aggregate tables"):
         tables = aggregate(done, results, report)
     agg_dir = resolve(g.runs_dir) / g.run_id / "aggregate"
+    agg_dir.mkdir(parents=True, exist_ok=True)  # a run folder like any other: its manifest says what it gathered
+    write_manifest(agg_dir, "aggregate", {"run_id": g.run_id, "results_dir": str(results),
+                                          "points": [str(p.folder) for p in done]}, inputs=list(tables.values()))
     for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
         (results / name).unlink(missing_ok=True)
     entries = {(p.judge, p.mode) for p in done}

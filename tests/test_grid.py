@@ -1,6 +1,9 @@
 """Grid runner: YAML validated against the methods' parameter models, failure reporting, aggregation (with tiny
 throw-away notebooks and a method registered by the test)."""
 
+import json
+from pathlib import Path
+
 import nbformat as nbf
 import pandas as pd
 import pytest
@@ -203,6 +206,10 @@ def test_a_registered_method_runs_per_judge_and_its_tables_reach_results_and_the
     assert (tmp_path / "runs" / "t" / "grid_toy" / "good-logprobs" / "91_grid_toy.ipynb").exists()
     # the card ran last, on the collected tables
     assert (staged / "report_card.csv").read_text() == "grid_toy.csv"
+    # the aggregate folder is a run folder with its manifest: which points it gathered, the tables it wrote
+    agg = json.loads((tmp_path / "runs" / "t" / "aggregate" / "manifest.json").read_text())["stages"]["aggregate"]
+    assert [Path(p).name for p in agg["parameters"]["points"]] == ["good-logprobs"]
+    assert [Path(p).name for p in agg["inputs"]] == ["grid_toy.csv"]
     # the run failed: results/ is as it was
     assert [f.name for f in results.iterdir()] == ["grid_toy.csv"]
     assert (results / "grid_toy.csv").read_text() == "judge,mode,value\nstale,stale,0\n"
