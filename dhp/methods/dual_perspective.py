@@ -118,6 +118,8 @@ class DualPerspective(Method):
         Stage("local", (), ("judge",), (CHAINS.name, COMPARISONS.name),
               "the local view: error chains judged step by step (and adjacent pairs side by side)",
               lambda m, c, t, j: m.collect_local(c, j)),
+        Stage("references", (), (), (), "the reference texts every error chain starts from (to look at; no model "
+              "call, nothing written)", lambda m, c, t, j: {"references": m.references(c)}),
     )
 
     # ------------------------------------------------------------------ collect
