@@ -10,6 +10,8 @@
   inside ``make test``, else the newest ones ``make demo`` left under ``runs/``) become pages of the course. With
   ``DHP_DOCS_REQUIRE_EXECUTED=1`` (``make test``) a build without them fails; otherwise the course page says so.
 - ``figures/*.png`` are copied into the site, so pages link ``figures/NAME.png`` (relative to the site root).
+- MathJax 2.7 (the static files of the ``jupyter-server-mathjax`` package) is copied to ``assets/mathjax/``: the
+  notebooks' formulas render with no request to a CDN (mkdocs.yml's ``custom_mathjax_url`` points there).
 
 Placeholders are Python call expressions with literal arguments only (parsed with :mod:`ast`, never evaluated).
 """
@@ -25,6 +27,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jupyter_server_mathjax
 import pandas as pd
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
@@ -297,6 +300,14 @@ def on_files(files, config, **_):
     for p in sorted(FIGURES.glob("*.png")):
         files.append(File.generated(config, f"figures/{p.name}", abs_src_path=str(p)))
     return files
+
+
+def on_post_build(config, **_):
+    # mkdocs-jupyter's own default URL is empty (no formula would render); a CDN would fail offline
+    static = Path(jupyter_server_mathjax.__file__).parent / "static"
+    dest = Path(config["site_dir"]) / "assets" / "mathjax"
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(static, dest)
 
 
 def on_page_markdown(markdown, page, **_):

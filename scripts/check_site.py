@@ -35,10 +35,19 @@ PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
 <iframe id="page" src="/{page}" style="width:1280px;height:2000px"></iframe>
 <script>
 document.getElementById("page").addEventListener("load", function () {{
-  var doc = this.contentDocument, imgs = Array.prototype.slice.call(doc.images);
-  document.getElementById("result").textContent = JSON.stringify({{title: doc.title,
-    images: imgs.map(function (i) {{ return {{src: i.getAttribute("src").slice(0, 120), width: i.naturalWidth,
-                                               complete: i.complete}}; }})}});
+  var frame = this, tries = 0;
+  // MathJax typesets after the load event (and marks its config script ";executed=true"): wait, in Chromium's
+  // virtual time, until it has, or give up after 10 s
+  (function report() {{
+    var doc = frame.contentDocument, win = frame.contentWindow, imgs = Array.prototype.slice.call(doc.images);
+    var wants = !!doc.querySelector('script[type^="text/x-mathjax-config"]');
+    var math = doc.querySelectorAll(".MathJax, .MathJax_Display, .MathJax_SVG").length;
+    if (wants && math === 0 && tries++ < 100) {{ setTimeout(report, 100); return; }}
+    document.getElementById("result").textContent = JSON.stringify({{title: doc.title,
+      mathjax: wants ? (win.MathJax && win.MathJax.version) || null : "not used", formulas: math,
+      images: imgs.map(function (i) {{ return {{src: i.getAttribute("src").slice(0, 120), width: i.naturalWidth,
+                                                 complete: i.complete}}; }})}});
+  }})();
 }});
 </script></body></html>"""
 
@@ -73,8 +82,9 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
     return server, server.server_address[1]
 
 
-def check(site: Path, pages, screenshot: Path | None = None) -> list[str]:
-    """Problems found (empty when every page's figures loaded)."""
+def check(site: Path, pages, screenshot: Path | None = None, formula_pages=()) -> list[str]:
+    """Problems found (empty when every page's figures loaded and every page of ``formula_pages`` has formulas
+    typeset by MathJax)."""
     browser, problems = chromium(), []
     server, port = serve(site)
     try:
@@ -93,8 +103,12 @@ def check(site: Path, pages, screenshot: Path | None = None) -> list[str]:
                 found = json.loads(html.unescape(m.group(1)))
                 images = found["images"]
                 broken = [i["src"] for i in images if not i["width"]]
-                print(f"{page}: {found['title']!r}: {len(images)} images, {len(images) - len(broken)} loaded")
-                if not images:
+                print(f"{page}: {found['title']!r}: {len(images)} images, {len(images) - len(broken)} loaded; "
+                      f"MathJax {found['mathjax']}, {found['formulas']} formulas typeset")
+                if page in formula_pages and not found["formulas"]:
+                    problems.append(f"{page}: no formula was typeset (MathJax {found['mathjax']}: is "
+                                    "site/assets/mathjax/ there? docs/hooks.py copies it)")
+                if images == [] and page not in formula_pages:
                     problems.append(f"{page}: no image on the page")
                 problems += [f"{page}: image {src} did not load" for src in broken]
             if screenshot is not None:
@@ -114,6 +128,15 @@ def course_page(site: Path) -> str | None:
     return best.relative_to(site).as_posix()
 
 
+def formula_page(site: Path) -> str | None:
+    """The executed notebook page with the most inline formulas ($...$ in its Markdown), or None."""
+    pages = sorted((site / "course").glob("[0-9][0-9]_*.html")) if (site / "course").is_dir() else []
+    counts = {p: len(re.findall(r"\$[^$\s][^$]*\$", p.read_text(encoding="utf-8", errors="replace")))
+              for p in pages}
+    best = max(counts, key=lambda p: (counts[p], p.name), default=None)
+    return best.relative_to(site).as_posix() if best is not None and counts[best] else None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("pages", nargs="*", default=list(PAGES))
@@ -129,7 +152,11 @@ def main(argv=None) -> int:
     course = course_page(site)
     if course and not args.no_course and course not in pages:
         pages.append(course)  # the executed notebooks' figures are inline images: check one such page too
-    problems = check(site, pages, Path(args.screenshot).resolve() if args.screenshot else None)
+    formulas = formula_page(site) if not args.no_course else None
+    if formulas and formulas not in pages:
+        pages.append(formulas)  # the course's formulas: MathJax from the site itself must typeset them
+    problems = check(site, pages, Path(args.screenshot).resolve() if args.screenshot else None,
+                     formula_pages=[formulas] if formulas else [])
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     return 1 if problems else 0

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jupyter_server_mathjax
 import nbformat
 import pandas as pd
 import pytest
@@ -112,3 +113,27 @@ def test_browser_check_sees_a_broken_figure(tmp_path):
     (tmp_path / "broken.html").write_text('<html><body><img src="ok.png"><img src="gone.png"></body></html>')
     assert check_site.check(tmp_path, ["index.html"]) == []
     assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: image gone.png did not load"]
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="the browser check needs chromium (make test installs it before running the check)")
+def test_browser_check_sees_formulas_typeset_by_the_bundled_mathjax_and_their_absence(tmp_path):
+    """A notebook page's formulas are typeset by the MathJax the site carries (docs/hooks.py copies it to
+    assets/mathjax/, as mkdocs.yml's custom_mathjax_url expects); without those files the check fails."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_site
+    finally:
+        sys.path.pop(0)
+    config = ('<script type="text/x-mathjax-config">MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"]]}});'
+              "</script>")
+    (tmp_path / "course").mkdir()
+    (tmp_path / "course" / "01_m.html").write_text(
+        '<html><head><title>m</title><script src="../assets/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,'
+        f'Safe"></script>{config}</head><body><p>D = $\\log_{{0.05}} p$</p></body></html>')
+    assert check_site.formula_page(tmp_path) == "course/01_m.html"
+    problems = check_site.check(tmp_path, ["course/01_m.html"], formula_pages=["course/01_m.html"])
+    assert problems == ["course/01_m.html: no formula was typeset (MathJax None: is site/assets/mathjax/ there? "
+                        "docs/hooks.py copies it)"]
+    shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", tmp_path / "assets" / "mathjax")
+    assert check_site.check(tmp_path, ["course/01_m.html"], formula_pages=["course/01_m.html"]) == []
