@@ -11,7 +11,8 @@
   ``DHP_DOCS_REQUIRE_EXECUTED=1`` (``make test``) a build without them fails; otherwise the course page says so.
 - ``figures/*.png`` are copied into the site, so pages link ``figures/NAME.png`` (relative to the site root).
 - MathJax 2.7 (the static files of the ``jupyter-server-mathjax`` package) is copied to ``assets/mathjax/``: the
-  notebooks' formulas render with no request to a CDN (mkdocs.yml's ``custom_mathjax_url`` points there).
+  notebooks' formulas render with no request to a CDN (mkdocs.yml's ``custom_mathjax_url`` points there; a
+  Markdown page with formulas gets it from ``on_post_page``).
 
 Placeholders are Python call expressions with literal arguments only (parsed with :mod:`ast`, never evaluated).
 """
@@ -228,14 +229,26 @@ def _executed_notebooks() -> tuple[Path | None, list[Path]]:
     return None, []
 
 
+def _lesson_box(para: str) -> dict[str, str]:
+    """A notebook's opening box ("> **This lesson teaches** ...  > **It needs** ...  > **At its defaults it takes**
+    ...") by label; {} when the paragraph is not such a box."""
+    parts = re.split(r"(?:^|\s)>?\s*\*\*(This lesson teaches|It needs|At its defaults it takes)\*\*\s*", para.lstrip("> "))
+    return {label: text.strip() for label, text in zip(parts[1::2], parts[2::2])}
+
+
 def course() -> str:
     """The course table: every numbered notebook, what it teaches, and a link to its executed page."""
     executed = {p.name: p for p in _COURSE["notebooks"]}
-    lines = ["| notebook | what it teaches |", "|---|---|"]
+    lines = ["| notebook | what it teaches | at its defaults it takes |", "|---|---|---|"]
     for src in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         title, para = _notebook_intro(src)
-        name = f"[{src.stem}]({src.stem}.ipynb)" if src.name in executed else f"`{src.stem}`"
-        lines.append(f"| {name} | **{title}** {para} |".replace("\n", " "))
+        box = _lesson_box(para)
+        name = f"[{title}]({src.stem}.ipynb)" if src.name in executed else f"**{title}**"
+        teaches = box.get("This lesson teaches", para)
+        if box.get("It needs"):
+            teaches += f"<br>*Needs:* {box['It needs']}"
+        takes = re.sub(r";?\s*notebooks run in order\.?$", "", box.get("At its defaults it takes", ""))
+        lines.append(f"| {name} | {teaches} | {takes} |".replace("\n", " "))
     if executed:
         where = _COURSE["dir"]
         try:
@@ -308,6 +321,18 @@ def on_post_build(config, **_):
     dest = Path(config["site_dir"]) / "assets" / "mathjax"
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(static, dest)
+
+
+#: MathJax for a Markdown page with formulas (pymdownx.arithmatex writes them as MathJax 2's own math/tex scripts)
+MATHJAX = ('<script>window.MathJax = {{config: ["TeX-AMS-MML_HTMLorMML-full.js", "Safe.js"], messageStyle: "none"}};'
+           '</script>\n<script src="{root}assets/mathjax/MathJax.js"></script>\n')
+
+
+def on_post_page(output, page, config, **_):
+    if page.file.src_uri.endswith(".ipynb") or 'class="arithmatex"' not in output:
+        return output  # a notebook page loads MathJax itself (custom_mathjax_url); a page without formulas needs none
+    root = "../" * page.file.dest_uri.count("/")
+    return output.replace("</body>", MATHJAX.format(root=root) + "</body>", 1)
 
 
 def on_page_markdown(markdown, page, **_):
