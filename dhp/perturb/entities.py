@@ -27,9 +27,11 @@ from __future__ import annotations
 import math
 import random
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dhp.perturb import attacks
 from dhp.perturb.rules import Skip
 
 
@@ -127,6 +129,14 @@ def _lc_places() -> list[str]:
 
 _LC_PLACES = _lc_places()
 _LC_PLACE_SET = {re.sub(r"\\(.)", r"\1", p) for p in _LC_PLACES}
+
+
+def is_name_or_place(word: str) -> bool:
+    """`word` is a known first or last name (Faker's en_US lists) or a known place (in any letter case)."""
+    lex = _lexicon()
+    return word in lex["first"] or word in lex["last"] or word.lower() in _LC_PLACE_SET
+
+
 _CAPWORD = r"[A-Z][a-z]+(?:[A-Z][a-z]+)*(?:[-'’][A-Z][a-z]+)*"
 _PATTERN = re.compile(
     "|".join(
@@ -186,10 +196,8 @@ _RULE_KINDS_WITH_NER = {"number", "number_word", "term", "acronym", "month", "da
 
 def _ner_entities(text: str) -> list[Entity] | None:
     """People, places and organisations from spaCy's NER; None when spaCy or its model is missing."""
-    from dhp.perturb import attacks
-
     try:
-        doc = attacks._parse(text)
+        doc = attacks.parse(text)
     except attacks.SpacyModelMissing:
         return None
     out = []
@@ -378,8 +386,6 @@ def entity_changes(original: str, new: str, ents: list[Entity] | None = None) ->
     entity string maps to one replacement everywhere. With adjacent entities a parse can be
     ambiguous; the unchanged reading of each entity is tried first.
     """
-    import sys
-
     ents = find_entities(original) if ents is None else ents
     segs, last = [], 0
     for e in ents:

@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 
 from dhp.errors import DHPError
 from dhp import schema
-from dhp.schema import DATASET_TASK
+from dhp.schema import DATASET_TASK, TASK_METRICS
 
 LEVELS = (*schema.LEVELS, "none")  # "none": the control
 MINOR_MAJOR = ("minor", "major")
@@ -108,8 +108,6 @@ def register(p: Perturbation, replace: bool = False) -> Perturbation:
         raise DHPError(f"Bad perturbation name {p.name!r}.", "use letters, digits and underscores, not 'original'.")
     if p.level not in LEVELS:
         raise DHPError(f"Perturbation {p.name!r} has unknown level {p.level!r}.", f"use one of {LEVELS}.")
-    from dhp.schema import TASK_METRICS
-
     bad = sorted(set(p.tasks) - set(TASK_METRICS))
     if not p.tasks or bad:
         raise DHPError(f"Perturbation {p.name!r} names no task or unknown task(s) {bad}.",
