@@ -37,6 +37,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.io import resolve, write_manifest, write_parquet
 from dhp.judging.strategies import VERDICT_COLUMNS
@@ -96,8 +97,6 @@ _DEFAULT_COMPANIONS = {"mtme": ["wmt22_mqm_zh_en"]}
 def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
     """The data-root path of a recorded source (the one place that resolves it), fetched with the human scores its
     views need when missing (dhp.datasets.registry)."""
-    from dhp.datasets import registry
-
     if kind not in DEFAULT_PATHS:
         raise DHPError(f"The {kind!r} importer has no default path.", "pass the file or folder to import.")
     registry.ensure(_DEFAULT_COMPANIONS.get(kind, []), data_dir)
@@ -224,8 +223,6 @@ def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile
 def known_upstream(sha256: str) -> str | None:
     """``<repository>@<commit>:<path>`` of a file whose sha256 is a declared upstream file
     (dhp/resources/data_registry.json), else None."""
-    from dhp.datasets import registry
-
     f = registry.by_sha256(sha256)
     return None if f is None else f.upstream
 
