@@ -23,16 +23,31 @@ def nested_dhp_imports(source: str, filename: str = "<string>") -> list[tuple[in
 
     def visit(node: ast.AST, nested: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if nested and isinstance(child, ast.Import):
-                found.extend((child.lineno, a.name) for a in child.names if a.name == "dhp" or a.name.startswith("dhp."))
-            elif nested and isinstance(child, ast.ImportFrom):
-                module = "." * child.level + (child.module or "")
-                if child.level or module == "dhp" or module.startswith("dhp."):
-                    found.append((child.lineno, module))
+            if nested and isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.extend((child.lineno, module) for module in _dhp_modules(child))
             visit(child, nested or isinstance(child, _SCOPES))
 
     visit(ast.parse(source, filename), False)
     return found
+
+
+def late_dhp_imports(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
+    """(line, module) of every module-level import of a dhp module that comes after the first function or class (an
+    import placed below the code, as a registry above what it registers needs)."""
+    body = ast.parse(source, filename).body
+    first = next((n.lineno for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))),
+                 None)
+    if first is None:
+        return []
+    late = [n for n in body if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno > first]
+    return [(n.lineno, module) for n in late for module in _dhp_modules(n)]
+
+
+def _dhp_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name == "dhp" or a.name.startswith("dhp.")]
+    module = "." * node.level + (node.module or "")
+    return [module] if node.level or module == "dhp" or module.startswith("dhp.") else []
 
 
 def _violations() -> dict[tuple[str, str], list[int]]:
@@ -50,6 +65,12 @@ def test_every_dhp_import_is_at_module_level():
     assert not bad, "imports of dhp modules inside functions or classes (move them to the top):\n" + "\n".join(bad)
     stale = sorted(set(ALLOWED) - set(found))
     assert not stale, f"allow-list entries that no longer occur (remove them): {stale}"
+
+
+def test_no_dhp_import_below_the_code():
+    late = [f"dhp/{path.relative_to(PACKAGE).as_posix()}:{line}: {module}" for path in sorted(PACKAGE.rglob("*.py"))
+            for line, module in late_dhp_imports(path.read_text(encoding="utf-8"), str(path))]
+    assert not late, "imports of dhp modules below the module's code (move them to the top):\n" + "\n".join(late)
 
 
 def test_the_check_sees_the_package():
@@ -94,3 +115,10 @@ h = lambda: __import__("dhp")       # a call, not an import statement
     assert nested_dhp_imports(source) == [(11, "dhp.perturb"), (16, "dhp.cache"), (20, "."), (21, ".."), (27, "dhp")]
     # and the docstring example of dhp/perturb/registry.py, an import written inside a string, is not code
     assert nested_dhp_imports('"""\n    from dhp.perturb import perturbation\n"""\n') == []
+
+
+def test_checker_flags_late_imports():
+    source = "import json\nfrom dhp import schema\n\n\ndef f():\n    pass\n\n\nfrom dhp.recorded import mtme  # noqa\n" \
+             "import numpy\nfrom . import sibling\n"
+    assert late_dhp_imports(source) == [(9, "dhp.recorded"), (11, ".")]
+    assert late_dhp_imports("from dhp import schema\nX = 1\n") == []

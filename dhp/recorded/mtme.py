@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.recorded import (RECORDED_MODE, SEGMENT_COLUMNS, SEGMENT_HUMAN_COLUMNS, SourceFile, importer,
-                          read_source)
+from dhp.recorded.importers import (RECORDED_MODE, SEGMENT_COLUMNS, SEGMENT_HUMAN_COLUMNS, SourceFile, importer,
+                                    read_source)
 
 __all__ = ["read_seg_scores", "split_name", "language_pair"]
 
