@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Mapping
 
+import pandas as pd
+
 from dhp.errors import DHPError
 from dhp import schema
 from dhp.schema import DATASET_TASK, TASK_METRICS
@@ -210,8 +212,6 @@ def methods_table(dataset: str | None = None):
     Columns: dataset, task, perturbation, level, severity, k (int, "all" or None),
     llm_method (bool: an LLM variant exists), description.
     """
-    import pandas as pd
-
     rows = [{"dataset": ds, "task": task_of(ds), "perturbation": m.perturbation, "level": m.level,
              "severity": m.severity, "k": m.k, "llm_method": bool(PERTURBATIONS[m.perturbation].llm),
              "description": PERTURBATIONS[m.perturbation].description}
