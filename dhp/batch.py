@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlparse
 
 from dhp.backends import is_loopback
 from dhp.cache import CachedCall, open_cache
@@ -171,8 +172,6 @@ def answer_file(calls_path: str | os.PathLike, out: str | os.PathLike, base_url:
     file order, writing the OpenAI Batch output format (what ``vllm run-batch`` and OpenAI's Batch API
     write). For local servers and tests; a key, if the server needs one, is read from OPENAI_API_KEY and
     only sent to https or loopback URLs. Returns the number of lines written."""
-    from urllib.parse import urlparse
-
     import httpx
 
     host = urlparse(base_url).hostname or ""

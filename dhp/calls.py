@@ -18,11 +18,15 @@ protocols) goes through here, so all of them share one cache, one scheduler and 
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
+
+import pandas as pd
+import yaml
 
 from dhp.backends import Backend, ChatRequest, Completion, get_backend
 from dhp.cache import CachedCall, Cache, make_key, open_cache
@@ -176,8 +180,6 @@ def pending(calls: Iterable[Call], store: Cache) -> list[Call]:
 def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> dict[str, dict[str, float]]:
     """Prices in USD per 1M tokens: {model: {"input": x, "output": y}}. ``None`` reads
     ``dhp/resources/judge_prices.yaml``; a path may be YAML (same shape) or CSV (columns model,input,output)."""
-    import pandas as pd
-
     if isinstance(price_table, dict):
         return price_table
     path = resolve(price_table) if price_table is not None else resource("judge_prices.yaml")
@@ -188,8 +190,6 @@ def load_price_table(price_table: "dict | str | os.PathLike | None" = None) -> d
     if path.suffix == ".csv":
         df = pd.read_csv(path)
         return {r.model: {"input": float(r.input), "output": float(r.output)} for r in df.itertuples()}
-    import yaml
-
     data = yaml.safe_load(path.read_text()) or {}
     return data.get("models", data)
 
@@ -319,8 +319,6 @@ class _ProgressFile:
         self.update(count=False)
 
     def update(self, final: bool = False, count: bool = True) -> None:
-        import json
-
         self.done += int(count and not final)
         now = time.monotonic()
         if not self.path or (not final and self.done < self.total and now - self.last < 0.5):

@@ -28,8 +28,11 @@ import sys
 
 from dhp import batch, methods
 from dhp import config as cfg
+from dhp.datasets import registry
 from dhp.errors import DHPError
-from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.evaluate import PROFILES, evaluate
+from dhp.io import resolve, write_text
+from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams, run_leaderboard
 from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
 
 __all__ = ["main", "method_parser", "config_from_argv"]
@@ -114,9 +117,6 @@ def _import_judgments(rest: list[str]) -> int:
     ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
     args = ap.parse_args(rest)
     if args.path is None:
-        from dhp.datasets import registry
-        from dhp.leaderboard import RECORDED_SOURCES
-
         if args.kind not in RECORDED_SOURCES:
             ap.error(f"{args.kind}: name the file or folder to import")
         args.path = registry.path(RECORDED_SOURCES[args.kind][0], args.data_dir)
@@ -138,8 +138,6 @@ def _leaderboard(argv: list[str]) -> int:
 
 def _data(argv: list[str]) -> int:
     """``data list`` / ``data fetch`` / ``data doc``: the declared input files (dhp.datasets.registry)."""
-    from dhp.datasets import registry
-
     ap = argparse.ArgumentParser(prog="python -m dhp data", description="The workbench's input files, declared "
                                  "in dhp/resources/data_registry.json (docs/data.md).")
     sub = ap.add_subparsers(dest="action", required=True)
@@ -155,8 +153,6 @@ def _data(argv: list[str]) -> int:
     doc.add_argument("--out", default="docs/data.md")
     args = ap.parse_args(argv)
     if args.action == "doc":
-        from dhp.io import resolve, write_text
-
         print(write_text(resolve(args.out), registry.markdown()))
         return 0
     root = registry.data_root(args.data_dir)
@@ -187,8 +183,6 @@ def _data(argv: list[str]) -> int:
 
 
 def _evaluate(argv: list[str]) -> int:
-    from dhp.evaluate import PROFILES, evaluate
-
     ap = argparse.ArgumentParser(prog="python -m dhp evaluate", description=(
         "Run every method your judge's mode supports on the units of the published judges, then the leaderboard "
         "and the report card, into its own run folder (dhp.evaluate)."))

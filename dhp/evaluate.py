@@ -29,7 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from dhp import calls, methods
+from dhp.backends import get_backend
+from dhp.cache import open_cache
+from dhp.datasets import summeval_annotators as sa
+from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
+from dhp.io import resolve, write_csv, write_text
+from dhp.judging.strategies import llmbar_protocol, llmbar_requests
+from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.methods import Method
+from dhp.plots.report_card import save_report_card_pages
 
 __all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"]
 
@@ -92,8 +104,6 @@ def default_run_dir(judge: str) -> str:
 
 
 def _under(path: Path, folder: str) -> bool:
-    from dhp.io import resolve
-
     try:
         return resolve(path).is_relative_to(resolve(folder))
     except (OSError, ValueError):
@@ -104,8 +114,6 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
          data_dir: str | None = None, seed: int = 0, backend=None) -> list[Step]:
     """The steps of an evaluation (no model call): each supported method with the profile's parameters, the units it
     puts the judge on and the calls still to make (from the run's cache)."""
-    from dhp import methods
-
     if profile not in PROFILES:
         raise DHPError(f"Unknown profile {profile!r}.", f"use one of {list(PROFILES)}.")
     run_dir = run_dir or default_run_dir(str(judge))
@@ -131,21 +139,15 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
 
 
 def _mqm_systems(data_dir, main_reference: str) -> list[str]:
-    from dhp.datasets import wmt22_human as wh
-
     return sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main_reference})
 
 
 def _estimate(m, config, backend) -> Step:
     """Units and calls of one step. LLMBar: the exact requests of LLMBar's evaluator, priced through the cache;
     methods with an ``estimate``: theirs; others: the units only."""
-    from dhp import calls
-
     step = Step(m.name, config)
     try:
         if m.name == "decompose_aggregate":
-            from dhp.judging.strategies import llmbar_protocol, llmbar_requests
-
             pairs = m.load_pairs(config)
             for s in (x for x in config.strategies if x.startswith("llmbar:")):
                 protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
@@ -157,14 +159,9 @@ def _estimate(m, config, backend) -> Step:
                 step.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "
                                   f"x 2 orders ({', '.join(sorted(set(g['subset'].astype(str))))})")
         elif m.name == "human_alignment":
-            from dhp.datasets import summeval_annotators as sa
-            from dhp.datasets import wmt22_human as wh
-
             mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
             n_seg = min(config.n_segments, mqm["seg_id"].nunique())
             # the seeded sample collect_segments draws, so the count is the run's
-            import pandas as pd
-
             pick = pd.Series(sorted(mqm["seg_id"].unique())).sample(n=n_seg, random_state=config.seed)
             outputs = int(mqm["seg_id"].isin(pick).sum())
             targets = sa.load_targets(config.data_dir)
@@ -185,8 +182,6 @@ def _estimate(m, config, backend) -> Step:
                     _add(step, est)
         else:
             step.units.append("its own tables (no recorded judge to stand beside)")
-            from dhp.methods import Method
-
             if type(m).estimate is not Method.estimate:  # the method has a dry run
                 for est in m.estimate(config, backend).values():
                     if est is not None:
@@ -235,8 +230,6 @@ def describe(steps: list[Step], judge: str, profile: str) -> str:
 
 def _last_rate(run_dir) -> float | None:
     """Seconds per call measured by the last evaluation in ``run_dir`` (evaluate.json), None when unknown."""
-    from dhp.io import resolve
-
     try:
         last = json.loads((resolve(run_dir) / "evaluate.json").read_text(encoding="utf-8"))
         calls, seconds = sum(last["calls_made"].values()), sum(last["seconds"].values())
@@ -250,13 +243,6 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
              allow_insecure_key: bool = False, out=None, confirm=input) -> dict[str, Any]:
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
-    import pandas as pd
-
-    from dhp import methods
-    from dhp.backends import get_backend
-    from dhp.io import resolve, write_csv, write_text
-    from dhp.leaderboard import LeaderboardParams, run_leaderboard
-
     out = out or sys.stdout
     options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
     backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
@@ -288,8 +274,6 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     paths.update(run_leaderboard(lb))
     card = methods.report_card(run_dir, judge=backend.identity, mode=mode)
     paths["report_card.csv"] = write_csv(card, resolve(run_dir) / "report_card.csv")
-    from dhp.plots.report_card import save_report_card_pages
-
     board = pd.read_csv(paths["leaderboard.csv"])
     picks = {m.name: m.headline for m in methods.all_methods()}
     for p in save_report_card_pages(card, resolve(run_dir) / "figures", picks, board):
@@ -307,18 +291,12 @@ def _calls_so_far(backend, cache_path) -> int:
     answered from the cache adds none)."""
     if hasattr(backend, "attempts"):
         return int(backend.attempts or 0)
-    from dhp.cache import open_cache
-
     with open_cache(cache_path) as store:
         return len(store)
 
 
 def _print_board(run_dir: str, identity: str, out) -> None:
     """The leaderboard rows of the views the judge is in, beside every judge of those views."""
-    import pandas as pd
-
-    from dhp.io import resolve
-
     board = pd.read_csv(resolve(run_dir) / "leaderboard.csv")
     keys = ["view", "scope", "measure", "strategy"]
     mine = board[board["judge"] == identity][keys].drop_duplicates()

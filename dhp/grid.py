@@ -39,15 +39,20 @@ notebook whose stamp is unchanged is not run again; its tables are used as they 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import sys
+import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +63,10 @@ from pydantic import Field, field_validator
 
 from dhp import methods
 from dhp.config import MODES, Params, validate
+from dhp.datasets import data_root
 from dhp.errors import DHPError
-from dhp.io import project_root, read_table, resolve, slug, write_csv, write_manifest
+from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
+from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams
 from dhp.methods import read_tables
 
 REPORT_NB = "10_report_card"
@@ -116,8 +123,6 @@ class GridParams(Params):
     @classmethod
     def _leaderboard_params(cls, v):
         if v is not None:
-            from dhp.leaderboard import LeaderboardParams
-
             bad = sorted(set(v) & {"run_dir", "figures_dir"})
             if bad:
                 raise ValueError(f"{bad} are set by the grid")
@@ -282,8 +287,6 @@ class Report:
 
 def _declared_parameters(nb_path: Path) -> set[str] | None:
     """Names assigned in the notebook's `parameters` cell (None if it has none or cannot be parsed)."""
-    import ast
-
     import nbformat
 
     nb = nbformat.read(str(nb_path), as_version=4)
@@ -307,9 +310,6 @@ class _CallProgress:
     second by a daemon thread."""
 
     def __init__(self, label: str):
-        import tempfile
-        import threading
-
         fd, self.path = tempfile.mkstemp(prefix="dhp-progress-", suffix=".json")
         os.close(fd)
         os.unlink(self.path)  # the kernel creates it when its first run starts
@@ -335,8 +335,6 @@ class _CallProgress:
             self._show()
 
     def _show(self):
-        import json
-
         try:
             state = json.loads(Path(self.path).read_text())
         except (OSError, ValueError):
@@ -666,8 +664,6 @@ def _step(report: Report, name: str):
 def _children_cpu() -> float:
     """CPU seconds of this process's finished children: a notebook's kernel (and the model it ran in-process) once
     papermill has shut it down. Unlike wall-clock time it hardly grows when other work shares the cores."""
-    import resource
-
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
@@ -693,8 +689,6 @@ def publish(staged_results: Path, staged_figures: Path, results: Path, figures: 
     """Make results/ hold what the staged results hold (its top-level files; sub-folders such as another grid's
     results_dir are not touched) and add the staged figures to figures/. Each file is replaced atomically and only
     where its bytes differ, so an unchanged table keeps its file. Returns the paths it changed."""
-    from dhp.io import write_bytes
-
     changed = []
     for src_dir, dst_dir, remove in ((staged_results, results, True), (staged_figures, figures, False)):
         dst_dir.mkdir(parents=True, exist_ok=True)
@@ -756,9 +750,6 @@ def _recorded_files(g: GridParams) -> list[str]:
     kinds = (g.leaderboard or {}).get("recorded") or []
     if not kinds:
         return []
-    from dhp.datasets import data_root
-    from dhp.leaderboard import RECORDED_SOURCES
-
     root = data_root((g.leaderboard or {}).get("data_dir") or g.params.get("data_dir"))
     out = []
     for kind in kinds:
@@ -773,8 +764,6 @@ def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]],
     """Run notebooks that depend on nothing but finished tables two at a time (this machine class has two
     cores; each notebook is mostly kernel start-up, imports and plotting); those whose stamp (over ``upstream``,
     the stamps of what they read) is unchanged are up to date."""
-    from concurrent.futures import ThreadPoolExecutor
-
     notebooks = [(_nb(g, name), params) for name, params in jobs]  # a missing notebook fails before any runs
     todo = []
     for nb, params in notebooks:

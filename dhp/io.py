@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
@@ -75,8 +79,6 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 def slug(name: str) -> str:
     """A file- and folder-safe version of a judge spec or label ('openai:gpt-4o@http://h:1/v1' ->
     'openai_gpt-4o_http_h_1_v1'): the grid's point folders and the report card's page names."""
-    import re
-
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
@@ -107,8 +109,6 @@ _SHA256: dict[tuple[str, int, int], str] = {}
 
 def file_sha256(path: str | os.PathLike) -> str:
     """sha256 of a file, computed once per (path, size, mtime) in this process (model files are large)."""
-    import hashlib
-
     p = Path(path).resolve()
     st = p.stat()
     key = (str(p), st.st_size, st.st_mtime_ns)
@@ -131,9 +131,6 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, bac
     ``cache_identity()`` never holds a secret); ``inputs`` are files the stage read; ``extra``: more keys of the
     stage's entry (dhp.methods.run_stage: the code version, start and end times, the files written).
     """
-    import json
-    from importlib import metadata
-
     path = resolve(run_dir) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"stages": {}}
     versions = {}

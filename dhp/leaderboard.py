@@ -25,6 +25,7 @@ from pydantic import Field
 
 from dhp import methods
 from dhp.analysis.leaderboard import View, leaderboard
+from dhp.analysis.recorded_views import item_views
 from dhp.config import Params
 from dhp.errors import DHPError
 from dhp.io import resolve, slug, write_csv
@@ -74,8 +75,6 @@ def collect_views(folder, which: str = "headline", report: bool = True) -> list[
     """Every registered method's views of the judges in ``folder`` (its collected and produced tables), the views of
     the imported rated outputs (HANNA, FRANK; ``which``: "headline" or "all"), and one empty view per view that
     cannot be built or compared (``notes["not_built"]``: the reason, printed when ``report``)."""
-    from dhp.analysis.recorded_views import item_views
-
     root = resolve(folder)
     views: list[View] = []
     for m in methods.all_methods():

@@ -10,6 +10,8 @@ path of the file written.
 
 from __future__ import annotations
 
+import sys
+
 from dhp import methods
 from dhp.backends import Backend
 from dhp.cli import main as cli_main
@@ -46,8 +48,6 @@ def run_pipeline(*args, judge=None, dry_run: bool = False, **params):
 
 
 def main(argv=None) -> int:
-    import sys
-
     return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])
 
 

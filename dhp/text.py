@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import pysbd
+
 from dhp.errors import DHPError
 
 __all__ = ["split_sentences", "count_words", "text_lengths", "detokenize_ptb"]
@@ -16,8 +18,6 @@ __all__ = ["split_sentences", "count_words", "text_lengths", "detokenize_ptb"]
 
 @lru_cache(maxsize=None)
 def _segmenter(lang: str):
-    import pysbd
-
     try:
         # clean=False keeps the text byte-identical: joining the pieces gives the input back.
         return pysbd.Segmenter(language=lang, clean=False)

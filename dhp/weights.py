@@ -17,6 +17,7 @@ import pandas as pd
 
 from dhp.errors import DHPError
 from dhp.io import resolve, resource, write_text
+from dhp.perturb import registry
 from dhp.schema import TASK_METRICS
 
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
@@ -24,15 +25,11 @@ DEFAULT_PATH = resource("expert_weights.csv")
 
 def task_perturbations() -> dict[str, tuple[str, ...]]:
     """task -> the registered perturbations of that task (dhp.perturb.registry), control included."""
-    from dhp.perturb import registry
-
     return {t: tuple(registry.task_perturbations(t)) for t in TASK_METRICS}
 
 
 def quality_issue(perturbation: str) -> str:
     """The plain wording of a perturbation's quality issue, as shown in the survey."""
-    from dhp.perturb import registry
-
     return registry.get(perturbation).quality_issue
 
 
@@ -146,8 +143,6 @@ def weights_for(ew: pd.DataFrame, task: str, perturbation: str, metrics) -> np.n
 def _registered_defaults(have: set) -> pd.DataFrame:
     """Weight rows for registered perturbations (e.g. your own, registered with ``weights=``) that the
     shipped file does not cover, from their default votes."""
-    from dhp.perturb import registry
-
     votes = {t: {p: dict(registry.get(p).weights[t])} for t, ps in task_perturbations().items() for p in ps
              if (t, p) not in have and t in registry.get(p).weights}
     return weights_from_votes(votes) if votes else pd.DataFrame(columns=list(WEIGHT_COLUMNS))
@@ -216,8 +211,6 @@ def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = F
 def default_votes() -> dict[str, dict[str, dict[str, int]]]:
     """{task: {perturbation: {metric: votes}}} from the registered perturbations' ``weights`` (the
     project's own default votes, NOT the paper's survey: the paper only shows its numbers in a figure)."""
-    from dhp.perturb import registry
-
     return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in task_perturbations().items()}
 
 

@@ -158,7 +158,7 @@ def test_incorrect_verb_form_changes_tag():
     from lemminflect import getAllLemmas, getInflection
 
     for text in TEXTS:
-        doc = A._parse(text)
+        doc = A.parse(text)
         tags = {t.idx: (t.text, t.tag_) for t in doc}
         for seed in SEEDS:
             new, desc = A.incorrect_verb_form(text, random.Random(seed))
@@ -239,7 +239,7 @@ def test_negation_forms():
 
 def test_different_entity_same_label():
     for text in TEXTS:
-        doc = A._parse(text)
+        doc = A.parse(text)
         ents = {(e.text, e.label_) for e in doc.ents}
         for seed in SEEDS:
             new, desc = A.different_entity(text, random.Random(seed))

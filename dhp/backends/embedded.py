@@ -7,6 +7,7 @@ import importlib.util
 import math
 import os
 import threading
+from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -133,8 +134,6 @@ class EmbeddedBackend(Backend):
         return gguf_sha256(self.model_path)
 
     def cache_identity(self) -> dict:
-        from importlib import metadata
-
         # llama.cpp's version can change logits in the last bits: part of the identity.
         prompt_eval = "exact-prefix" if self.exact_prefix_reuse else f"aligned-{self.n_batch}"
         return {"backend": self.identity, "model": self.fingerprint, "prompt_eval": prompt_eval,

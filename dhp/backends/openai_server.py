@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ipaddress
 import json
 import os
 from dataclasses import replace
@@ -28,8 +29,6 @@ _KEYED_HOSTS = {"api.openai.com"}
 
 def is_loopback(host: str) -> bool:
     """True for addresses that never leave this machine (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-
     if host in _LOCAL_HOSTS:
         return True
     try:

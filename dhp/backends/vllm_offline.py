@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dhp.backends.base import Backend, Completion, LogLikelihood
+from dhp.backends.openai_server import OpenAIBackend
 from dhp.errors import DHPError
 
 
@@ -54,15 +55,11 @@ class VLLMBackend(Backend):
 
     def chat_body(self, req) -> dict:
         """The OpenAI chat body of a request, for ``vllm run-batch --model <this model>`` (dhp.batch exports it)."""
-        from dhp.backends.openai_server import OpenAIBackend
-
         return OpenAIBackend.chat_body(self, req)
 
     @staticmethod
     def parse_chat(data: dict) -> Completion:
         """A batch output body -> Completion (the OpenAI format, as ``vllm run-batch`` writes it)."""
-        from dhp.backends.openai_server import OpenAIBackend
-
         return OpenAIBackend.parse_chat(data)
 
     @property

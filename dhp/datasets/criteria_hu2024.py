@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.datasets import registry
 
 __all__ = ["ASPECT_TREE", "ASPECTS", "DESCRIPTION_TYPES", "aspect_tree", "default_criteria_path", "description", "load_criteria",
            "load_expectations"]
@@ -64,8 +65,6 @@ def aspect_tree() -> dict[str, str]:
 def default_criteria_path(data_dir: str | os.PathLike | None = None) -> Path:
     """``<data root>/criteria_hu2024/aspect_criteria.json``, fetched when missing (dhp.datasets.registry, as for
     every loader)."""
-    from dhp.datasets import registry
-
     return registry.path("criteria_hu2024/aspect_criteria.json", data_dir)
 
 

@@ -11,6 +11,7 @@ from typing import Iterable
 from dhp.errors import DHPError
 from dhp.datasets.files import DATASETS, _check_name, _how_to_get, dataset_files
 from dhp.datasets.transforms import _SafeUnpickler, _bartscore_pickle_to_json, _plain  # noqa: F401 (kept here)
+from dhp.datasets import registry
 
 
 def download(
@@ -32,8 +33,6 @@ def download(
     Each file is checked (sha256 and size) and written atomically; files already present are skipped.
     Returns the paths of the files now present.
     """
-    from dhp.datasets import registry
-
     dest = Path(dest).expanduser().absolute()  # a relative dest means the cwd, not the repo root
     rels = _files_to_fetch(datasets, sumpubmed)
     chosen = registry.select(rels)

@@ -13,6 +13,7 @@ from typing import Iterable
 from dhp.errors import DHPError
 from dhp.io import RESOURCES, file_sha256
 from dhp.schema import DATASET_TASK
+from dhp.datasets import registry
 
 
 
@@ -101,8 +102,6 @@ def upstream_url(relpath: str) -> str:
     `summeval/bartscore_summeval.json` comes from BARTScore's `data.pkl` (re-serialised as JSON on fetch).
     Story Cloze has no open URL (request form at cs.rochester.edu/nlp/rocstories).
     """
-    from dhp.datasets import registry
-
     f = registry.files().get(relpath)
     if f is None or f.url is None or registry.sets()[f.set].fetch != "open":
         raise DHPError(
@@ -114,8 +113,6 @@ def upstream_url(relpath: str) -> str:
 
 def _checksums() -> dict[str, dict]:
     """relative path -> {bytes, sha256} of every declared file (dhp/resources/data_registry.json)."""
-    from dhp.datasets import registry
-
     return {rel: {"bytes": f.bytes, "sha256": f.sha256} for rel, f in registry.files().items()}
 
 
@@ -137,22 +134,22 @@ def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
     Missing file -> DHPError. Mismatch -> DHPError when verify, else a DataChecksumWarning.
     A user's Answer Equivalence file may have any name: it must match one official AE file.
     """
-    registry = _checksums()
+    declared = _checksums()
     ok = True
     for rel, p in files.items():
         if not p.is_file():
             raise DHPError(f"Data file for {name!r} not found: {p}.", _how_to_get(name))
         actual = _sha256(p)
         if name == "answer_equivalence":
-            allowed = {registry[r]["sha256"]: r for r in AE_FILES}
-            if actual in allowed and p.stat().st_size == registry[allowed[actual]]["bytes"]:
+            allowed = {declared[r]["sha256"]: r for r in AE_FILES}
+            if actual in allowed and p.stat().st_size == declared[allowed[actual]]["bytes"]:
                 continue
-            expected = "; ".join(f"{Path(r).name}: {registry[r]['bytes']:,} bytes, sha256 "
-                                 f"{registry[r]['sha256']}" for r in AE_FILES)
+            expected = "; ".join(f"{Path(r).name}: {declared[r]['bytes']:,} bytes, sha256 "
+                                 f"{declared[r]['sha256']}" for r in AE_FILES)
             problem = (f"{p} ({p.stat().st_size:,} bytes, sha256 {actual}) is not an official "
                        f"Answer Equivalence file ({expected}).")
         else:
-            want = registry.get(rel, {})
+            want = declared.get(rel, {})
             if want.get("sha256") == actual:
                 continue
             problem = (f"{p} (for {name!r}) has sha256 {actual[:12]}…, but dhp/resources/data_registry.json "
@@ -191,8 +188,6 @@ def _how_to_get(name: str) -> str:
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
     """Folder holding the dataset files: `data_dir` -> env DHP_DATA_DIR -> ../shared/datasets beside the
     project when it exists -> the per-user cache (dhp.datasets.registry.data_root)."""
-    from dhp.datasets import registry
-
     return registry.data_root(data_dir)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.datasets import registry
 
 __all__ = ["SUBSETS", "load_llmbar", "load_pairwise"]
 
@@ -36,8 +37,6 @@ LABELS = ("1", "2", "tie")
 
 def _folder(data_dir, subsets=()) -> Path:
     """<data root>/llmbar, with the named subsets' files present (fetched when missing)."""
-    from dhp.datasets import registry
-
     return registry.ensure([f"llmbar/{sub}.json" for sub in subsets], data_dir) / "llmbar"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -29,7 +30,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
+import platformdirs
+
+from dhp.datasets.transforms import TRANSFORMS
 from dhp.errors import DHPError
+from dhp.io import file_sha256, project_root, resource
 
 __all__ = ["DataFile", "DataSet", "files", "sets", "data_root", "path", "ensure", "select", "missing", "fetch",
            "FETCH_COMMAND", "demo_sets", "status", "differing", "markdown", "by_sha256"]
@@ -92,8 +97,6 @@ class DataSet:
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, DataSet], dict[str, DataFile]]:
-    from dhp.io import resource
-
     p = resource(REGISTRY)
     if not p.is_file():
         raise DHPError(f"The data registry {p} is missing.", "restore dhp/resources/data_registry.json from git.")
@@ -145,14 +148,10 @@ def demo_sets() -> list[str]:
 
 def _dev_root() -> Path:
     """``../shared/datasets`` beside the project: the copy the development machines and CI have."""
-    from dhp.io import project_root
-
     return project_root().parent / "shared" / "datasets"
 
 
 def _cache_root() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "datasets"
 
 
@@ -318,8 +317,6 @@ def _check(f: DataFile, data: bytes, url: str) -> None:
 
 
 def _transform(f: DataFile, data: bytes) -> bytes:
-    from dhp.datasets.transforms import TRANSFORMS
-
     if f.transform in TRANSFORMS:
         return TRANSFORMS[f.transform](data)
     raise DHPError(f"Unknown transform {f.transform!r} for {f.rel}.", "update dhp (the registry is newer).")
@@ -346,8 +343,6 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
         raise _user_supplied_error(user)
     if os.environ.get("DHP_OFFLINE", "").strip() not in ("", "0"):
         raise _missing_error(todo, root, "DHP_OFFLINE is set, so nothing is fetched")
-    import logging
-
     import pooch
     import requests
 
@@ -402,8 +397,6 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
 
 def differing(data_dir: str | os.PathLike | None = None) -> list[str]:
     """The present files whose sha256 is not the declared one (reads every present file)."""
-    from dhp.io import file_sha256
-
     root = data_root(data_dir)
     return [f.rel for f in files().values() if f.sha256 and (root / f.rel).is_file()
             and file_sha256(root / f.rel) != f.sha256]

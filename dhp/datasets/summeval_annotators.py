@@ -16,6 +16,7 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
 from dhp.text import detokenize_ptb
+from dhp.datasets import registry
 
 __all__ = ["ASPECTS", "load_ratings", "load_targets", "agreed_targets"]
 
@@ -24,8 +25,6 @@ RATING_COLUMNS = ["target_id", "doc_id", "system", "aspect", "annotator", "ratin
 
 
 def _folder(data_dir) -> Path:
-    from dhp.datasets import registry
-
     folder = registry.path("summeval_annotators", data_dir)
     if not sorted(folder.glob("M*_outputs_annotations.jsonl")):
         raise DHPError(f"No SummEval annotation files (M*_outputs_annotations.jsonl) in {folder}.",
@@ -83,8 +82,6 @@ def load_expert_means(data_dir=None) -> pd.DataFrame:
     BARTScore copy (``<data_dir>/summeval/bartscore_summeval.json``). Columns: target_id
     ("<doc_id>|<system>"), doc_id, system, aspect, human (mean of the experts, 1-5), candidate (the
     system summary, detokenised). For per-annotator ratings (12 systems) use :func:`load_ratings`."""
-    from dhp.datasets import registry
-
     path = registry.path("summeval/bartscore_summeval.json", data_dir)
     if not path.is_file():
         raise DHPError(f"{path} not found.", "pass data_dir= (or set DHP_DATA_DIR) to the folder holding summeval/.")

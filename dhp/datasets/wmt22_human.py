@@ -14,14 +14,13 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.datasets import registry
 
 __all__ = ["load_mqm_zh_en", "load_da"]
 
 
 def _root(data_dir, sets=()) -> Path:
     """<data root>/wmt22, with the named data sets present (fetched when missing)."""
-    from dhp.datasets import registry
-
     return registry.ensure(sets, data_dir) / "wmt22"
 
 

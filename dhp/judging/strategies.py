@@ -38,6 +38,8 @@ never a guessed label.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -47,7 +49,9 @@ import numpy as np
 import pandas as pd
 
 from dhp import calls
+from dhp.analysis.decomposition import LLMBAR_COMMIT, llmbar_identity  # one source of the identity
 from dhp.backends import ChatRequest
+from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
@@ -382,7 +386,6 @@ def chain_of_aspects(items: pd.DataFrame, ctx: Context) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- LLMBar, verbatim
 
-from dhp.analysis.decomposition import LLMBAR_COMMIT, llmbar_identity  # noqa: E402 - one source of the identity
 #: LLMBar's one-round comparison evaluators (evaluate.py's NonSwap set): the ones run here verbatim
 LLMBAR_STRATEGIES = ("Vanilla", "Vanilla_NoRules", "Vanilla_1shot", "Vanilla_2shot", "CoT", "Metrics", "Reference",
                      "Metrics_Reference")
@@ -393,8 +396,6 @@ _START, _END = "<|im_start|>", "<|im_end|>"
 
 def llmbar_prompts_dir(data_dir=None):
     """The data root's ``llmbar_prompts/`` folder (LLMBar's LLMEvaluator/evaluators/{prompts,config})."""
-    from dhp.datasets import registry
-
     # fetched on first need, like every other declared input
     return registry.path("llmbar_prompts", data_dir)
 
@@ -420,8 +421,6 @@ class LLMBarProtocol:
 
 
 def _template_digest(texts) -> str:
-    import hashlib
-
     return "+".join(hashlib.sha256(t.encode("utf-8")).hexdigest()[:12] for t in texts)
 
 
@@ -431,8 +430,6 @@ def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CON
     where the config names none: greedy generation); the configs' tokens_to_avoid/tokens_to_favor are logit biases
     on tiktoken ids of OpenAI's models, which mean nothing to another tokenizer: not applied, and recorded in
     ``not_applied``."""
-    import json
-
     if strategy not in LLMBAR_STRATEGIES:
         raise DHPError(f"LLMBar strategy {strategy!r} is not run live here.",
                        f"use one of {list(LLMBAR_STRATEGIES)} (the Swap and Rating ones are only imported).")
@@ -501,14 +498,10 @@ def llmbar_parse(module: LLMBarModule, reply: str | None) -> tuple[str | None, s
 
 
 def _llmbar_request(module: LLMBarModule, seed: int, **fields):
-    from dhp.backends import ChatRequest
-
     return ChatRequest.make(llmbar_messages(module, **fields), module.max_tokens, module.temperature, seed)
 
 
 def _llmbar_chat(ctx: Context, requests) -> list[tuple[str | None, str]]:
-    from dhp import calls
-
     if not requests:
         return []
     res = []

@@ -15,6 +15,7 @@ import random
 
 import pandas as pd
 
+from dhp.backends import get_backend
 from dhp.errors import DHPError
 from dhp.perturb import builtin, hu2024  # noqa: F401  (register the DHP perturbations and the 18 attacks)
 from dhp.perturb.display import diff_html, examples_html
@@ -54,8 +55,6 @@ def resolve_perturber(perturber):
             return None, "rule"
         if not perturber.strip():
             raise DHPError("Empty perturber.", "pass perturber='rule' or a backend spec like 'openai:<model>@<url>'.")
-        from dhp.backends import get_backend
-
         try:
             backend = get_backend(perturber)
         except DHPError as e:

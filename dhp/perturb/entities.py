@@ -27,9 +27,11 @@ from __future__ import annotations
 import math
 import random
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dhp.perturb import attacks
 from dhp.perturb.rules import Skip
 
 
@@ -117,6 +119,9 @@ EXTRA_PLACES = [
 ]
 
 
+# The place names and the pattern built from them are made on first use: they come from Faker, whose import
+# takes ~0.1 s, and every `import dhp.weights` (hence `python -m dhp`) imports this package.
+@lru_cache(maxsize=1)
 def _lc_places() -> list[str]:
     from faker.providers.address.en_US import Provider as Address
 
@@ -125,23 +130,38 @@ def _lc_places() -> list[str]:
     return [re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n))]
 
 
-_LC_PLACES = _lc_places()
-_LC_PLACE_SET = {re.sub(r"\\(.)", r"\1", p) for p in _LC_PLACES}
+@lru_cache(maxsize=1)
+def _lc_place_set() -> frozenset[str]:
+    return frozenset(re.sub(r"\\(.)", r"\1", p) for p in _lc_places())
+
+
+def is_name_or_place(word: str) -> bool:
+    """`word` is a known first or last name (Faker's en_US lists) or a known place (in any letter case)."""
+    lex = _lexicon()
+    return word in lex["first"] or word in lex["last"] or word.lower() in _lc_place_set()
+
+
 _CAPWORD = r"[A-Z][a-z]+(?:[A-Z][a-z]+)*(?:[-'’][A-Z][a-z]+)*"
-_PATTERN = re.compile(
-    "|".join(
-        [
-            r"(?P<dotted>\b(?:[A-Z]\.){2,})",
-            r"(?P<term>\b[A-Za-z]+\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*\b|\b[A-Za-z]{1,8}-\d*[0-9α-ωΑ-Ω]+[A-Za-z]?(?![\w-]))",
-            r"(?P<number>(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+(?:\.\d+)?(?![\w]))",
-            r"(?P<acronym>\b[A-Z]{2,6}\b)",
-            rf"(?P<cap>{_CAPWORD}(?: (?:(?:{'|'.join(sorted(CONNECTORS))}) )?{_CAPWORD})*)",
-            rf"(?P<place_lc>\b(?i:{'|'.join(_LC_PLACES)})\b)",
-            rf"(?P<science>\b[A-Za-z]{{3,}}(?:{'|'.join(SCIENCE_SUFFIXES)})\b)",
-            rf"(?P<numword>\b(?:{'|'.join(NUMBER_WORDS)})\b)",
-        ]
-    ),
-)
+
+
+@lru_cache(maxsize=1)
+def _pattern() -> re.Pattern:
+    return re.compile(
+        "|".join(
+            [
+                r"(?P<dotted>\b(?:[A-Z]\.){2,})",
+                r"(?P<term>\b[A-Za-z]+\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*\b|\b[A-Za-z]{1,8}-\d*[0-9α-ωΑ-Ω]+[A-Za-z]?(?![\w-]))",
+                r"(?P<number>(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+(?:\.\d+)?(?![\w]))",
+                r"(?P<acronym>\b[A-Z]{2,6}\b)",
+                rf"(?P<cap>{_CAPWORD}(?: (?:(?:{'|'.join(sorted(CONNECTORS))}) )?{_CAPWORD})*)",
+                rf"(?P<place_lc>\b(?i:{'|'.join(_lc_places())})\b)",
+                rf"(?P<science>\b[A-Za-z]{{3,}}(?:{'|'.join(SCIENCE_SUFFIXES)})\b)",
+                rf"(?P<numword>\b(?:{'|'.join(NUMBER_WORDS)})\b)",
+            ]
+        ),
+    )
+
+
 _SENT_END = re.compile(r"[.!?:;][\"'”’)\]]*\s+|\n\s*|\s[-–—]\s")
 
 
@@ -165,7 +185,7 @@ def _prev_word(text: str, start: int) -> str:
 def _classify_cap(span: str, prev: str) -> str:
     lex = _lexicon()
     words = span.split()
-    if span.lower() in _LC_PLACE_SET:
+    if span.lower() in _lc_place_set():
         return "place"
     if span in MONTHS:
         return "month"
@@ -186,10 +206,8 @@ _RULE_KINDS_WITH_NER = {"number", "number_word", "term", "acronym", "month", "da
 
 def _ner_entities(text: str) -> list[Entity] | None:
     """People, places and organisations from spaCy's NER; None when spaCy or its model is missing."""
-    from dhp.perturb import attacks
-
     try:
-        doc = attacks._parse(text)
+        doc = attacks.parse(text)
     except attacks.SpacyModelMissing:
         return None
     out = []
@@ -223,7 +241,7 @@ def _rule_entities(text: str) -> list[Entity]:
     starts = _sentence_starts(text)
     lower_words = set(re.findall(r"\b[a-z]+\b", text))
     out: list[Entity] = []
-    for m in _PATTERN.finditer(text):
+    for m in _pattern().finditer(text):
         kind = m.lastgroup
         a, b = m.span()
         s = m.group()
@@ -245,7 +263,7 @@ def _rule_entities(text: str) -> list[Entity]:
                 if w in STOP or w.lower() in lower_words:
                     continue  # a common word that just happens to be capitalised here
                 known = (w in lex["first"] or w in lex["last"] or w in MONTHS or w in DAYS
-                         or w.lower() in _LC_PLACE_SET)
+                         or w.lower() in _lc_place_set())
                 if a in starts and not known:
                     continue
                 if not known and re.search(r"(?:ing|ly|ed)$", w):
@@ -378,8 +396,6 @@ def entity_changes(original: str, new: str, ents: list[Entity] | None = None) ->
     entity string maps to one replacement everywhere. With adjacent entities a parse can be
     ambiguous; the unchanged reading of each entity is tried first.
     """
-    import sys
-
     ents = find_entities(original) if ents is None else ents
     segs, last = [], 0
     for e in ents:

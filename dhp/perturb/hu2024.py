@@ -19,9 +19,11 @@ import difflib
 import re
 from collections import Counter
 
-from dhp.perturb.attacks import ATTACK_CHECKS, CONNECTIVES
+from dhp.perturb import attacks
+from dhp.perturb.attacks import ATTACK_CHECKS, CONNECTIVES, osa_distance, parse, verb_inflections
 from dhp.perturb.registry import SINGLE, Perturbation, register
 from dhp.perturb.rules import Skip
+from dhp.text import split_sentences
 
 TARGET = {  # attack -> the aspect it targets (paper Table 2)
     "repetition": "fluency", "passive_voice": "fluency", "inversion": "fluency",
@@ -53,8 +55,6 @@ def _words(s: str) -> list[str]:
 
 
 def _sentences(s: str) -> list[str]:
-    from dhp.text import split_sentences
-
     return [x.strip() for x in split_sentences(s) if x.strip()]
 
 
@@ -78,9 +78,7 @@ def _replacements(a: str, b: str) -> list[tuple[str, str]] | None:
 
 
 def _doc(s: str):
-    from dhp.perturb.attacks import _parse
-
-    return _parse(s.replace("\u2019", "'"))
+    return parse(s.replace("\u2019", "'"))
 
 
 def _content_lemmas(s: str, pos=("NOUN", "PROPN")) -> set[str]:
@@ -160,29 +158,25 @@ def _constituents_moved(a: str, b: str) -> str | None:
 
 def _inflections_changed(a: str, b: str) -> str | None:
     """Incorrect verb form: words replaced one for one, each by another inflection of the same verb."""
-    from dhp.perturb.attacks import _inflections
-
     pairs = _replacements(a, b)
     if not pairs:
         return "not word-for-word replacements" if pairs is None else "nothing changed"
-    other = [(x, y) for x, y in pairs if y not in _inflections(x) and x not in _inflections(y)]
+    other = [(x, y) for x, y in pairs if y not in verb_inflections(x) and x not in verb_inflections(y)]
     return f"'{other[0][0]}' -> '{other[0][1]}' is not another form of the same verb" if other else None
 
 
 def _misspelled(a: str, b: str) -> str | None:
     """Spelling mistake: words replaced one for one, each within 2 character edits, not a real inflection,
     and no more than half of the words."""
-    from dhp.perturb.attacks import _inflections, _osa
-
     pairs = _replacements(a, b)
     if not pairs:
         return "not word-for-word replacements" if pairs is None else "nothing changed"
     if len(pairs) > 0.5 * len(_words(a)):
         return f"{len(pairs)} of {len(_words(a))} words changed (want at most half)"
-    far = [(x, y) for x, y in pairs if _osa(x, y) > 2]
+    far = [(x, y) for x, y in pairs if osa_distance(x, y) > 2]
     if far:
         return f"'{far[0][0]}' -> '{far[0][1]}' is more than 2 character edits"
-    if all(y in _inflections(x) for x, y in pairs):
+    if all(y in verb_inflections(x) for x, y in pairs):
         return "only verb forms changed (that is incorrect verb form)"
     return None
 
@@ -307,16 +301,12 @@ def _rule(name: str):
     def apply(text: str, ctx):
         if name not in RULE_BASED:
             raise Skip(f"{name} has no rule-based version; use an LLM perturber")
-        from dhp.perturb import attacks
-
         return attacks.RULE_ATTACKS[name](text, ctx.rng)
     return apply
 
 
 def _verify(name: str):
     def verify(reference: str, text: str, ctx) -> bool:
-        from dhp.perturb import attacks
-
         return bool(attacks.verify_attack(name, reference, text))
     return verify
 

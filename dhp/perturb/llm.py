@@ -7,10 +7,15 @@ Prompts live in dhp/prompts/perturb/<perturbation>_<severity>.txt with the slots
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
+from dhp import calls, prompts
+from dhp.backends import ChatRequest
+from dhp.cache import Cache, open_cache
 from dhp.errors import DHPError
+from dhp.perturb.registry import get
 
 
 # How the text is called in the prompt, per task: (unit, context with its article).
@@ -32,13 +37,9 @@ _ECHO = re.compile(r"adjustment( steps)?\s*:|revised (summary|story ending|answe
 
 def prompt_template(perturbation: str, severity: str) -> str:
     """The registered inline template of this severity, else dhp/prompts/perturb/<name>_<severity>.txt."""
-    from dhp.perturb.registry import get
-
     inline = get(perturbation).llm
     if isinstance(inline, dict) and severity in inline:
         return inline[severity]
-    from dhp import prompts
-
     path = prompts.PROMPT_DIR / "perturb" / f"{perturbation}_{severity}.txt"
     if not path.exists():
         raise DHPError(
@@ -50,9 +51,7 @@ def prompt_template(perturbation: str, severity: str) -> str:
 
 def build_prompt(perturbation: str, severity: str, task: str, text: str) -> str:
     unit, context = PROMPT_UNITS[task]
-    from dhp.prompts import fill
-
-    return fill(prompt_template(perturbation, severity),
+    return prompts.fill(prompt_template(perturbation, severity),
                 {"unit_title": unit[:1].upper() + unit[1:], "unit": unit, "context": context, "text": text.strip()})
 
 
@@ -82,8 +81,6 @@ def validate(perturbation: str, original: str, output: str) -> str | None:
         return "empty output"
     if _norm(output) == _norm(original):
         return "output identical to the input"
-    from dhp.perturb.registry import get
-
     # An edit keeps the length roughly; a rewrite-insert adds sentences (Perturbation.llm_length).
     lo, hi = get(perturbation).llm_length
     ratio = len(output) / max(1, len(original))
@@ -104,8 +101,6 @@ def validate(perturbation: str, original: str, output: str) -> str | None:
     if check is not None and (why := check(original, output)):
         return why
     if perturbation == "rewrite_insert":
-        import difflib
-
         kept = sum(bl.size for bl in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
         if kept < 0.9 * len(a):
             return "original sentences not kept"
@@ -132,8 +127,6 @@ class LLMJob:
 
 
 def _request(job: LLMJob, attempt: int):
-    from dhp.backends import ChatRequest
-
     prompt = build_prompt(job.perturbation, job.severity, job.task, job.text)
     max_tokens = int(len(job.text) / 3 * (2.5 if job.perturbation == "rewrite_insert" else 1.5)) + 64
     # Attempt 1 is greedy; later attempts sample with another seed so a retry can differ.
@@ -154,9 +147,6 @@ def llm_perturb_many(backend, jobs: list[LLMJob], cache=None, max_attempts: int 
     ``dry_run=True`` makes no call and returns the :class:`dhp.calls.Estimate` of round 1 (retries depend
     on the outputs, so they cannot be counted in advance).
     """
-    from dhp import calls
-    from dhp.cache import Cache, open_cache
-
     results: list[LLMResult | None] = [None] * len(jobs)
     reasons: list[list[str]] = [[] for _ in jobs]
     store = open_cache(cache)

@@ -14,6 +14,7 @@ import math
 import random
 import re
 
+from dhp.perturb.entities import is_name_or_place
 from dhp.perturb.rules import Skip, sentence_spans
 
 SYNONYMS = {
@@ -47,12 +48,8 @@ CONJ = r"(?:because|although|after|before|when|while|since|if)"
 def _lower_first(s: str) -> str:
     """Lower-case the first letter for use mid-sentence, unless the first word looks like a name
     ("I", acronyms, known first/last names and places keep their capital)."""
-    from dhp.perturb.entities import _LC_PLACE_SET, _lexicon
-
     first = s.split(" ", 1)[0].strip(",;:")
-    lex = _lexicon()
-    if first == "I" or first[1:2].isupper() or first[:1].islower() or first in lex["first"] \
-            or first in lex["last"] or first.lower() in _LC_PLACE_SET:
+    if first == "I" or first[1:2].isupper() or first[:1].islower() or is_name_or_place(first):
         return s
     return s[:1].lower() + s[1:]
 

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Mapping
 
+import pandas as pd
+
 from dhp.errors import DHPError
 from dhp import schema
-from dhp.schema import DATASET_TASK
+from dhp.schema import DATASET_TASK, TASK_METRICS
 
 LEVELS = (*schema.LEVELS, "none")  # "none": the control
 MINOR_MAJOR = ("minor", "major")
@@ -108,8 +110,6 @@ def register(p: Perturbation, replace: bool = False) -> Perturbation:
         raise DHPError(f"Bad perturbation name {p.name!r}.", "use letters, digits and underscores, not 'original'.")
     if p.level not in LEVELS:
         raise DHPError(f"Perturbation {p.name!r} has unknown level {p.level!r}.", f"use one of {LEVELS}.")
-    from dhp.schema import TASK_METRICS
-
     bad = sorted(set(p.tasks) - set(TASK_METRICS))
     if not p.tasks or bad:
         raise DHPError(f"Perturbation {p.name!r} names no task or unknown task(s) {bad}.",
@@ -212,8 +212,6 @@ def methods_table(dataset: str | None = None):
     Columns: dataset, task, perturbation, level, severity, k (int, "all" or None),
     llm_method (bool: an LLM variant exists), description.
     """
-    import pandas as pd
-
     rows = [{"dataset": ds, "task": task_of(ds), "perturbation": m.perturbation, "level": m.level,
              "severity": m.severity, "k": m.k, "llm_method": bool(PERTURBATIONS[m.perturbation].llm),
              "description": PERTURBATIONS[m.perturbation].description}

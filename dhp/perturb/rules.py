@@ -14,6 +14,9 @@ from collections import Counter
 from contextlib import contextmanager
 from functools import lru_cache
 
+import typo
+from rapidfuzz.distance import OSA, Levenshtein
+
 from dhp.text import split_sentences
 
 
@@ -53,8 +56,6 @@ def isolated_global_random():
 def edit_distance(a: str, b: str, transpositions: bool = False) -> int:
     """Levenshtein distance between two strings; with `transpositions`, the optimal string
     alignment distance (swapping two adjacent characters costs 1). Computed by rapidfuzz."""
-    from rapidfuzz.distance import OSA, Levenshtein
-
     return int((OSA if transpositions else Levenshtein).distance(a, b))
 
 
@@ -122,8 +123,6 @@ def char_typo(text: str, k: int, rng: random.Random, max_attempts: int = 30) -> 
     state saved and restored. The result is accepted only if its optimal-string-alignment
     distance to the original is exactly k (so no two typos cancel or merge).
     """
-    import typo
-
     cands = [i for i, c in enumerate(text) if _typo_ok(c)]
     if len(cands) < 2 * k:
         raise Skip(

@@ -7,6 +7,7 @@ import statistics
 import pandas as pd
 
 from dhp.perturb import rules
+from dhp.perturb.llm import validate
 from dhp.perturb.registry import PERTURBATIONS, Context, k_for
 
 AUDIT_COLUMNS = [
@@ -25,8 +26,6 @@ def verify_row(row, reference: str, references: dict[str, str], wrong_ending: st
     if p == "original":
         return text == reference
     if str(row["method"]).startswith("llm:"):
-        from dhp.perturb.llm import validate
-
         return validate(p, reference, text) is None
     method = PERTURBATIONS.get(p)
     if method is None or method.verify is None:

@@ -5,8 +5,9 @@ run folder as the same tables the methods read, so a published judge is analysed
     python -m dhp import-judgments mtme --run-dir runs/mt           # the WMT22 zh-en metric scores
     python -m dhp import-judgments table my_scores.csv --run-dir runs/try
 
-One importer per format, registered with :func:`importer` (``llmbar`` in :mod:`dhp.recorded.llmbar`,
-``mtme`` in :mod:`dhp.recorded.mtme`, ``table`` — bring your own — in :mod:`dhp.recorded.table`). Each reads
+One importer per format, registered with :func:`importer` in :mod:`dhp.recorded.importers`, the registry below the
+importers (``llmbar`` in :mod:`dhp.recorded.llmbar`, ``mtme`` in :mod:`dhp.recorded.mtme`, ``table`` — bring your
+own — in :mod:`dhp.recorded.table`; this package imports them all). Each reads
 one file at a time and returns rows for one or more of the run-folder tables in :data:`TABLE_KEYS`:
 
 - ``pairwise_verdicts.parquet``: judge, mode, then ``dhp.judging.strategies.VERDICT_COLUMNS``, then source;
@@ -30,60 +31,26 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.io import resolve, write_manifest, write_parquet
-from dhp.judging.strategies import VERDICT_COLUMNS
-from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
+from dhp.recorded import frank, hanna, llmbar, mtme, table  # noqa: F401 - the built-in importers register themselves
+# the registry and the names importers share, re-exported: dhp.recorded.<name> stays their public name
+from dhp.recorded.importers import (IMPORTERS, ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, MAX_FILE_BYTES, RECORDED_MODE,
+                                    SEGMENT_COLUMNS, SEGMENT_HUMAN_COLUMNS, TABLE_KEYS, ImportContext, Importer,
+                                    SourceFile, importer, read_source, score_columns, source_label, verdict_columns)
 
 __all__ = ["IMPORTERS", "importer", "import_judgments", "ImportReport", "SourceFile", "TABLE_KEYS",
            "SEGMENT_COLUMNS", "SEGMENT_HUMAN_COLUMNS", "ITEM_COLUMNS", "ITEM_HUMAN_COLUMNS", "DEFAULT_PATHS",
            "default_path", "MAX_FILE_BYTES", "known_upstream", "RECORDED_MODE", "source_label"]
 
-#: The largest file an importer reads (the biggest upstream file, an LLMBar result.json, is 1.4 MB).
-MAX_FILE_BYTES = 64 * 2**20
-RECORDED_MODE = "recorded"
 MANIFEST_STAGE = "import_judgments"
-
-#: segment_scores.parquet: judge (metric name), mode, lp (language pair), reference (refA, refB, src, ...:
-#: what the metric compared against), system, seg_id (1-based line of the test set, as in
-#: dhp.datasets.wmt22_human), score (NaN when unscored), failure (why it is NaN, else ""), source.
-SEGMENT_COLUMNS = ["judge", "mode", "lp", "reference", "system", "seg_id", "score", "failure", "source"]
-
-#: segment_human.parquet as an importer brings it (the human_alignment method's table): the MQM score of every
-#: system × segment (higher is better), da_z NaN unless the data layer adds the DA scores.
-SEGMENT_HUMAN_COLUMNS = ["lp", "system", "seg_id", "mqm", "da_z"]
-
-#: item_scores.parquet: a judge's score of one rated output — dataset (hanna, frank), criterion (the human
-#: criterion the score rates; "" for a judge with one score per output, compared with every criterion), subset
-#: (FRANK: cnndm or bbc), split (FRANK: test or valid), system, item (HANNA: the prompt, 0..95, the story's
-#: position in its system's row; FRANK: the article hash), score, failure (why it is NaN), source.
-ITEM_COLUMNS = ["judge", "mode", "dataset", "criterion", "subset", "split", "system", "item", "score", "failure",
-                "source"]
-#: item_human.parquet: the human score of one rated output on one criterion (HANNA: the mean of 3 raters; FRANK:
-#: Factuality, the share of sentences without a factual error).
-ITEM_HUMAN_COLUMNS = ["dataset", "criterion", "subset", "split", "system", "item", "human", "source"]
-
-
-def _score_key() -> list[str]:
-    return [c for c in SCORE_COLUMNS if c not in ("score", "n_valid", "n_failed")]
-
-
-#: run-folder table -> the columns that identify a row (the upsert key).
-TABLE_KEYS: dict[str, list[str]] = {
-    "pairwise_verdicts.parquet": ["judge", "mode", "subset", "strategy", "item_id", "order"],
-    "segment_scores.parquet": ["judge", "mode", "lp", "reference", "system", "seg_id"],
-    "scores.parquet": _score_key(),
-    "segment_human.parquet": ["lp", "system", "seg_id"],
-    "item_scores.parquet": ["judge", "mode", "dataset", "criterion", "system", "item"],
-    "item_human.parquet": ["dataset", "criterion", "system", "item"],
-}
 
 #: Where each recorded source lies under the data root (dhp.datasets.data_root): the PATH an import of that kind
 #: reads when none is given.
@@ -96,88 +63,10 @@ _DEFAULT_COMPANIONS = {"mtme": ["wmt22_mqm_zh_en"]}
 def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
     """The data-root path of a recorded source (the one place that resolves it), fetched with the human scores its
     views need when missing (dhp.datasets.registry)."""
-    from dhp.datasets import registry
-
     if kind not in DEFAULT_PATHS:
         raise DHPError(f"The {kind!r} importer has no default path.", "pass the file or folder to import.")
     registry.ensure(_DEFAULT_COMPANIONS.get(kind, []), data_dir)
     return registry.path(DEFAULT_PATHS[kind], data_dir)
-
-
-def verdict_columns() -> list[str]:
-    """Columns of an imported pairwise_verdicts table: read at call time, so strategies that add columns to
-    VERDICT_COLUMNS are followed."""
-    return ["judge", "mode", *VERDICT_COLUMNS, "source"]
-
-
-def score_columns() -> list[str]:
-    return [*SCORE_COLUMNS, *SCORE_EXTRA_COLUMNS, "source"]
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One file to import: where it is, the path recorded for it (``rel``), its bytes and their sha256."""
-
-    path: Path
-    rel: str
-    data: bytes
-    sha256: str
-
-    @property
-    def label(self) -> str:
-        return source_label(self.rel, self.sha256)
-
-
-def source_label(rel: str, sha256: str) -> str:
-    """The ``source`` value of a row imported from a file."""
-    return f"{rel}#sha256={sha256}"
-
-
-@dataclass
-class ImportContext:
-    """What an importer may need besides the file: the run folder and the import's options."""
-
-    run_dir: Path
-    dataset: Path | None = None
-    scale: tuple[float, float] | None = None
-    lp: str | None = None
-    data_dir: Path | None = None
-    cache: dict = field(default_factory=dict)  # tables an importer loads once per import (dataset ids)
-    #: files an importer read besides the ones imported (mtme: the MQM scores beside them): recorded in the manifest
-    companions: list = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Importer:
-    """``read(file: SourceFile, ctx: ImportContext) -> {table name: DataFrame}``; a folder walk picks the
-    files whose name ends with one of ``suffixes``; ``relative_path(path, root)`` names a file in ``source``."""
-
-    name: str
-    read: Callable
-    suffixes: tuple[str, ...]
-    relative_path: Callable
-    description: str = ""
-
-
-IMPORTERS: dict[str, Importer] = {}
-
-
-def _relative_to_root(path: Path, root: Path) -> str:
-    return path.name if path == root else path.relative_to(root).as_posix()
-
-
-def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | None = None) -> Callable:
-    """Register the decorated ``read(file, ctx)`` as the importer ``name``. ``relative_path(path, root)``:
-    the path written into ``source`` (default: relative to the folder imported, or the file's name)."""
-
-    def wrap(fn: Callable) -> Callable:
-        if name in IMPORTERS:
-            raise DHPError(f"An importer named {name!r} is registered twice.", "give the new importer another name.")
-        IMPORTERS[name] = Importer(name, fn, tuple(suffixes), relative_path or _relative_to_root,
-                                   (fn.__doc__ or "").strip())
-        return fn
-
-    return wrap
 
 
 # ---------------------------------------------------------------------------------------------- files
@@ -198,16 +87,6 @@ def _files(imp: Importer, path: Path) -> list[Path]:
                    "relative to the current directory).")
 
 
-def read_source(p: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
-    """A file an importer reads, size-checked before reading (:func:`_read_file`), named ``rel`` in ``source``."""
-    size = p.stat().st_size
-    if size > max_bytes:
-        raise DHPError(f"{p} is {size:,} bytes, over the {max_bytes:,}-byte limit for one imported file.",
-                       "check it is the file you meant.")
-    data = p.read_bytes()
-    return SourceFile(p, rel, data, hashlib.sha256(data).hexdigest())
-
-
 def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile:
     size = p.stat().st_size
     if size > max_bytes:  # checked before reading: a wrong path must not fill the memory
@@ -224,8 +103,6 @@ def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile
 def known_upstream(sha256: str) -> str | None:
     """``<repository>@<commit>:<path>`` of a file whose sha256 is a declared upstream file
     (dhp/resources/data_registry.json), else None."""
-    from dhp.datasets import registry
-
     f = registry.by_sha256(sha256)
     return None if f is None else f.upstream
 
@@ -375,6 +252,3 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
     return ImportReport(kind, run, list(records.values()), new_rows, {t: int(len(d)) for t, d in merged.items()},
                         time.perf_counter() - t0)
 
-
-# the built-in importers register themselves; imported last, as they use the names above
-from dhp.recorded import frank, hanna, llmbar, mtme, table  # noqa: E402,F401

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.recorded import ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, RECORDED_MODE, SourceFile, importer
+from dhp.recorded.importers import ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, RECORDED_MODE, SourceFile, importer
 
 __all__ = ["read_frank", "HUMAN_FILE", "METRICS_FILE", "CRITERION"]
 

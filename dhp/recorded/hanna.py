@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.recorded import ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, RECORDED_MODE, SourceFile, importer
+from dhp.recorded.importers import ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, RECORDED_MODE, SourceFile, importer
 
 __all__ = ["CRITERIA", "CODES", "N_PROMPTS", "read_hanna", "judge_name"]
 

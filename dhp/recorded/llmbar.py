@@ -35,7 +35,7 @@ import re
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.recorded import RECORDED_MODE, SourceFile, importer, verdict_columns
+from dhp.recorded.importers import RECORDED_MODE, SourceFile, importer, verdict_columns
 
 __all__ = ["read_result_json", "subset_id", "layout"]
 

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.recorded import RECORDED_MODE, SEGMENT_COLUMNS, SourceFile, importer
+from dhp.recorded.importers import (RECORDED_MODE, SEGMENT_COLUMNS, SEGMENT_HUMAN_COLUMNS, SourceFile, importer,
+                                    read_source)
 
 __all__ = ["read_seg_scores", "split_name", "language_pair"]
 
@@ -120,8 +121,6 @@ def find_mqm(path, lp: str):
 def read_mqm(f: SourceFile, lp: str) -> pd.DataFrame:
     """segment_human.parquet rows (dhp.recorded.SEGMENT_HUMAN_COLUMNS) of an MQM ``.seg.score`` file: mt-metrics-eval
     writes MQM as a score (higher is better, 0 = no error), ``None`` where a segment was not rated (dropped)."""
-    from dhp.recorded import SEGMENT_HUMAN_COLUMNS
-
     fake = SourceFile(f.path.with_name("MQM-refA.seg.score"), f.rel, f.data, f.sha256)  # same format, named as one
     rows = read_seg_scores(fake, lp)
     rows = rows[rows["failure"] == ""]
@@ -133,8 +132,6 @@ def read_mqm(f: SourceFile, lp: str) -> pd.DataFrame:
 def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
     """mt-metrics-eval <metric>-<reference>.seg.score files -> segment_scores.parquet, with the MQM human scores
     found beside them (:func:`find_mqm`) -> segment_human.parquet, so the segment view can be built."""
-    from dhp.recorded import read_source
-
     if f.path.name.endswith(".mqm.seg.score"):  # a human score file inside the imported folder: brought below
         return {}
     out = {"segment_scores.parquet": read_seg_scores(f, ctx.lp)}

@@ -44,7 +44,7 @@ from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
 from dhp.judging.parsing import SCALE
-from dhp.recorded import RECORDED_MODE, TABLE_KEYS, SourceFile, importer, score_columns, verdict_columns
+from dhp.recorded.importers import RECORDED_MODE, TABLE_KEYS, SourceFile, importer, score_columns, verdict_columns
 from dhp.schema import ORIGINAL, TASK_METRICS
 
 __all__ = ["read_judgments_file", "POINTWISE_REQUIRED", "PAIRWISE_REQUIRED"]
