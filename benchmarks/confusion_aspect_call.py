@@ -49,10 +49,9 @@ def main() -> None:
     backend.count_tokens("load the model before the clock starts")
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        scores = aspects.score_aspects(prompts, backend, n_samples=args.n_samples, max_tokens=args.max_tokens,
-                                       cache=Path(tmp) / "cache.sqlite")
+        scores, stats = aspects.score_aspects(prompts, backend, n_samples=args.n_samples, max_tokens=args.max_tokens,
+                                               cache=Path(tmp) / "cache.sqlite")
         seconds = time.perf_counter() - start
-    stats = scores.attrs["judge_stats"]
     print(f"seconds {seconds:.1f}")
     print(f"prompt_tokens {stats['prompt_tokens_submitted']}")
     print(f"completion_tokens {stats['completion_tokens']}")

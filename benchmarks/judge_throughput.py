@@ -191,9 +191,8 @@ def main() -> None:
             b.trace = None
             b.close()
     backend = EmbeddedBackend()  # model path, threads and batch size for the raw llama.cpp comparisons
-    (fixed_sc, t_fixed, trace_fixed), (sc, t_pipe, trace) = runs[False], runs[True]
+    ((fixed_sc, _), t_fixed, trace_fixed), ((sc, st), t_pipe, trace) = runs[False], runs[True]
     assert sc["score"].equals(fixed_sc["score"]) and sc["failure"].equals(fixed_sc["failure"])  # same verdicts
-    st = sc.attrs["judge_stats"]
     n_calls = st["calls"]
     t_matched, t_decode = replay(backend, trace)
     steps_fixed = sum(op[0] == "decode" for op in trace_fixed) / n_calls
@@ -259,9 +258,10 @@ def main() -> None:
     res = {}
     for mode in ("logprobs", "sample"):
         t = time.perf_counter()
-        s3 = judge(pt3, ds, judge=backend, mode=mode, n_samples=5, metrics=[args.metric], cache=None, progress=False)
+        s3, s3_stats = judge(pt3, ds, judge=backend, mode=mode, n_samples=5, metrics=[args.metric], cache=None,
+                             progress=False)
         wide = s3.pivot_table(index="item_id", columns="perturbation", values="score", dropna=False)
-        res[mode] = (s3.attrs["judge_stats"]["calls"], time.perf_counter() - t,
+        res[mode] = (s3_stats["calls"], time.perf_counter() - t,
                      d_score(wide["original"].to_numpy(float), wide[pert].to_numpy(float)))
     print(f"[P3] {pert}/{sev} on {args.p3_items} items, metric {args.metric}: "
           f"logprobs {res['logprobs'][1]:.1f} s, sample {res['sample'][1]:.1f} s")

@@ -54,11 +54,7 @@ def _atomic(path: Path, write) -> Path:
 
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a table as parquet atomically (temp file + rename), without the pandas index."""
-    # pandas stores DataFrame.attrs (run statistics, timings) in the parquet metadata; dropping them
-    # keeps the bytes a function of the table's content alone.
-    plain = df.copy(deep=False)
-    plain.attrs = {}
-    return _atomic(resolve(path), lambda t: plain.to_parquet(t, index=False))
+    return _atomic(resolve(path), lambda t: df.to_parquet(t, index=False))
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:

@@ -146,7 +146,7 @@ def test_openai_backend_against_llama_server_with_logprobs(server, tmp_path, mon
     pt, ds = synthetic()
     db = tmp_path / "cache.sqlite"
     sc = score_perturbed(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False,
-               backend_options={"timeout": 120})
+               backend_options={"timeout": 120}).table
     assert len(sc) == 3 and (sc["judge"] == b.identity).all()
     # The 135M model often writes prose instead of a score: such rows are NaN with the reason (the same
     # rule as sample mode); rows whose reply is a score get the expected score from the server's logprobs.
@@ -158,8 +158,8 @@ def test_openai_backend_against_llama_server_with_logprobs(server, tmp_path, mon
     texts = [r[0] for r in sqlite3.connect(db).execute("SELECT text FROM calls").fetchall()]
     assert len(texts) == 3 and sum(math.isfinite(parse_reply(t, "fluency")[0]) for t in texts) == len(scored)
     assert not sc["fallback"].any()
-    warm = score_perturbed(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False)
-    assert warm.attrs["judge_stats"]["calls"] == 0
+    warm, warm_stats = score_perturbed(pt, ds, judge=spec, mode="logprobs", metrics=["fluency"], cache=db, progress=False)
+    assert warm_stats["calls"] == 0
     pd.testing.assert_frame_equal(sc, warm)
     raw = db.read_bytes() + (db.parent / (db.name + "-wal")).read_bytes() if (db.parent / (db.name + "-wal")).exists() else db.read_bytes()
     assert b"TOPSECRET" not in raw
@@ -180,7 +180,7 @@ def test_fault_proxy_retries_are_bounded_and_recover(server):
     with FaultProxy(server.base_url, fault_rate=0.6, seed=3, hang_seconds=5.0, max_consecutive=2) as px:
         b = OpenAIBackend(server.model_alias, px.base_url, timeout=4.0, max_retries=2, backoff_initial=0.05,
                           concurrency=4)
-        sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False).table
     calls = 3 * 2
     faults = sum(v for k, v in px.counts.items() if k != "forwarded")
     chat_requests = sum(1 for path, _ in px.log if path.endswith("/chat/completions"))
@@ -196,13 +196,13 @@ def test_calls_failing_after_retries_are_nan_and_counted(server):
     with FaultProxy(server.base_url, fault_rate=1.0, faults=("500", "garbage", "429"), seed=0,
                     max_consecutive=None, only_matching="ZZMARK") as px:
         b = OpenAIBackend(server.model_alias, px.base_url, timeout=60, max_retries=2, backoff_initial=0.01)
-        sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
+        sc, sc_stats = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False)
     bad = sc[sc["perturbation"] == "sentence_reorder"].iloc[0]
     assert math.isnan(bad["score"]) and bad["n_valid"] == 0 and bad["n_failed"] == 2
     assert "TransientError" in bad["failure"] or "HTTP" in bad["failure"]
     # One request asks for both replies: it was tried 1 + max_retries times, then the row failed.
     assert px.counts["forwarded"] >= 4 and sum(v for k, v in px.counts.items() if k != "forwarded") == 3
-    assert sc.attrs["judge_stats"]["call_errors"] == 1
+    assert sc_stats["call_errors"] == 1
     fs = failure_summary(sc).iloc[0]
     assert fs["n_failed"] >= 2 and fs["nan_rows"] >= 1
 
@@ -289,7 +289,7 @@ def test_stop_when_is_asked_only_of_backends_that_honour_it_and_keys_stay_otherw
     plain, stopping = Recording(), Recording()
     stopping.supports_stop_when = True
     for b in (plain, stopping):
-        assert score_prompts(prompts, judge=b, progress=False)["score"].tolist() == [pytest.approx(4 - 1 / (1 + np.e ** 1.9))]
+        assert score_prompts(prompts, judge=b, progress=False).table["score"].tolist() == [pytest.approx(4 - 1 / (1 + np.e ** 1.9))]
     assert seen[0].stop_when == "" and seen[1].stop_when == "score:coherence"
     old_params = {"kind": "chat", "max_tokens": 8, "temperature": 0.0, "seed": 0, "logprobs": 20, "stop_after": [],
                   "n": 1}  # the request parameters of the keys written before stop_when existed

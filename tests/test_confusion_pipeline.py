@@ -141,7 +141,7 @@ def test_scripted_judge_without_confusion_gets_index_zero(tmp_path):
     assert set(prompts["description_type"]) == {"detailed"}  # the paper's main results use "detailed"
     assert set(prompts["aspect"]) == set(crit.ASPECTS) and len(prompts) == len(items) * 3 * 11
     judge = AspectJudge()
-    scores = score_aspects(prompts, judge, cache=tmp_path / "c.sqlite")
+    scores = score_aspects(prompts, judge, cache=tmp_path / "c.sqlite").table
     # the paper's setting: one request per prompt asking for 10 replies at temperature 1.0
     assert len(judge.requests) == len(prompts)
     assert {(r.n, r.temperature) for r in judge.requests} == {(10, 1.0)}
@@ -261,7 +261,7 @@ def test_logprobs_mode_reads_the_rating_position_not_a_digit_of_the_analysis(tmp
     prompts = pd.DataFrame({"dataset": "d", "item_id": "1", "attack": "", "variant": "original", "method": "",
                             "aspect": "fluency", "description_type": "detailed", "instruction": "paper",
                             "prompt": ["Rate it."]})
-    got = score_aspects(prompts, LogprobJudge(), mode="logprobs", cache=tmp_path / "c.sqlite")
+    got = score_aspects(prompts, LogprobJudge(), mode="logprobs", cache=tmp_path / "c.sqlite").table
     assert got["score"].iloc[0] == pytest.approx(4.4)
     reply = LogprobJudge().chat_many([None])[0]
     assert score_from_logprobs(reply.top_logprobs)[0] < 3.5  # read from the start: the analysis' "3"

@@ -332,7 +332,7 @@ def test_dna_scores_is_a_weighted_sum_of_metric_scores_and_nan_when_one_is_missi
     from dhp.weights import load_expert_weights
 
     ew = load_expert_weights()
-    assert discernment(dna_scores(s, task_weights(ew)), expert_weights=ew)["D"].notna().all()  # DHP reads it
+    assert discernment(dna_scores(s, task_weights(ew)), expert_weights=ew).table["D"].notna().all()  # DHP reads it
     with pytest.raises(DHPError, match=r"No DnA weight for metric\(s\) \['relevance'\]"):
         dna_scores(s, w[w["metric"] != "relevance"])
 
@@ -356,7 +356,7 @@ def test_bridge_table_stacks_the_three_d_with_their_kind():
     from test_stats_fixtures import synth_scores
 
     s = synth_scores(n=6, seed=2)
-    direct = discernment(s)
+    direct = discernment(s).table
     pairwise = pairwise_discernment(_comparisons(["original"] * 5, ["original"] * 5))
     out = bridge_table(direct, pd.DataFrame(), pairwise)
     assert list(out.columns) == BRIDGE_COLUMNS

@@ -34,26 +34,26 @@ def test_three_modes_on_real_items(real_items, tmp_path):
     pt, ds = real_items
     cache = tmp_path / "c.sqlite"
     n_var = len(pt)
-    lp = score_perturbed(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
+    lp, lp_stats = score_perturbed(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
     assert list(lp.columns[:len(SCORE_COLUMNS)]) == SCORE_COLUMNS and len(lp) == n_var
     assert lp["score"].between(1, 5).all() and (lp["prob_mass"] > 0).all() and (lp["n_valid"] == 1).all()
-    st = lp.attrs["judge_stats"]
+    st = lp_stats
     # variants of one (item, metric) share instructions + article: most prompt tokens come from the KV cache
     assert st["prompt_tokens_computed"] < 0.6 * st["prompt_tokens_submitted"]
 
-    sm = score_perturbed(pt, ds, mode="sample", n_samples=2, metrics=["fluency"], cache=cache, progress=False)
+    sm = score_perturbed(pt, ds, mode="sample", n_samples=2, metrics=["fluency"], cache=cache, progress=False).table
     assert len(sm) == n_var and ((sm["n_valid"] + sm["n_failed"]) == 2).all()
     assert sm["score"].dropna().between(1, 5).all()
     assert sm["score"].isna().eq(sm["n_valid"] == 0).all()  # NaN exactly where nothing parsed
 
-    ll = score_perturbed(pt, ds, mode="likelihood", cache=cache, progress=False)
+    ll = score_perturbed(pt, ds, mode="likelihood", cache=cache, progress=False).table
     assert len(ll) == n_var and (ll["metric"] == "likelihood").all()
     assert (ll["score"] < 0).all() and (ll["completion_tokens"] > 5).all()
     orig = ll.loc[ll["perturbation"] == "original", "score"].iloc[0]
     assert (ll.loc[ll["perturbation"] == "char_deletion", "score"] < orig).all()  # deletions lower likelihood
 
-    again = score_perturbed(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
-    assert again.attrs["judge_stats"]["calls"] == 0
+    again, again_stats = score_perturbed(pt, ds, mode="logprobs", metrics=["fluency"], cache=cache, progress=False)
+    assert again_stats["calls"] == 0
     pd.testing.assert_frame_equal(lp, again)
     assert set(failure_summary(pd.concat([lp, sm, ll]))["mode"]) == {"logprobs", "sample", "likelihood"}
 
@@ -115,15 +115,15 @@ def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
     assert 2 * per_call <= done < total and done % per_call == 0  # a request's replies are stored together
 
     with Cache(db) as cache:
-        resumed = score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=cache,
+        resumed, resumed_stats = score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=cache,
                         progress=False)
         assert len(cache) == total  # each call stored once
-    assert resumed.attrs["judge_stats"]["calls"] == (total - done) // per_call  # no committed call repeated
-    assert resumed.attrs["judge_stats"]["cache_hits"] == done
+    assert resumed_stats["calls"] == (total - done) // per_call  # no committed call repeated
+    assert resumed_stats["cache_hits"] == done
 
-    fresh = score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=None,
+    fresh, fresh_stats = score_perturbed(pt, ds, mode="sample", n_samples=3, metrics=["coherence", "fluency"], cache=None,
                   progress=False)
-    assert fresh.attrs["judge_stats"]["calls"] == total // per_call
+    assert fresh_stats["calls"] == total // per_call
     pd.testing.assert_frame_equal(resumed, fresh)
 
 
@@ -151,7 +151,7 @@ def test_early_stop_gives_the_verdicts_of_fixed_length_replies(handful, mode, kw
     for early in (False, True):
         backend = get_backend("embedded", early_stop=early)
         runs[early] = score_perturbed(pt, ds, judge=backend, mode=mode, metrics=["coherence", "fluency"],
-                                      cache=None, progress=False, seed=3, **kwargs)
+                                      cache=None, progress=False, seed=3, **kwargs).table
     fixed, early = runs[False], runs[True]
     pd.testing.assert_frame_equal(fixed.drop(columns="completion_tokens"), early.drop(columns="completion_tokens"))
     # not vacuous: some replies were scored and stopped early, some failed (their reasons compared above)

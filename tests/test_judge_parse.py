@@ -60,7 +60,7 @@ def test_logprobs_and_sample_apply_the_same_acceptance_rule():
             return out
 
     for mode in ("logprobs", "sample"):
-        sc = score_perturbed(pt, ds, judge=ListEcho(), mode=mode, n_samples=2, cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=ListEcho(), mode=mode, n_samples=2, cache=None, progress=False).table
         assert sc["score"].isna().all(), mode
         assert sc["failure"].str.contains("not a single score").all(), mode
 
@@ -179,7 +179,7 @@ def tables(n_items=2):
 def test_scores_table_schema_and_skipped_rows_excluded():
     pt, ds = tables()
     b = CountingBackend()
-    sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=3, cache=None, progress=False)
+    sc, sc_stats = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=3, cache=None, progress=False)
     assert list(sc.columns[:len(SCORE_COLUMNS)]) == SCORE_COLUMNS
     assert len(sc) == 2 * 3 * 4  # items x ok variants x metrics
     assert not (sc["perturbation"] == "sentence_reorder").any()
@@ -187,7 +187,7 @@ def test_scores_table_schema_and_skipped_rows_excluded():
     # one request per row for its 3 replies; the control's prompt differs from the original's, so it
     # is a call of its own (an identical-text placebo would reuse the original's cached answer)
     assert b.calls == 2 * 3 * 4
-    assert sc.attrs["judge_stats"]["calls"] == 2 * 3 * 4 and sc.attrs["judge_stats"]["replies"] == 2 * 3 * 4 * 3
+    assert sc_stats["calls"] == 2 * 3 * 4 and sc_stats["replies"] == 2 * 3 * 4 * 3
 
 
 def test_grouped_order_keeps_item_metric_variants_adjacent():
@@ -206,11 +206,11 @@ def test_grouped_order_keeps_item_metric_variants_adjacent():
 def test_warm_rerun_makes_no_calls_and_same_table(tmp_path):
     pt, ds = tables()
     b = CountingBackend()
-    first = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
+    first, first_stats = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
     n = b.calls
-    again = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
-    assert b.calls == n and again.attrs["judge_stats"]["calls"] == 0
-    assert again.attrs["judge_stats"]["cache_hits"] == first.attrs["judge_stats"]["requests"] == 2 * n
+    again, again_stats = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, cache=tmp_path / "c.sqlite", progress=False)
+    assert b.calls == n and again_stats["calls"] == 0
+    assert again_stats["cache_hits"] == first_stats["requests"] == 2 * n
     pd.testing.assert_frame_equal(first, again)
 
 
@@ -236,7 +236,7 @@ def test_unparsable_and_failed_calls_are_nan_and_counted():
             return RuntimeError("HTTP 500: boom")
         return "Score: 2" if seed == 0 else "Score: 5.5"
 
-    sc = score_perturbed(pt, ds, judge=CountingBackend(reply), mode="sample", n_samples=2, cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=CountingBackend(reply), mode="sample", n_samples=2, cache=None, progress=False).table
     pert = sc[sc["perturbation"] == "char_deletion"]
     assert pert["score"].isna().all() and (pert["n_valid"] == 0).all() and (pert["n_failed"] == 2).all()
     assert pert["failure"].str.contains("HTTP 500: boom").all()
@@ -254,7 +254,7 @@ def test_unparsable_and_failed_calls_are_nan_and_counted():
 
 def test_logprobs_mode_and_text_fallback():
     pt, ds = tables(1)
-    sc = score_perturbed(pt, ds, judge=CountingBackend(lambda p, s: "4"), mode="logprobs", cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=CountingBackend(lambda p, s: "4"), mode="logprobs", cache=None, progress=False).table
     p4, p3 = math.exp(-0.1), math.exp(-2.5)
     assert np.allclose(sc["score"], (4 * p4 + 3 * p3) / (p4 + p3))
     assert np.allclose(sc["prob_mass"], p4 + p3) and not sc["fallback"].any()
@@ -267,13 +267,13 @@ def test_logprobs_mode_and_text_fallback():
             return out
 
     with pytest.warns(UserWarning, match="no logprobs"):
-        sc = score_perturbed(pt, ds, judge=NoLogprobs(), mode="logprobs", cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=NoLogprobs(), mode="logprobs", cache=None, progress=False).table
     assert (sc["score"] == 3.0).all() and sc["fallback"].all() and sc["prob_mass"].isna().all()
 
 
 def test_likelihood_mode_one_row_per_variant():
     pt, ds = tables(2)
-    sc = score_perturbed(pt, ds, judge=CountingBackend(), mode="likelihood", cache=None, progress=False)
+    sc = score_perturbed(pt, ds, judge=CountingBackend(), mode="likelihood", cache=None, progress=False).table
     assert len(sc) == 2 * 3 and (sc["metric"] == "likelihood").all()
     row = sc[(sc["item_id"] == "i0") & (sc["perturbation"] == "original")].iloc[0]
     text = "Summary 0 text."
@@ -285,7 +285,7 @@ def test_source_truncated_never_candidate():
     ds.loc[0, "source"] = "word " * 3000
     b = CountingBackend(n_ctx=900)
     with pytest.warns(UserWarning, match="truncated"):
-        sc = score_perturbed(pt, ds, judge=b, mode="logprobs", cache=None, progress=False)
+        sc = score_perturbed(pt, ds, judge=b, mode="logprobs", cache=None, progress=False).table
     assert sc["truncated"].all()
     assert all(p.rstrip().endswith(":") for p in b.prompts)
     assert all("[...]" in p for p in b.prompts)
@@ -354,9 +354,9 @@ def test_score_prompts_rating_is_the_modal_reply_in_sample_mode_and_rounded_in_l
     replies = {0: "4", 1: "2", 2: "2", 3: "4", 4: "3"}  # 2 and 4 tie twice each: the lower, 2, is kept
     b = CountingBackend(lambda prompt, seed: replies[seed])
     out = score_prompts(pd.DataFrame({"id": [1], "metric": ["fluency"], "prompt": ["Rate it."]}), judge=b,
-                        mode="sample", n_samples=5, progress=False)
+                        mode="sample", n_samples=5, progress=False).table
     assert out.loc[0, "score"] == pytest.approx(3.0) and out.loc[0, "rating"] == 2.0
     lp = score_prompts(pd.DataFrame({"prompt": ["Rate it."]}), judge=CountingBackend(lambda p, s: "4"),
-                       mode="logprobs", progress=False)
+                       mode="logprobs", progress=False).table
     p4, p3 = math.exp(-0.1), math.exp(-2.5)
     assert lp.loc[0, "score"] == pytest.approx((4 * p4 + 3 * p3) / (p4 + p3)) and lp.loc[0, "rating"] == 4.0

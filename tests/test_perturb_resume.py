@@ -145,14 +145,13 @@ def test_sigkill_then_rerun_repeats_only_calls_in_flight(tmp_path, server):
 
 
 def test_dry_run_counts_calls_and_makes_none(tmp_path, server):
-    t = perturb(items(), perturber=f"openai:fake@{server.url}", perturbations=["fictional_entities"],
-                cache=tmp_path / "c.sqlite", dry_run=True)
-    est = t.attrs["perturber_estimate"]
+    t, est = perturb(items(), perturber=f"openai:fake@{server.url}", perturbations=["fictional_entities"],
+                     cache=tmp_path / "c.sqlite", dry_run=True)
     assert server.received == 0
     assert est.calls == N_ITEMS * 2 and est.cached_calls == 0 and est.prompt_tokens > 0
     assert set(t.loc[t.perturbation != "original", "status"]) == {"pending"}
     perturb(items().iloc[:3], perturber=f"openai:fake@{server.url}", perturbations=["fictional_entities"],
             cache=tmp_path / "c.sqlite")
-    est2 = perturb(items(), perturber=f"openai:fake@{server.url}", perturbations=["fictional_entities"],
-                   cache=tmp_path / "c.sqlite", dry_run=True).attrs["perturber_estimate"]
+    _, est2 = perturb(items(), perturber=f"openai:fake@{server.url}", perturbations=["fictional_entities"],
+                      cache=tmp_path / "c.sqlite", dry_run=True)
     assert (est2.calls, est2.cached_calls) == ((N_ITEMS - 3) * 2, 3 * 2)

@@ -14,7 +14,7 @@ from dhp.weights import load_expert_weights
 def tables():
     s = pd.concat([synth_scores(n=12, judge="a"), synth_scores(n=12, judge="b", seed=3, mode="likelihood")])
     d = discernment(s, n_boot=20, seed=0)
-    return s, d, summarize(d)
+    return s, d.table, summarize(d)
 
 
 def _draw_all(tables, out):

@@ -74,7 +74,7 @@ def test_dhp_on_recorded_scores_matches_the_direct_call(tmp_path):
     write_parquet(_scores(), tmp_path / "scores.parquet")
     paths = methods.run("dhp", run_dir=str(tmp_path), judge="recorded", n_boot=0, n_null=10, figures=False)
     disc = pd.read_csv(paths["discernment.csv"])
-    direct = discernment(_scores())
+    direct = discernment(_scores()).table
     assert disc.set_index("perturbation")["D"].to_dict() == pytest.approx(direct.set_index("perturbation")["D"].to_dict())
     assert (tmp_path / "summary.csv").is_file()
 

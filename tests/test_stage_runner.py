@@ -47,12 +47,14 @@ class Toy(Method):
 
     def judge(self, config, things, backend):
         scores = things.assign(judge=backend.identity, mode=config.mode, score=things["thing"] * 0.5)
-        scores.attrs["judge_stats"] = {"calls": len(things)}  # as the call engine hands them over
-        return {SCORES.name: scores[list(SCORES.columns)]}
+        # the run statistics beside the table, as a stage that calls the engine returns them
+        return methods.StageResult({SCORES.name: scores[list(SCORES.columns)]},
+                                   stats={SCORES.name: {"calls": len(things)}})
 
     def collect(self, config, judge=None):
         first = self.things(config)
-        return {**first, **self.judge(config, first[ITEMS.name], self.backend(config, judge))}
+        judged = self.judge(config, first[ITEMS.name], self.backend(config, judge))
+        return methods.StageResult({**first, **judged}, stats=judged.stats)
 
     def analyze(self, tables, config):
         s = tables[SCORES.name]
@@ -72,7 +74,7 @@ def test_stages_one_by_one_write_record_and_equal_the_run(tmp_path, toy):
     first = methods.run_stage(toy, "things", config)
     assert set(first.paths) == {"toy_things.csv"} and len(first["toy_things.csv"]) == 4
     judged = methods.run_stage(toy, "judge", config, judge=Counter())
-    assert judged.stats == {"toy_scores.csv": {"calls": 4}} and not judged["toy_scores.csv"].attrs  # returned
+    assert judged.stats == {"toy_scores.csv": {"calls": 4}}  # returned, and written:
     assert json.loads((run / "judge_stats.json").read_text()) == {"calls": 4}
     results = methods.run_stage(toy, "analyze", config)
     assert results["toy_mean.csv"]["mean"].tolist() == [0.75]

@@ -180,7 +180,7 @@ def test_task_without_sentence_level_averages_levels_present():
 # ---------------------------------------------------------------- the tables
 def test_discernment_table_rows_and_control_excluded_from_summary():
     s = synth_scores(n=20, seed=1)
-    d = discernment(s)
+    d = discernment(s).table
     assert "original" not in set(d["perturbation"])
     assert len(d) == 6  # 5 perturbations + the negative control
     ctrl = d[d["perturbation"] == "control"].iloc[0]
@@ -227,7 +227,7 @@ def _slow_null(scores, n_null, seed):
         keep = np.array([flip[i] for i in t.loc[pert, "item_id"]])
         t.loc[pert, "score"] = np.where(keep, t.loc[pert, "score"], 2 * o - t.loc[pert, "score"])
         for c in out:
-            d = discernment(t, combine=c)
+            d = discernment(t, combine=c).table
             out[c].append(d.loc[d["perturbation"] != "control", "D"].to_numpy())
     return {c: np.array(v) for c, v in out.items()}
 
@@ -259,8 +259,8 @@ def test_resampling_seeds_do_not_depend_on_other_judges_in_the_table():
     """Issue 9: the bootstrap seed was the group's position, so adding a judge changed others' CIs."""
     a = synth_scores(n=15, seed=4, judge="j2")
     other = synth_scores(n=15, seed=6, judge="j1")  # sorts before j2
-    alone = discernment(a, n_boot=50, seed=0)
-    both = discernment(pd.concat([other, a], ignore_index=True), n_boot=50, seed=0)
+    alone = discernment(a, n_boot=50, seed=0).table
+    both = discernment(pd.concat([other, a], ignore_index=True), n_boot=50, seed=0).table
     both = both[both["judge"] == "j2"].reset_index(drop=True)
     pd.testing.assert_series_equal(alone["D_lo"], both["D_lo"])
     pd.testing.assert_series_equal(alone["D_hi"], both["D_hi"])
@@ -273,7 +273,7 @@ def test_expert_weights_follow_the_rows_task_not_the_dataset_name():
     """Issue 9: a bring-your-own dataset is named after its file; its weights are its task's."""
     s = synth_scores(n=12, seed=7)
     mine = s.assign(dataset="my_items.jsonl")
-    d_mine, d_ref = discernment(mine), discernment(s)
+    d_mine, d_ref = discernment(mine).table, discernment(s).table
     assert np.allclose(d_mine["D_EW"], d_ref["D_EW"])
     with pytest.raises(DHPError, match="no task"):
         discernment(mine.assign(task=None))
@@ -281,7 +281,7 @@ def test_expert_weights_follow_the_rows_task_not_the_dataset_name():
 
 def test_paper_and_per_metric_p_values_agree_with_scipy_in_table():
     s = synth_scores(n=15, seed=2)
-    d = discernment(s).set_index(["perturbation", "severity"])
+    d = discernment(s).table.set_index(["perturbation", "severity"])
     row = d.loc[("char_typo", "minor")]
     sub = s[s["perturbation"].isin(["original", "char_typo"]) & s["severity"].isin(["none", "minor"])]
     ps = []
@@ -295,15 +295,15 @@ def test_paper_and_per_metric_p_values_agree_with_scipy_in_table():
 
 
 def test_likelihood_mode_is_single_metric_so_d_equals_d_ew():
-    d = discernment(synth_scores(n=12, mode="likelihood"))
+    d = discernment(synth_scores(n=12, mode="likelihood")).table
     assert (d["n_metrics"] == 1).all()
     assert np.allclose(d["D"], d["D_EW"])
 
 
 def test_wilson_combine_changes_only_unweighted_p():
     s = synth_scores(n=15, seed=3)
-    a = discernment(s, combine="paper")
-    b = discernment(s, combine="wilson")
+    a = discernment(s, combine="paper").table
+    b = discernment(s, combine="wilson").table
     assert np.allclose(b["p_EW"], a["p_EW"])
     real = a["perturbation"] != "control"
     assert np.allclose(b.loc[real, "p"], np.minimum(1, 4 * a.loc[real, "p"]))
@@ -313,7 +313,7 @@ def test_nan_scores_are_counted_in_table():
     s = synth_scores(n=12, seed=4)
     hit = (s["perturbation"] == "char_typo") & (s["severity"] == "minor") & (s["item_id"].isin(["i0", "i1"]))
     s.loc[hit & (s["metric"] == "fluency"), "score"] = np.nan
-    row = discernment(s).set_index(["perturbation", "severity"]).loc[("char_typo", "minor")]
+    row = discernment(s).table.set_index(["perturbation", "severity"]).loc[("char_typo", "minor")]
     assert row["n_dropped_nan"] == 2 and row["n_pairs_min"] == 10 and "nan_dropped" in row["flags"]
 
 
@@ -321,13 +321,14 @@ def test_bootstrap_is_seeded_and_gives_intervals():
     s = synth_scores(n=15, seed=5)
     a = discernment(s, n_boot=50, seed=7)
     b = discernment(s, n_boot=50, seed=7)
-    pd.testing.assert_frame_equal(a, b)
-    real = a[a["perturbation"] != "control"]
+    pd.testing.assert_frame_equal(a.table, b.table)
+    pd.testing.assert_frame_equal(a.bootstrap, b.bootstrap)
+    real = a.table[a.table["perturbation"] != "control"]
     assert (real["D_lo"] <= real["D_hi"]).all()
     assert real["share_D_gt_1"].between(0, 1).all()
     sm = summarize(a).iloc[0]
     assert sm["D_avg_lo"] <= sm["D_avg_hi"] and 0 <= sm["share_D_avg_gt_1"] <= 1
-    assert discernment(s, n_boot=0)["D_lo"].isna().all()
+    assert discernment(s, n_boot=0).table["D_lo"].isna().all()
 
 
 def test_groups_are_kept_apart():
@@ -362,7 +363,7 @@ def test_a_judge_without_any_usable_score_gives_nan_rows_not_an_error():
     s = synth_scores(n=10, seed=8)
     s["score"] = np.nan
     d = discernment(s, n_boot=20)
-    assert d["D"].isna().all()
+    assert d.table["D"].isna().all()
     sm = summarize(d, null=null_calibration(s, n_null=20)).iloc[0]
     for col in ("D_avg", "D_min", "D_avg_lo", "null_fpr_paper", "null_fpr_avg_paper", "control_D"):
         assert math.isnan(sm[col]), col
@@ -398,11 +399,12 @@ def test_two_items_gave_a_zero_width_interval_and_now_give_none():
     idx = np.random.default_rng(group_seed(0, ("summeval", "j1", "likelihood"))).integers(0, 2, size=(50, 2))
     old_d, _ = ref.boot_d(u, idx, "wilcox", "auto", False, "paper")
     assert np.nanpercentile(old_d, 2.5) == np.nanpercentile(old_d, 97.5)  # zero width: what the rule removes
-    d = discernment(s, n_boot=50)
+    res = discernment(s, n_boot=50)
+    d = res.table
     assert d[["D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1"]].isna().all().all()
     assert d["flags"].str.contains("few_items_for_interval:2").all() and d["D"].notna().all()
-    assert len(d.attrs["bootstrap"]) == 2 * 50  # the draws are kept
-    sm = summarize(d).iloc[0]
+    assert len(res.bootstrap) == 2 * 50  # the draws are kept
+    sm = summarize(res).iloc[0]
     assert math.isnan(sm["D_avg_lo"]) and math.isnan(sm["D_min_hi"]) and math.isnan(sm["share_D_avg_gt_1"])
     assert "fewer than 5 items" in sm["interval_note"] and "char_typo/minor" in sm["interval_note"]
     assert sm["D_avg"] == pytest.approx(d["D"].mean())  # the point statistics stay
@@ -410,10 +412,11 @@ def test_two_items_gave_a_zero_width_interval_and_now_give_none():
 
 @pytest.mark.parametrize("n,has_interval", [(4, False), (5, True)])
 def test_the_minimum_is_five_items(n, has_interval):
-    d = discernment(_two_levels(n, seed=n), n_boot=40)
+    res = discernment(_two_levels(n, seed=n), n_boot=40)
+    d = res.table
     assert d["D_lo"].notna().all() == has_interval and d["D_lo"].isna().all() != has_interval
     assert d["flags"].str.contains("few_items_for_interval").all() != has_interval
-    assert (summarize(d).iloc[0]["interval_note"] == "") == has_interval
+    assert (summarize(res).iloc[0]["interval_note"] == "") == has_interval
 
 
 def test_items_without_a_usable_pair_do_not_count():
@@ -422,16 +425,17 @@ def test_items_without_a_usable_pair_do_not_count():
     s = _two_levels(6, seed=2)
     thin = (s["perturbation"] == "char_typo") & s["item_id"].isin(["i0", "i1"])
     s.loc[thin, "score"] = np.nan
-    d = discernment(s, n_boot=40).set_index("perturbation")
+    res = discernment(s, n_boot=40)
+    d = res.table.set_index("perturbation")
     assert math.isnan(d.loc["char_typo", "D_lo"]) and "few_items_for_interval:4" in d.loc["char_typo", "flags"]
     assert "nan_dropped" in d.loc["char_typo", "flags"]  # the former flags are kept before it
     assert np.isfinite(d.loc["fictional_entities", "D_lo"])
-    sm = summarize(d.reset_index()).iloc[0]
+    sm = summarize(d.reset_index(), bootstrap=res.bootstrap).iloc[0]
     assert math.isnan(sm["D_min_lo"]) and "1 of 2 perturbations" in sm["interval_note"]
 
 
 def test_without_bootstrap_nothing_is_flagged():
-    d = discernment(_two_levels(2), n_boot=0)
+    d = discernment(_two_levels(2), n_boot=0).table
     assert not d["flags"].str.contains("few_items").any() and (summarize(d)["interval_note"] == "").all()
 
 
@@ -441,5 +445,5 @@ def test_bootstrap_tested_in_chunks_gives_the_same_draws(monkeypatch):
     whole = discernment(s, n_boot=30, seed=1)
     monkeypatch.setattr(dm, "_BOOT_CELLS", 100)  # a few resamples per batch
     chunked = discernment(s, n_boot=30, seed=1)
-    pd.testing.assert_frame_equal(whole.attrs["bootstrap"], chunked.attrs["bootstrap"], check_exact=True)
-    pd.testing.assert_frame_equal(whole, chunked, check_exact=True)
+    pd.testing.assert_frame_equal(whole.bootstrap, chunked.bootstrap, check_exact=True)
+    pd.testing.assert_frame_equal(whole.table, chunked.table, check_exact=True)

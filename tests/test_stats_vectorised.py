@@ -109,9 +109,7 @@ def _slow_discernment(scores, expert_weights=None, combine="paper", n_boot=0, se
             if boot is not None:
                 boots.append(boot)
     out = pd.DataFrame(rows, columns=DISCERNMENT_COLUMNS)
-    out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
-    out.attrs["ci"] = ci
-    return out
+    return dm.Discernment(out, pd.concat(boots, ignore_index=True) if boots else None, ci)
 
 
 def _slow_summarize(discernment):
@@ -211,14 +209,14 @@ OPTIONS = [
 def test_discernment_and_summary_equal_the_previous_path(name, opts):
     if name == "p_floor" and opts.get("method") == "exact":
         pytest.skip("scipy's exact null for 2,000 pairs takes seconds per call (both paths make the call)")
-    new = discernment(TABLES[name], **opts)
-    old = _slow_discernment(TABLES[name], **opts)
+    new = discernment(TABLES[name], **opts).table
+    old = _slow_discernment(TABLES[name], **opts).table
     pd.testing.assert_frame_equal(new, old, check_exact=True)
     pd.testing.assert_frame_equal(summarize(new), _slow_summarize(old), check_exact=True)
 
 
 def test_the_cases_are_in_the_tables():
-    d = pd.concat([discernment(t) for t in TABLES.values()])
+    d = pd.concat([discernment(t).table for t in TABLES.values()])
     for word in ("exact", "permutation", "asymptotic", "none"):
         assert d["method_used"].str.contains(word).any(), word
     for flag in ("all_zero", "no_pairs", "nan_dropped", "p_floor"):
@@ -229,8 +227,8 @@ def test_the_cases_are_in_the_tables():
 def test_bootstrap_rows_and_draws_equal_the_previous_path():
     s = TABLES["mixed_sizes"]
     new, old = discernment(s, n_boot=20, seed=3), _slow_discernment(s, n_boot=20, seed=3)
-    pd.testing.assert_frame_equal(new, old, check_exact=True)
-    pd.testing.assert_frame_equal(new.attrs["bootstrap"], old.attrs["bootstrap"], check_exact=True)
+    pd.testing.assert_frame_equal(new.table, old.table, check_exact=True)
+    pd.testing.assert_frame_equal(new.bootstrap, old.bootstrap, check_exact=True)
     pd.testing.assert_frame_equal(summarize(new), summarize(old), check_exact=True)
 
 
@@ -238,7 +236,7 @@ def test_bootstrap_rows_and_draws_equal_the_previous_path():
 def test_hashing_fallbacks_give_the_same_tables(name, monkeypatch):
     """Large key spaces are hashed or sorted instead of tabulated densely: same results."""
     monkeypatch.setattr(dm, "_small_key_space", lambda *a, **k: False)
-    pd.testing.assert_frame_equal(discernment(TABLES[name]), _slow_discernment(TABLES[name]), check_exact=True)
+    pd.testing.assert_frame_equal(discernment(TABLES[name]).table, _slow_discernment(TABLES[name]).table, check_exact=True)
 
 
 @pytest.mark.parametrize("dense", [True, False])
@@ -273,14 +271,14 @@ def test_errors_come_in_the_order_of_the_groups(order):
 def test_a_table_with_originals_only_gives_an_empty_table():
     s = synth_scores(n=5)
     s = s[s["perturbation"] == "original"]
-    pd.testing.assert_frame_equal(discernment(s), _slow_discernment(s))
+    pd.testing.assert_frame_equal(discernment(s).table, _slow_discernment(s).table)
 
 
 @pytest.mark.parametrize("zero_method", ["wilcox", "pratt", "zsplit"])
 @pytest.mark.parametrize("correction", [False, True])
 def test_every_normal_approximation_in_a_table_matches_scipy(zero_method, correction):
     s = synth_scores(n=60, seed=21, mode="likelihood")  # one metric per perturbation, integer scores
-    d = discernment(s, zero_method=zero_method, method="asymptotic", correction=correction)
+    d = discernment(s, zero_method=zero_method, method="asymptotic", correction=correction).table
     orig = s[s["perturbation"] == "original"].set_index("item_id")["score"]
     for r in d.itertuples():
         pert = s[(s["perturbation"] == r.perturbation) & (s["severity"] == r.severity)].set_index("item_id")["score"]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -52,8 +53,8 @@ from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 from dhp.weights import load_expert_weights, validate_expert_weights, weights_for
 
 __all__ = ["COMBINES", "DISCERNMENT_COLUMNS", "FEW_ITEMS", "GROUP", "METHODS", "MIN_BOOT_ITEMS", "NULL_COLUMNS",
-           "P_FLOOR", "SUMMARY_COLUMNS", "ZERO_METHODS", "discernment", "discernment_score", "group_seed",
-           "level_balanced_mean", "level_balanced_rows", "level_weights", "null_calibration", "summarize"]
+           "P_FLOOR", "SUMMARY_COLUMNS", "ZERO_METHODS", "Discernment", "discernment", "discernment_score",
+           "group_seed", "level_balanced_mean", "level_balanced_rows", "level_weights", "null_calibration", "summarize"]
 
 #: Columns of the scores table the statistics need (the rest of dhp.schema.SCORE_COLUMNS is optional here).
 REQUIRED_SCORE_COLUMNS = ("dataset", "judge", "mode", "item_id", "perturbation", "severity", "level", "metric", "score")
@@ -539,6 +540,16 @@ def _bootstrap(out, s, ew, usable, n_boot, seed, zero_method, method, correction
     return boots
 
 
+class Discernment(NamedTuple):
+    """What :func:`discernment` returns: the discernment ``table``, the ``bootstrap`` draws behind its intervals
+    (columns dataset, judge, mode, perturbation, severity, level, role, boot, D, D_EW; None without draws) and the
+    intervals' coverage ``ci``; :func:`summarize` takes it whole, to give D_avg/D_min the same intervals."""
+
+    table: pd.DataFrame
+    bootstrap: pd.DataFrame | None
+    ci: float
+
+
 def discernment(
     scores: pd.DataFrame,
     expert_weights=None,
@@ -549,8 +560,9 @@ def discernment(
     method: str = "auto",
     correction: bool = False,
     ci: float = 0.95,
-) -> pd.DataFrame:
-    """Discernment table: one row per (dataset, judge, mode, perturbation, severity).
+) -> Discernment:
+    """Discernment table: one row per (dataset, judge, mode, perturbation, severity), returned as
+    :class:`Discernment` ``(table, bootstrap, ci)``.
 
     Parameters
     ----------
@@ -587,7 +599,7 @@ def discernment(
                 and only k < MIN_BOOT_ITEMS items have a usable pair for some metric: no interval)
 
     The bootstrap draws (columns dataset, judge, mode, perturbation, severity, level, role, boot, D, D_EW)
-    are attached as ``table.attrs["bootstrap"]`` so :func:`summarize` can give intervals for D_avg/D_min.
+    are returned beside the table (``bootstrap``), so :func:`summarize` can give intervals for D_avg/D_min.
 
     Long only in this documentation of the parameters and the columns; the work is in `_layout`,
     `_test_stats`, `_point_table` and `_bootstrap`.
@@ -611,9 +623,7 @@ def discernment(
         out = pd.DataFrame([], columns=DISCERNMENT_COLUMNS)
     boots = (_bootstrap(out, s, ew, st.unit_usable, n_boot, seed, zero_method, method, correction, combine, ci)
              if n_boot and len(out) else [])
-    out.attrs["bootstrap"] = pd.concat(boots, ignore_index=True) if boots else None
-    out.attrs["ci"] = ci
-    return out
+    return Discernment(out, pd.concat(boots, ignore_index=True) if boots else None, ci)
 
 
 DISCERNMENT_COLUMNS = [
@@ -635,8 +645,8 @@ NULL_COLUMNS = ["dataset", "judge", "mode", "null_fpr_paper", "null_fpr_wilson",
                 "null_fpr_avg_wilson", "n_null"]
 
 
-def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
-              null: pd.DataFrame | None = None) -> pd.DataFrame:
+def summarize(discernment: "Discernment | pd.DataFrame", bootstrap: pd.DataFrame | None = None,
+              null: pd.DataFrame | None = None, ci: float | None = None) -> pd.DataFrame:
     """Summary table: one row per (dataset, judge, mode).
 
     Columns
@@ -658,12 +668,16 @@ def summarize(discernment: pd.DataFrame, bootstrap: pd.DataFrame | None = None,
             (flag few_items_for_interval in the discernment table), so neither D_min's nor D_avg's interval
             would rest on enough items; "" otherwise
 
-    `bootstrap` defaults to ``discernment.attrs["bootstrap"]`` (set by :func:`discernment`).
+    ``discernment``: what :func:`discernment` returned (its bootstrap draws and ``ci`` give the intervals), or a
+    discernment table alone (e.g. read back from discernment.csv: no intervals unless ``bootstrap`` is given).
+    ``bootstrap`` / ``ci``: given, they take the place of the result's (``ci`` default 0.95).
     """
     nulls = {} if null is None else {tuple(r[c] for c in GROUP): r for r in null.to_dict("records")}
-    if bootstrap is None:
-        bootstrap = discernment.attrs.get("bootstrap")
-    ci = discernment.attrs.get("ci", 0.95)
+    if isinstance(discernment, Discernment):
+        bootstrap = discernment.bootstrap if bootstrap is None else bootstrap
+        ci = discernment.ci if ci is None else ci
+        discernment = discernment.table
+    ci = 0.95 if ci is None else ci
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     # Columns as arrays once; per group only positions are sliced (pandas per group dominated large tables).
     col = {c: discernment[c].to_numpy() for c in ("perturbation", "severity", "level")}

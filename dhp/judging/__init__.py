@@ -10,7 +10,8 @@
 
 Every call goes through dhp.calls (one cache key per reply, shared by all protocols). ``PROTOCOLS`` names
 each way of asking a judge; ``@protocol("name")`` registers your own (a function that takes its table and a
-``judge=`` and returns a table).
+``judge=`` and returns a table; the pointwise and aspects protocols return it with their run statistics,
+as ``Judged(table, stats)``).
 """
 
 from typing import Callable
@@ -21,7 +22,7 @@ from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_tabl
 from dhp.judging.pairwise import combine_pair_orders, compare_pairs
 from dhp.judging.parsing import SCALE, VALID_SCORES, parse_reply, parse_score, score_from_logprobs
 from dhp.judging.pointwise import (
-    DEFAULT_MAX_TOKENS, MODES, PROMPT_SCORE_COLUMNS, load_judge_inputs, score_perturbed, score_prompts,
+    DEFAULT_MAX_TOKENS, MODES, PROMPT_SCORE_COLUMNS, Judged, load_judge_inputs, score_perturbed, score_prompts,
 )
 from dhp.judging.prompts import build_prompt, likelihood_prefix, load_prompt
 from dhp.judging.strategies import run_strategies
@@ -50,7 +51,7 @@ def _register_builtins() -> None:
 _register_builtins()
 
 __all__ = [
-    "PROTOCOLS", "protocol", "compare_pairs", "combine_pair_orders", "DEFAULT_MAX_TOKENS", "FAILURE_COLUMNS", "MODES", "PROMPT_SCORE_COLUMNS", "SCALE", "SCORE_COLUMNS",
+    "Judged", "PROTOCOLS", "protocol", "compare_pairs", "combine_pair_orders", "DEFAULT_MAX_TOKENS", "FAILURE_COLUMNS", "MODES", "PROMPT_SCORE_COLUMNS", "SCALE", "SCORE_COLUMNS",
     "VALID_SCORES", "build_prompt", "failure_summary", "failures_table", "likelihood_prefix", "load_judge_inputs",
     "load_prompt", "parse_reply", "parse_score", "score_from_logprobs", "score_perturbed", "score_prompts",
 ]

@@ -22,9 +22,9 @@ from __future__ import annotations
 import pandas as pd
 
 from dhp.backends import get_backend
-from dhp.calls import MAX_CONSECUTIVE_FAILURES
+from dhp.calls import MAX_CONSECUTIVE_FAILURES, Estimate
 from dhp.errors import DHPError
-from dhp.judging.pointwise import score_prompts
+from dhp.judging.pointwise import Judged, score_prompts
 from dhp.prompts import fill, load
 
 SOURCE_ASPECTS = frozenset({"faithfulness", "non_contradiction", "non_hallucination", "informativeness",
@@ -89,7 +89,7 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
 def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample", n_samples: int = N_SAMPLES,
                   temperature: float | None = None, max_tokens: int = MAX_TOKENS, seed: int = 0, cache=None,
                   progress: bool | str = False, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
-                  dry_run: bool = False) -> pd.DataFrame:
+                  dry_run: bool = False) -> "Judged | Estimate":
     """Score the prompts of :func:`aspect_prompts` (any backend). Defaults: the paper's setting, sample mode
     with ``n_samples`` = 10 replies at ``temperature`` = 1.0 in one request, the score being the mean of the
     replies whose rating parses. Each reply's rating is read after its analysis
@@ -99,7 +99,8 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     found by matching the reply to its most likely tokens, which only a greedy reply is).
     ``max_consecutive_failures``: stop after this many failed calls in a row (answered calls stay cached).
     ``dry_run``: call nothing and return the :class:`dhp.calls.Estimate` of the calls not yet cached.
-    Returns ASPECT_SCORE_COLUMNS; ``score`` is NaN with its ``failure`` reason when no reply holds a rating.
+    Returns :class:`~dhp.judging.pointwise.Judged` ``(table, stats)``: the table has ASPECT_SCORE_COLUMNS, the run
+    statistics are beside it; ``score`` is NaN with its ``failure`` reason when no reply holds a rating.
     This is the scores table dhp.analysis.confusion reads."""
     if mode not in ("sample", "logprobs"):
         raise DHPError(f"Aspect judging needs a 1-5 score, so mode {mode!r} does not apply.",
@@ -121,8 +122,8 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
                            dry_run=dry_run)
     if dry_run:
         return scored
+    scored, stats = scored
     out = ordered.drop(columns="prompt").assign(judge=backend.identity, mode=mode, score=scored["score"].values,
                                                 n_valid=scored["n_valid"].values, n_failed=scored["n_failed"].values,
                                                 failure=scored["failure"].values)
-    out.attrs["judge_stats"] = scored.attrs.get("judge_stats")
-    return out[ASPECT_SCORE_COLUMNS]
+    return Judged(out[ASPECT_SCORE_COLUMNS], stats)

@@ -37,7 +37,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,14 @@ METRIC_MODE_METRIC = "text"
 DEFAULT_MAX_TOKENS = {"sample": 12, "logprobs": 8}
 TOP_LOGPROBS = 20
 
+
+class Judged(NamedTuple):
+    """A judged table and the run statistics of the calls that made it (requests, calls made, replies, cache hits,
+    prompt tokens submitted/computed, seconds, failures). The statistics vary between runs (a warm cache makes no
+    call), so no table holds them: they are returned beside it (the stage runner writes them to judge_stats.json)."""
+
+    table: pd.DataFrame
+    stats: dict
 
 
 @dataclass
@@ -181,7 +189,7 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
                   n_samples: int = 5, seed: int = 0, cache: "Cache | str | os.PathLike | None" = None,
                   max_tokens: int | None = None, temperature: float = 0.0, progress: bool | str = True,
                   max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
-                  analysis_first: bool = False, dry_run: bool = False) -> pd.DataFrame:
+                  analysis_first: bool = False, dry_run: bool = False) -> "Judged | calls_mod.Estimate":
     """Score arbitrary 1–5 judge questions through the shared cache (the core of :func:`score_perturbed`).
 
     ``prompts``: one row per question, column ``prompt`` (the full user message), optional ``metric``
@@ -189,7 +197,8 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     kept. ``mode``: "logprobs" or "sample". Returns the same rows without ``prompt``, plus ``score``
     (NaN when no valid score), ``rating`` (ordinal 1-5: most frequent parsed rating in sample mode, ties to
     the lower; expected score rounded half up in logprobs mode), ``n_valid``, ``n_failed``, ``failure`` (reason, "" when ok),
-    ``prob_mass``, ``prompt_tokens``, ``completion_tokens``; run statistics in ``attrs["judge_stats"]``.
+    ``prob_mass``, ``prompt_tokens``, ``completion_tokens``, as :class:`Judged` ``(table, stats)`` with the run
+    statistics beside the table.
     ``analysis_first``: the prompts ask for an analysis, then "Rating: <1-5>"; each reply's rating is read
     after the analysis (:func:`dhp.judging.parsing.parse_rating`; in logprobs mode the expected score at the
     rating's position, :func:`dhp.judging.parsing.rating_logprobs`). ``dry_run``: no call; the
@@ -228,8 +237,7 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
         out[c] = values[c].to_numpy()
     out = out.astype({"score": float, "n_valid": int, "n_failed": int, "prompt_tokens": int,
                       "completion_tokens": int})
-    out.attrs["judge_stats"] = stats
-    return out
+    return Judged(out, stats)
 
 
 # ---------------------------------------------------------------------------------------------- judge
@@ -350,7 +358,7 @@ def score_perturbed(
     progress: bool | str = True,
     backend_options: dict | None = None,
     max_consecutive_failures: int = calls_mod.MAX_CONSECUTIVE_FAILURES,
-) -> "pd.DataFrame | calls_mod.Estimate":
+) -> "Judged | calls_mod.Estimate":
     """Score every ``status == "ok"`` row of the perturbed table (originals included) with an LLM judge.
 
     Parameters: ``perturbed`` the perturbed table (notebook 01); ``dataset`` the dataset table (sources,
@@ -368,8 +376,8 @@ def score_perturbed(
     ``backend_options`` passed to :func:`~dhp.backends.get_backend`; ``max_consecutive_failures`` the
     circuit breaker of :func:`dhp.calls.run`.
 
-    Returns the scores table, one row per (item, ok variant, metric) — for likelihood one row per
-    (item, ok variant) with metric "likelihood" — with columns (``dhp.schema.SCORE_COLUMNS`` +
+    Returns :class:`Judged` ``(table, stats)``: the scores table, one row per (item, ok variant, metric) — for
+    likelihood one row per (item, ok variant) with metric "likelihood" — with columns (``dhp.schema.SCORE_COLUMNS`` +
     ``SCORE_EXTRA_COLUMNS``):
     - dataset, task, judge (backend identity, no secrets), mode, item_id, perturbation, severity, level, metric;
     - score (float): mean parsed score (sample), expected score (logprobs), mean candidate-token
@@ -382,8 +390,8 @@ def score_perturbed(
       mode had to use the parsed number because the reply had no logprobs; prompt_tokens,
       completion_tokens (int): usage of the row's call (for likelihood, completion_tokens = candidate
       tokens scored).
-    Run statistics (requests, calls made, replies, cache hits, prompt tokens submitted/computed,
-    seconds, failures) are in ``scores.attrs["judge_stats"]``.
+    ``stats``: the run statistics (requests, calls made, replies, cache hits, prompt tokens submitted/computed,
+    seconds, failures).
 
     Long only in its signature and this documentation of the parameters and the columns; the work is in
     the helpers it calls (planning, scheduling, assembly).
@@ -422,12 +430,11 @@ def score_perturbed(
     if fb:
         warnings.warn(f"{fb} logprobs-mode row(s) got no logprobs from {backend.identity}; their parsed "
                       "number was used instead (column 'fallback').", stacklevel=2)
-    table.attrs["judge_stats"] = stats
-    return table
+    return Judged(table, stats)
 
 
 def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool | str, max_consecutive_failures: int,
-                 dry_run: bool) -> pd.DataFrame:
+                 dry_run: bool) -> "Judged | calls_mod.Estimate":
     """score_prompts in mode "metric": each row's ``candidate`` scored against its ``source`` by a baseline judge
     (``task`` tells a translation, where an overlap with the source does not apply)."""
     missing = {"source", "candidate"} - set(prompts.columns)
@@ -446,8 +453,7 @@ def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool 
     out = prompts.drop(columns=["prompt", "source", "candidate"]).reset_index(drop=True)
     for c in PROMPT_SCORE_COLUMNS:
         out[c] = values[c].to_numpy()
-    out.attrs["judge_stats"] = stats
-    return out
+    return Judged(out, stats)
 
 
 def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric: str, item: dict,

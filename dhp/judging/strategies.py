@@ -274,7 +274,7 @@ def direct_pointwise(items: pd.DataFrame, ctx: Context) -> list[dict]:
                              "prompt": fill(t, {"instruction": it.instruction, "response": getattr(it, f"output_{w}")})}
                             for it in items.itertuples() for w in (1, 2)])
     scored = score_prompts(prompts, judge=ctx.judge, mode=ctx.mode, n_samples=1, seed=ctx.seed, cache=ctx.cache,
-                           progress=ctx.progress)
+                           progress=ctx.progress).table  # the costs table counts this strategy's calls itself
     ctx.calls += int(len(scored))
     ctx.prompt_tokens += int(scored["prompt_tokens"].sum())
     s = scored.set_index(["item_id", "which"])

@@ -10,7 +10,8 @@ A method (think inspect_ai's ``@task``) is a :class:`Method` subclass decorated 
 and implements four stages (each a :class:`Stage`: what it reads, whether it calls a model, what it writes):
 
 - ``collect(config) -> {table name: DataFrame}``: the only stage that calls a model (through dhp.calls: cached);
-  recorded judges enter here too, imported instead of called (``python -m dhp import-judgments``);
+  recorded judges enter here too, imported instead of called (``python -m dhp import-judgments``); it returns a
+  :class:`StageResult` (the tables, ``stats=`` the run statistics of their calls) when it has statistics to report;
 - ``analyze(tables, config) -> {table name: DataFrame}``: pure — tables in, tables out (the functions of
   dhp.analysis; no model, no file I/O, no plotting); it sees every judge in the run folder;
 - ``card(tables) -> DataFrame``: its rows of the judge report card (dhp.analysis.report_card.CARD_COLUMNS);
@@ -177,7 +178,7 @@ class Method:
         return get_backend(spec, **options)
 
     # ------------------------------------------------------------------ stages (override)
-    def collect(self, config: RunParams, judge=None) -> dict[str, pd.DataFrame]:
+    def collect(self, config: RunParams, judge=None) -> "dict[str, pd.DataFrame] | StageResult":
         raise NotImplementedError(f"{type(self).__name__}.collect")
 
     def collect_reference(self, config: RunParams) -> dict[str, pd.DataFrame]:
@@ -341,7 +342,6 @@ def write_tables(method: Method, tables: dict[str, pd.DataFrame], folder, replac
     collected = {t.name for t in method.collects}
     final = {}
     for name, df in tables.items():
-        df.attrs = {}  # attrs would be stored in the parquet metadata (run_stage took the run statistics out)
         old = None
         if (name in collected or merge_all) and not replace and (root / name).is_file():
             old = read_table(root / name, name, f"the {method.name} method")
@@ -379,17 +379,6 @@ def code_version() -> str:
     except metadata.PackageNotFoundError:
         version = "unknown"
     return f"dhp {version} sha256:{h.hexdigest()[:16]}"
-
-
-def _judge_stats(tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
-    # the call engine hands run statistics over in attrs; they leave the tables here (parquet would store them)
-    stats = {}
-    for name, df in tables.items():
-        if isinstance(df, pd.DataFrame) and df.attrs.get("judge_stats"):
-            stats[name] = dict(df.attrs["judge_stats"])
-        if isinstance(df, pd.DataFrame):
-            df.attrs = {}
-    return stats
 
 
 def run_stage(method: "Method | str", stage: str, config: RunParams | dict | None = None, *, judge=None,
@@ -435,6 +424,9 @@ def run_stage(method: "Method | str", stage: str, config: RunParams | dict | Non
         raise DHPError(f"The run folder {config.run_dir} holds no judgments for method {method.name!r}.",
                        "run it with a live judge, or import recorded judgments (python -m dhp import-judgments).")
     out = st.call(method, config, read, backend)
+    # a stage that made model calls returns a StageResult whose stats hold their run statistics per table
+    stats = {name: dict(s) for name, s in out.stats.items() if s} if isinstance(out, StageResult) else {}
+    out = dict(out)
     if stage == "figures":
         figures, out = out, {}
     else:
@@ -443,7 +435,6 @@ def run_stage(method: "Method | str", stage: str, config: RunParams | dict | Non
     if stray:
         raise DHPError(f"Stage {method.name}.{stage} returned {stray}, which it does not declare it writes.",
                        "add them to the stage's writes.")
-    stats = _judge_stats(out)
     result = StageResult(out, figures=figures, stats=stats)
     if not write:
         return result

@@ -30,7 +30,7 @@ from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, lo
 from dhp.datasets.criteria_hu2024 import ASPECTS, DESCRIPTION_TYPES, load_criteria, load_expectations
 from dhp.errors import DHPError
 from dhp.judging import aspects as aj
-from dhp.methods import Method, Stage, Table, register, run_rows
+from dhp.methods import Method, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.hu2024 import CONFUSION_ATTACKS
 from dhp.perturb.llm import PROMPT_UNITS
@@ -202,10 +202,15 @@ class CriteriaConfusion(Method):
         """The aspects' descriptions (the authors' aspect_criteria.json under the data root)."""
         return load_criteria(data_dir=config.data_dir)
 
-    def collect_variants(self, config: CriteriaConfusionParams, dry_run: bool = False) -> dict[str, pd.DataFrame]:
+    def collect_variants(self, config: CriteriaConfusionParams) -> dict[str, pd.DataFrame]:
         """Stage 1: the items and their attacked copies (rule-based, or written and validated by the perturber;
-        its calls go through the run's cache). No judge call. ``dry_run``: no perturber call either (LLM rows not
-        in the cache are "pending", their estimate in ``attrs["perturber_estimate"]``)."""
+        its calls go through the run's cache). No judge call."""
+        items, variants = self._variants(config)
+        return {ITEMS.name: items, VARIANTS.name: variants}
+
+    def _variants(self, config: CriteriaConfusionParams, dry_run: bool = False) -> tuple:
+        """(items, variants); ``dry_run``: no perturber call either (LLM rows not in the cache are "pending") and
+        (items, variants, the perturber's dhp.calls.Estimate)."""
         attacks = list(config.attacks or CONFUSION_ATTACKS)
         if config.dataset in DATASET_TASK:
             methods_for(config.dataset, attacks)  # an attack the dataset's task lacks fails here, up front
@@ -213,7 +218,7 @@ class CriteriaConfusion(Method):
         perturber = resolve_perturber(config.perturber)[0]
         variants = perturb(items, seed=config.seed, perturber=perturber or "rule", perturbations=attacks,
                            progress=config.progress, cache=config.cache, dry_run=dry_run)
-        return {ITEMS.name: items, VARIANTS.name: variants}
+        return (items, *variants) if dry_run else (items, variants)
 
     def prompts(self, config: CriteriaConfusionParams, items: pd.DataFrame, variants: pd.DataFrame,
                 criteria: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -237,24 +242,25 @@ class CriteriaConfusion(Method):
         return prompts
 
     def collect_scores(self, config: CriteriaConfusionParams, prompts: pd.DataFrame,
-                       judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
-        """Stage 2b: every prompt scored by the judge (dhp.judging.aspects.score_aspects; cached calls)."""
+                       judge: "str | Backend | None" = None) -> StageResult:
+        """Stage 2b: every prompt scored by the judge (dhp.judging.aspects.score_aspects; cached calls); the run
+        statistics of the calls (calls made, cache hits: they vary between runs) ride beside, for judge_stats.json."""
         backend = self._live(config, judge)
-        scores = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
-                                  temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed,
-                                  cache=config.cache, progress=config.progress,
-                                  max_consecutive_failures=config.max_consecutive_failures)
-        # scores.attrs["judge_stats"] (calls made, cache hits: they vary between runs) goes to judge_stats.json
-        return {SCORES.name: scores}
+        scores, judge_stats = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
+                                               temperature=config.temperature, max_tokens=config.max_tokens,
+                                               seed=config.seed, cache=config.cache, progress=config.progress,
+                                               max_consecutive_failures=config.max_consecutive_failures)
+        return StageResult({SCORES.name: scores}, stats={SCORES.name: judge_stats})
 
-    def collect(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
+    def collect(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> StageResult:
         backend = self._live(config, judge)  # a bad judge spec or an exposed key fails before any work
         resolve_perturber(config.perturber)
         criteria = self.criteria(config)  # a missing criteria file fails before the perturber is paid
         reference = self.collect_reference(config)
         first = self.collect_variants(config)
         prompts = self.prompts(config, first[ITEMS.name], first[VARIANTS.name], criteria)
-        return {**reference, **first, **self.collect_scores(config, prompts, backend)}
+        scored = self.collect_scores(config, prompts, backend)
+        return StageResult({**reference, **first, **scored}, stats=scored.stats)
 
     def estimate(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> dict:
         """What the run would cost, without any model call or written table: {"perturber": dhp.calls.Estimate or
@@ -262,8 +268,7 @@ class CriteriaConfusion(Method):
         as a stand-in of similar length."""
         backend = self._live(config, judge)
         criteria = self.criteria(config)
-        first = self.collect_variants(config, dry_run=True)
-        items, variants = first[ITEMS.name], first[VARIANTS.name]
+        items, variants, perturber_est = self._variants(config, dry_run=True)
         refs = dict(zip(items["item_id"].astype(str), items["reference"]))
         stand_in = variants.assign(
             text=variants["text"].where(variants["status"] != "pending", variants["item_id"].astype(str).map(refs)),
@@ -272,7 +277,7 @@ class CriteriaConfusion(Method):
         judge_est = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
                                      temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed,
                                      cache=config.cache, dry_run=True)
-        return {"perturber": variants.attrs.get("perturber_estimate"), "judge": judge_est}
+        return {"perturber": perturber_est, "judge": judge_est}
 
     def _live(self, config: CriteriaConfusionParams, judge) -> Backend:
         self.check_mode(config)

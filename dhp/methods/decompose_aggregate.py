@@ -32,7 +32,7 @@ from dhp.errors import DHPError
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
 from dhp.judging.strategies import STRATEGIES, run_strategies
-from dhp.methods import Method, Stage, Table, register
+from dhp.methods import Method, Stage, StageResult, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
 from dhp.perturb.registry import methods_for
@@ -212,26 +212,31 @@ class DecomposeAggregate(Method):
         return items, perturb(items, seed=config.seed, perturbations=config.dhp_perturbations)
 
     def collect_bridge(self, config: DecomposeAggregateParams, judge: "str | Backend | None" = None,
-                       inputs: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
-        """The bridge's judge calls: the pointwise metric scores of every ok variant, and every perturbed copy
-        compared with its original in both orders. Empty with dhp_items 0."""
+                       inputs: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> StageResult:
+        """The bridge's judge calls: the pointwise metric scores of every ok variant (with the run statistics of
+        their calls, for judge_stats.json), and every perturbed copy compared with its original in both orders.
+        Empty with dhp_items 0."""
         backend = self._live(config, judge)
         inputs = inputs if inputs is not None else self.bridge_inputs(config)
         if inputs is None:
-            return {}
+            return StageResult({})
         items, perturbed = inputs
-        scores = score_perturbed(perturbed, items, judge=backend, mode=config.mode, n_samples=config.n_samples,
-                                 seed=config.seed, cache=config.cache, n_ctx=config.n_ctx, progress=config.progress,
-                                 max_consecutive_failures=config.max_consecutive_failures)
+        scores, judge_stats = score_perturbed(perturbed, items, judge=backend, mode=config.mode,
+                                              n_samples=config.n_samples, seed=config.seed, cache=config.cache,
+                                              n_ctx=config.n_ctx, progress=config.progress,
+                                              max_consecutive_failures=config.max_consecutive_failures)
         comparisons = compare_with_perturbed(perturbed, items, backend, mode=config.mode, cache=config.cache,
                                              seed=config.seed, progress=config.progress)
-        return {BRIDGE_SCORES.name: scores, BRIDGE_COMPARISONS.name: comparisons}
+        return StageResult({BRIDGE_SCORES.name: scores, BRIDGE_COMPARISONS.name: comparisons},
+                           stats={BRIDGE_SCORES.name: judge_stats})
 
-    def collect(self, config: DecomposeAggregateParams, judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
+    def collect(self, config: DecomposeAggregateParams, judge: "str | Backend | None" = None) -> StageResult:
         backend = self._live(config, judge)  # a bad judge spec or an exposed key fails before any work
         pairs = self.load_pairs(config)
         inputs = self.bridge_inputs(config)  # a missing dataset or weight fails before the first call is paid
-        return {**self.collect_verdicts(config, pairs, backend), **self.collect_bridge(config, backend, inputs)}
+        verdicts = self.collect_verdicts(config, pairs, backend)
+        bridge = self.collect_bridge(config, backend, inputs)
+        return StageResult({**verdicts, **bridge}, stats=bridge.stats)
 
     def _live(self, config: DecomposeAggregateParams, judge) -> Backend:
         self.check_mode(config)
@@ -263,9 +268,9 @@ class DecomposeAggregate(Method):
         direct = dna = None
         if scores is not None and len(scores):
             ew = load_expert_weights(config.expert_weights)  # a package resource or the user's file: read here
-            direct = stats.discernment(scores, expert_weights=ew, seed=config.seed)
+            direct = stats.discernment(scores, expert_weights=ew, seed=config.seed).table
             dna = stats.discernment(dec.dna_scores(scores, self.dna_weights(config, scores, ew)), expert_weights=ew,
-                                    seed=config.seed)
+                                    seed=config.seed).table
         pairwise = (dec.pairwise_discernment(comparisons) if comparisons is not None and len(comparisons)
                     else _empty(PAIRWISE_D))
         return {AGREEMENT.name: agreement, PAIRWISE_D.name: pairwise, BRIDGE.name: dec.bridge_table(direct, dna, pairwise)}

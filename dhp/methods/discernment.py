@@ -21,7 +21,7 @@ from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.judging import failures_table, score_perturbed
-from dhp.methods import Method, Stage, Table, register, run_rows
+from dhp.methods import Method, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.registry import methods_for
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
@@ -121,8 +121,13 @@ class DHP(Method):
     def expert_weights(self, config: DHPParams) -> pd.DataFrame:
         return load_expert_weights(config.expert_weights)
 
-    def collect_perturbed(self, config: DHPParams, dry_run: bool = False) -> dict[str, pd.DataFrame]:
+    def collect_perturbed(self, config: DHPParams) -> dict[str, pd.DataFrame]:
         """Stage 1 (notebook 01): the items and their perturbed copies (rule-based, or written by the perturber)."""
+        items, perturbed = self._perturbed(config)
+        return {"dataset.parquet": items, "perturbed.parquet": perturbed}
+
+    def _perturbed(self, config: DHPParams, dry_run: bool = False) -> tuple:
+        """(items, perturbed table); ``dry_run``: (items, perturbed table, the perturber's dhp.calls.Estimate)."""
         if config.dataset in DATASET_TASK:
             methods_for(config.dataset, config.perturbations)  # an unknown perturbation fails here, up front
         items = load_items(config.dataset, config.n_items, config.seed, config.data_dir, config.path)
@@ -130,26 +135,29 @@ class DHP(Method):
         perturbed = perturb(items, seed=config.seed, perturber=perturber or "rule",
                             perturbations=config.perturbations, progress=config.progress, cache=config.cache,
                             dry_run=dry_run)
-        return {"dataset.parquet": items, "perturbed.parquet": perturbed}
+        return (items, *perturbed) if dry_run else (items, perturbed)
 
     def collect_scores(self, config: DHPParams, items: pd.DataFrame, perturbed: pd.DataFrame,
-                       judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
-        """Stage 2 (notebook 02): every ok variant scored per metric by the judge."""
+                       judge: "str | Backend | None" = None) -> StageResult:
+        """Stage 2 (notebook 02): every ok variant scored per metric by the judge; the run statistics of the calls
+        (calls made, cache hits: they vary between runs) ride beside the tables, for judge_stats.json."""
         backend = self.backend(config, judge)
         self._check_weights(config, items)
-        scores = score_perturbed(perturbed, items, judge=backend, mode=config.mode, n_samples=config.n_samples,
-                                 seed=config.seed, cache=config.cache, max_tokens=config.max_tokens,
-                                 n_ctx=config.n_ctx, progress=config.progress,
-                                 max_consecutive_failures=config.max_consecutive_failures)
-        # scores.attrs["judge_stats"] (calls made, cache hits: they vary between runs) goes to judge_stats.json
-        return {"scores.parquet": scores, "failures.csv": failures_table(scores)}
+        scores, judge_stats = score_perturbed(perturbed, items, judge=backend, mode=config.mode,
+                                              n_samples=config.n_samples, seed=config.seed, cache=config.cache,
+                                              max_tokens=config.max_tokens, n_ctx=config.n_ctx,
+                                              progress=config.progress,
+                                              max_consecutive_failures=config.max_consecutive_failures)
+        return StageResult({"scores.parquet": scores, "failures.csv": failures_table(scores)},
+                           stats={"scores.parquet": judge_stats})
 
-    def collect(self, config: DHPParams, judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
+    def collect(self, config: DHPParams, judge: "str | Backend | None" = None) -> StageResult:
         judge = self.backend(config, judge)  # a bad judge spec or an exposed key fails before any work
         resolve_perturber(config.perturber)
         self._check_weights(config, None)
         first = self.collect_perturbed(config)
-        return {**first, **self.collect_scores(config, first["dataset.parquet"], first["perturbed.parquet"], judge)}
+        scored = self.collect_scores(config, first["dataset.parquet"], first["perturbed.parquet"], judge)
+        return StageResult({**first, **scored}, stats=scored.stats)
 
     def estimate(self, config: DHPParams, judge: "str | Backend | None" = None) -> dict:
         """What the run would cost, without any model call or written table: {"perturber": dhp.calls.Estimate or
@@ -157,8 +165,7 @@ class DHP(Method):
         stand-in of similar length."""
         backend = self.backend(config, judge)
         self._check_weights(config, None)
-        first = self.collect_perturbed(config, dry_run=True)
-        items, perturbed = first["dataset.parquet"], first["perturbed.parquet"]
+        items, perturbed, perturber_est = self._perturbed(config, dry_run=True)
         refs = dict(zip(items["item_id"].astype(str), items["reference"]))
         stand_in = perturbed.assign(
             text=perturbed["text"].where(perturbed["status"] != "pending", perturbed["item_id"].map(refs)),
@@ -166,7 +173,7 @@ class DHP(Method):
         judge_est = score_perturbed(stand_in, items, judge=backend, mode=config.mode, n_samples=config.n_samples,
                                     seed=config.seed, cache=config.cache, max_tokens=config.max_tokens,
                                     n_ctx=config.n_ctx, progress=False, dry_run=True)
-        return {"perturber": perturbed.attrs.get("perturber_estimate"), "judge": judge_est}
+        return {"perturber": perturber_est, "judge": judge_est}
 
     def _check_weights(self, config: DHPParams, items: pd.DataFrame | None) -> None:
         """Fail before paying: expert weights must exist for everything that will be scored."""
@@ -193,9 +200,8 @@ class DHP(Method):
                                  seed=config.seed, zero_method=config.zero_method, method=config.wilcoxon_method)
         null = stats.null_calibration(scores, n_null=config.n_null, seed=config.seed, zero_method=config.zero_method,
                                       method=config.wilcoxon_method)
-        summary = stats.summarize(disc, null=null)
-        disc.attrs.clear()
-        return {"discernment.csv": disc, "summary.csv": summary}
+        summary = stats.summarize(disc, null=null)  # D_avg/D_min intervals from disc's bootstrap draws
+        return {"discernment.csv": disc.table, "summary.csv": summary}
 
     def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return dhp_rows(tables["summary.csv"], tables.get("discernment.csv")) if "summary.csv" in tables \

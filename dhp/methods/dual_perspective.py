@@ -23,9 +23,9 @@ from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, lo
 from dhp.datasets import summeval_annotators as sa
 from dhp.errors import DHPError
 from dhp.io import slug
-from dhp.judging import build_prompt, score_prompts
+from dhp.judging import Judged, build_prompt, score_prompts
 from dhp.judging.pairwise import compare_pairs
-from dhp.methods import Method, Stage, Table, register
+from dhp.methods import Method, Stage, StageResult, Table, register
 from dhp.perturb.chains import CHAIN_EDITS, error_chain
 from dhp.plots.dual_perspective import plot_dual_perspective
 
@@ -124,17 +124,17 @@ class DualPerspective(Method):
 
     # ------------------------------------------------------------------ collect
     def _score(self, rows: list[dict], backend: Backend, config: DualPerspectiveParams, n_samples: int = 1,
-               temperature: float = 0.0) -> pd.DataFrame:
+               temperature: float = 0.0) -> Judged:
         prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate")},
                                  "metric": r["aspect"],
                                  "prompt": build_prompt(TASK, r["aspect"], {"source": r["source"]}, r["candidate"])}
                                 for r in rows])
         sample = config.mode == "sample"
-        scored = score_prompts(prompts, judge=backend, mode=config.mode, seed=config.seed, cache=config.cache,
-                               progress=config.progress, n_samples=n_samples if sample else 1,
-                               temperature=temperature if sample else 0.0,
-                               max_consecutive_failures=config.max_consecutive_failures)
-        return scored.assign(judge=backend.identity, mode=config.mode)
+        scored, stats = score_prompts(prompts, judge=backend, mode=config.mode, seed=config.seed, cache=config.cache,
+                                      progress=config.progress, n_samples=n_samples if sample else 1,
+                                      temperature=temperature if sample else 0.0,
+                                      max_consecutive_failures=config.max_consecutive_failures)
+        return Judged(scored.assign(judge=backend.identity, mode=config.mode), stats)
 
     def collect_global(self, config: DualPerspectiveParams, judge=None, targets: pd.DataFrame | None = None,
                        ratings: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
@@ -157,7 +157,8 @@ class DualPerspective(Method):
             rows += [{"target_id": t.target_id, "aspect": aspect, "human_rating": int(t.human_rating),
                       "source": by_id.at[t.target_id, "source"], "candidate": by_id.at[t.target_id, "candidate"]}
                      for t in pick.itertuples()]
-        scored = self._score(rows, backend, config, config.n_samples, config.temperature)
+        # the global view reports no run statistics: judge_stats.json holds the local view's (as it always has)
+        scored = self._score(rows, backend, config, config.n_samples, config.temperature).table
         # score_prompts' rating is the sampled mode (ties to the lower) in sample mode
         rating = scored["rating"].astype(float) if rule == "mode" else pd.Series(dp.to_rating(scored["score"]))
         table = pd.DataFrame({"judge": scored["judge"], "mode": scored["mode"], "target_id": scored["target_id"],
@@ -170,7 +171,7 @@ class DualPerspective(Method):
         items = load_items(config.chain_dataset, config.n_sources, config.seed, config.data_dir)
         return items.rename(columns={"item_id": "source_id"})[["source_id", "source", "reference"]]
 
-    def collect_local(self, config: DualPerspectiveParams, judge=None) -> dict[str, pd.DataFrame]:
+    def collect_local(self, config: DualPerspectiveParams, judge=None) -> StageResult:
         """The local view: every reference's error chain per aspect, each step judged on that aspect, and (with
         ``compare``) every adjacent pair shown side by side in both orders."""
         backend = self.backend(config, judge)
@@ -180,11 +181,11 @@ class DualPerspective(Method):
         sources = dict(zip(refs["source_id"], refs["source"]))
         rows = [{"source_id": s, "aspect": a, "step": step, "source": sources[s], "candidate": text}
                 for (s, a), chain in chains.items() for step, text in enumerate(chain)]
-        scored = self._score(rows, backend, config)
+        scored, stats = self._score(rows, backend, config)
         out = {CHAINS.name: scored[list(CHAINS.columns)].reset_index(drop=True)}
         if config.compare:
             out[COMPARISONS.name] = self._compare(chains, sources, backend, config)
-        return out
+        return StageResult(out, stats={CHAINS.name: stats})
 
     def _compare(self, chains: dict, sources: dict, backend: Backend, config: DualPerspectiveParams) -> pd.DataFrame:
         pairs = pd.DataFrame([{"pair_id": f"{s}|{a}|{step}", "source": sources[s], "candidate_1": chain[step],
@@ -204,9 +205,11 @@ class DualPerspective(Method):
                              "preferred": preferred.where(v["verdict"].notna(), None),
                              "failure": v["failure"].fillna("")})
 
-    def collect(self, config: DualPerspectiveParams, judge=None) -> dict[str, pd.DataFrame]:
+    def collect(self, config: DualPerspectiveParams, judge=None) -> StageResult:
         backend = self.backend(config, judge)
-        return {**self.collect_global(config, backend), **self.collect_local(config, backend)}
+        global_view = self.collect_global(config, backend)
+        local = self.collect_local(config, backend)
+        return StageResult({**global_view, **local}, stats=local.stats)
 
     # ------------------------------------------------------------------ analyze (pure), card, figures
     def analyze(self, tables: dict[str, pd.DataFrame], config: DualPerspectiveParams) -> dict[str, pd.DataFrame]:

@@ -20,8 +20,8 @@ from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
-from dhp.judging import build_prompt, score_prompts
-from dhp.methods import Method, Table, register
+from dhp.judging import Judged, build_prompt, score_prompts
+from dhp.methods import Method, StageResult, Table, register
 from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
 from dhp.recorded import SEGMENT_COLUMNS
 
@@ -79,14 +79,14 @@ class HumanAlignment(Method):
                       "one row per judge × view × aspect × statistic: the correlation (or segment accuracy) with its "
                       "bootstrap interval and n; epsilon: acc*_eq's tie threshold"),)
 
-    def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> pd.DataFrame:
+    def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
         # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself
         prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k != "item"}, "source": r["item"]["source"],
                                  "metric": r["aspect"],
                                  "prompt": build_prompt(r["task"], r["aspect"], r["item"], r["candidate"])}
                                 for r in rows])
         if prompts.empty:
-            return prompts.assign(score=[], failure=[])
+            return Judged(prompts.assign(score=[], failure=[]), {})
         return score_prompts(prompts, judge=backend, mode=config.mode, seed=config.seed, cache=config.cache,
                              progress=config.progress, n_samples=5 if config.mode == "sample" else 1,
                              max_consecutive_failures=config.max_consecutive_failures)
@@ -98,7 +98,7 @@ class HumanAlignment(Method):
         human = mqm.merge(da.rename(columns={"z": "da_z"}), on=["seg_id", "system"], how="left").assign(lp=LP)
         return {HUMAN.name: human[list(HUMAN.columns)].sort_values(["system", "seg_id"]).reset_index(drop=True)}
 
-    def collect_targets(self, config: HumanAlignmentParams, backend: Backend) -> pd.DataFrame:
+    def collect_targets(self, config: HumanAlignmentParams, backend: Backend) -> Judged:
         """Every rated system summary of ``n_docs`` seeded SummEval documents per aspect, judged on that aspect."""
         targets, ratings = sa.load_targets(config.data_dir), sa.load_ratings(config.data_dir)
         docs = sorted(targets["doc_id"].unique())
@@ -108,11 +108,11 @@ class HumanAlignment(Method):
                  "task": "summarization", "item": {"source": t.source}, "candidate": t.candidate}
                 for aspect in config.aspects
                 for t in targets[targets["doc_id"].isin(pick)].sort_values(["doc_id", "system"]).itertuples()]
-        scored = self._score(rows, backend, config)
+        scored, stats = self._score(rows, backend, config)
         table = scored.rename(columns={"score": "judge_score"}).assign(judge=backend.identity, mode=config.mode)
-        return table.reindex(columns=list(TARGETS.columns))
+        return Judged(table.reindex(columns=list(TARGETS.columns)), stats)
 
-    def collect_segments(self, config: HumanAlignmentParams, backend: Backend) -> pd.DataFrame:
+    def collect_segments(self, config: HumanAlignmentParams, backend: Backend) -> Judged:
         """``mt_systems``' outputs on ``n_segments`` seeded WMT22 zh-en segments, judged for translation accuracy."""
         mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
         segs = sorted(mqm["seg_id"].unique())
@@ -120,14 +120,16 @@ class HumanAlignment(Method):
         rows = [{"seg_id": r.seg_id, "system": r.system, "aspect": "accuracy", "task": "translation",
                  "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target}
                 for r in mqm[mqm["seg_id"].isin(pick)].sort_values(["seg_id", "system"]).itertuples()]
-        scored = self._score(rows, backend, config)
+        scored, stats = self._score(rows, backend, config)
         table = scored.assign(judge=backend.identity, mode=config.mode, lp=LP, reference="src", source="")
-        return table.reindex(columns=list(SEGMENTS.columns))
+        return Judged(table.reindex(columns=list(SEGMENTS.columns)), stats)
 
-    def collect(self, config: HumanAlignmentParams, judge=None) -> dict[str, pd.DataFrame]:
+    def collect(self, config: HumanAlignmentParams, judge=None) -> StageResult:
         backend = self.backend(config, judge)
-        return {TARGETS.name: self.collect_targets(config, backend),
-                SEGMENTS.name: self.collect_segments(config, backend), **self.collect_reference(config)}
+        targets, segments = self.collect_targets(config, backend), self.collect_segments(config, backend)
+        return StageResult({TARGETS.name: targets.table, SEGMENTS.name: segments.table,
+                            **self.collect_reference(config)},
+                           stats={TARGETS.name: targets.stats, SEGMENTS.name: segments.stats})
 
     def analyze(self, tables: dict[str, pd.DataFrame], config: HumanAlignmentParams) -> dict[str, pd.DataFrame]:
         return {"alignment.csv": al.alignment_tables(tables.get(TARGETS.name), tables.get(SEGMENTS.name),

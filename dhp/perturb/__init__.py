@@ -94,7 +94,7 @@ def perturb(
     progress: bool | str = False,
     cache=None,
     dry_run: bool = False,
-) -> pd.DataFrame:
+) -> "pd.DataFrame | tuple":
     """Perturb every reference of a dataset table with every method of its task (paper Table 2).
 
     Parameters: `dataset_df` is the dataset table of `dhp.datasets.load_dataset` (needs at least
@@ -104,8 +104,9 @@ def perturb(
     `perturbations` restricts the methods (default: all of the task, plus the control); `max_attempts`
     bounds the LLM retries per row; `cache` (a dhp.cache.Cache or SQLite path; None: in memory) stores
     every LLM perturber call, so a rerun or a resumed run repeats none (dhp.perturb.llm.llm_perturb_many);
-    `dry_run=True` makes no LLM call: LLM rows not in the cache get status "pending" (text None) and
-    ``table.attrs["perturber_estimate"]`` holds the dhp.calls.Estimate of their first attempts.
+    `dry_run=True` makes no LLM call: LLM rows not in the cache get status "pending" (text None), and the
+    return value is ``(table, estimate)``, the dhp.calls.Estimate of their first attempts (None without an LLM
+    perturber).
 
     Returns the perturbed table, one row per (item, perturbation, severity), items in input order,
     methods in Table 2 order, with columns:
@@ -154,9 +155,7 @@ def perturb(
         random.setstate(state)
     estimate = _run_llm_rows(llm_rows, backend, cache, max_attempts, dry_run, progress)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    if dry_run:
-        table.attrs["perturber_estimate"] = estimate
-    return table
+    return (table, estimate) if dry_run else table
 
 
 def _check_dataset_table(dataset_df) -> None:
