@@ -411,6 +411,8 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
 
     declared = _declared_parameters(nb_path)
     use = {k: v for k, v in params.items() if declared is None or k in declared}
+    # only a notebook that declares `progress` can hand the watcher's file to its calls (papermill warns otherwise)
+    watch_calls = watch_calls and (declared is None or "progress" in declared)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _stamp_file(out_path).unlink(missing_ok=True)  # written again only if this run succeeds
     rel = _rel(out_path)

@@ -5,16 +5,43 @@ this plugin puts those outputs into the notebook's cells and writes each noteboo
 session ends, so the site is built from the very run `make test` checked (executed once, not twice). The
 temporary folder's path (``DHP_NBVAL_TMP``) is written as a relative one, so the pages show ``runs/nb``, not
 ``/tmp/dhp-nbval-…/runs/nb``. The copies go to an ignored folder (build/executed/), never into notebooks/.
+
+It also times each notebook (wall clock of its cells' set-up, run and tear-down, kernel start and stop included) and
+prints a table at the end (with its kernel's CPU seconds): issue 28 asks that every notebook run in at most 3 minutes at its defaults, timings listed.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import time
 from pathlib import Path
 
 import nbformat
+import pytest
 
 _NOTEBOOKS: dict[str, object] = {}
+_SECONDS: dict[str, float] = {}  # notebook file name -> wall seconds
+_CELLS: dict[str, int] = {}
+
+
+_CPU: dict[str, float] = {}  # notebook file name -> CPU seconds of its kernel
+
+
+def _children_cpu() -> float:
+    # the kernel is a child process: its CPU time is counted here once it has stopped (the notebook's last cell)
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    t0, cpu0 = time.perf_counter(), _children_cpu()
+    yield
+    name = Path(str(item.fspath)).name
+    _SECONDS[name] = _SECONDS.get(name, 0.0) + time.perf_counter() - t0
+    _CPU[name] = _CPU.get(name, 0.0) + _children_cpu() - cpu0
+    _CELLS[name] = _CELLS.get(name, 0) + 1
 
 
 def pytest_runtest_teardown(item):
@@ -43,3 +70,16 @@ def pytest_sessionfinish(session):
         if tmp:
             text = text.replace(tmp.rstrip("/") + "/", "")
         (dest / Path(path).name).write_text(text, encoding="utf-8")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _SECONDS:
+        return
+    w = max(len(n) for n in _SECONDS)
+    terminalreporter.section("notebook wall time (limit at defaults: 180 s)")
+    # CPU: the kernel's own seconds (all its threads), which other work on the machine hardly changes
+    terminalreporter.write_line(f"{'notebook':<{w}}  {'seconds':>8}  {'kernel CPU s':>12}  {'cells':>5}")
+    for name in sorted(_SECONDS):
+        terminalreporter.write_line(f"{name:<{w}}  {_SECONDS[name]:8.1f}  {_CPU[name]:12.1f}  {_CELLS[name]:5d}")
+    terminalreporter.write_line(f"{'total':<{w}}  {sum(_SECONDS.values()):8.1f}  {sum(_CPU.values()):12.1f}  "
+                                f"{sum(_CELLS.values()):5d}")

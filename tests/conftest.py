@@ -50,6 +50,35 @@ def run_cli(args: list[str], env: dict | None = None, timeout: float = 600,
                           timeout=timeout)
 
 
+def run_clis_together(jobs: list[dict], timeout: float = 600) -> list[subprocess.CompletedProcess]:
+    """Several `run_cli` calls (each a dict of its keyword arguments: args, env, prefix) as processes started at the
+    same time; their results in the same order. With one llama.cpp thread each (child_env), two runs on two cores
+    take the time of one. Output goes to temporary files (a pipe read only after another process ends could fill up
+    and stall its writer); no process outlives the call."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dhp-clis-") as tmp:
+        procs, logs = [], []
+        try:
+            for i, job in enumerate(jobs):
+                cmd = [sys.executable, *(job.get("prefix") or ["-m", "dhp.pipeline"]), *job["args"]]
+                out, err = Path(tmp, f"{i}.out"), Path(tmp, f"{i}.err")
+                with open(out, "w") as o, open(err, "w") as e:
+                    procs.append(subprocess.Popen(cmd, cwd=ROOT, env=job.get("env") or child_env(), stdout=o,
+                                                  stderr=e, text=True))
+                logs.append((cmd, out, err))
+            done = []
+            for proc, (cmd, out, err) in zip(procs, logs):
+                proc.wait(timeout=timeout)
+                done.append(subprocess.CompletedProcess(cmd, proc.returncode, out.read_text(), err.read_text()))
+            return done
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+
 def tables_in(folder: Path) -> list[Path]:
     """Every table file (parquet/CSV) anywhere under `folder`."""
     return sorted(p for p in Path(folder).rglob("*") if p.suffix in (".parquet", ".csv"))

@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import child_env, run_cli
+from conftest import child_env, run_cli, run_clis_together
 
 from dhp.cache import Cache
 
@@ -37,12 +37,23 @@ def byo_file(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("mode", ["logprobs", "sample", "likelihood"])
-def test_own_file_runs_through_every_stage(byo_file, tmp_path, mode):
-    run = tmp_path / "run"
-    out = run_cli(["--dataset", str(byo_file), "--n-items", "3", "--perturbations", "char_typo,control",
-                   "--mode", mode, "--n-samples", "2", "--n-null", "200", "--run-dir", str(run)],
-                  prefix=["-m", "dhp", "run"])
+MODES = ("logprobs", "sample", "likelihood")
+
+
+@pytest.fixture(scope="module")
+def byo_runs(byo_file, tmp_path_factory):
+    """The file through `python -m dhp run` in each mode: three processes at once (one llama.cpp thread each)."""
+    runs = {mode: tmp_path_factory.mktemp(f"byo_{mode}") / "run" for mode in MODES}
+    done = run_clis_together([{"args": ["--dataset", str(byo_file), "--n-items", "3", "--perturbations",
+                                        "char_typo,control", "--mode", mode, "--n-samples", "2", "--n-null", "200",
+                                        "--run-dir", str(runs[mode])], "prefix": ["-m", "dhp", "run"]}
+                              for mode in MODES])
+    return {mode: (runs[mode], out) for mode, out in zip(MODES, done)}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_own_file_runs_through_every_stage(byo_file, byo_runs, mode):
+    run, out = byo_runs[mode]
     assert out.returncode == 0, out.stderr
     summary = pd.read_csv(run / "summary.csv")
     assert len(summary) == 1 and summary["dataset"].iloc[0] == "my_items"

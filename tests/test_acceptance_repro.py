@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, TABLES, child_env, run_cli, tiny_cli_args
+from conftest import ROOT, TABLES, child_env, run_clis_together, tiny_cli_args
 
 pytestmark = pytest.mark.slow
 
@@ -71,12 +71,19 @@ def _digest(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, storycloze_path):
-    """One uninterrupted run: the tables every other run must reproduce byte for byte."""
-    d = tmp_path_factory.mktemp("reference")
-    r = run_cli(tiny_cli_args(d / "run", d / "cache.sqlite"))
-    assert r.returncode == 0, r.stderr[-3000:]
-    return d
+def two_runs(tmp_path_factory, storycloze_path):
+    """Two uninterrupted runs, each a process with its own empty cache, started together (one llama.cpp thread
+    each: on two cores they take the time of one): the first is the reference every other run must reproduce byte
+    for byte, the second is compared with it."""
+    folders = [tmp_path_factory.mktemp("reference"), tmp_path_factory.mktemp("second")]
+    for r in run_clis_together([{"args": tiny_cli_args(d / "run", d / "cache.sqlite")} for d in folders]):
+        assert r.returncode == 0, r.stderr[-3000:]
+    return folders
+
+
+@pytest.fixture(scope="module")
+def reference_run(two_runs):
+    return two_runs[0]
 
 
 def test_reference_run_is_complete(reference_run):
@@ -98,14 +105,13 @@ def test_reference_run_is_complete(reference_run):
     assert all(tops for _, tops in _cached_replies(reference_run / "cache.sqlite").values())
 
 
-def test_two_processes_give_byte_identical_tables(reference_run, tmp_path):
-    r = run_cli(tiny_cli_args(tmp_path / "run", tmp_path / "cache.sqlite"))
-    assert r.returncode == 0, r.stderr[-3000:]
+def test_two_processes_give_byte_identical_tables(two_runs):
+    first, second = two_runs
     for name in TABLES:
-        a, b = reference_run / "run" / name, tmp_path / "run" / name
+        a, b = first / "run" / name, second / "run" / name
         assert _digest(a) == _digest(b), f"{name} differs between two identical runs"
     # the raw replies and their top-20 logprobs, key by key (scores alone may be NaN for this judge)
-    assert _cached_replies(reference_run / "cache.sqlite") == _cached_replies(tmp_path / "cache.sqlite")
+    assert _cached_replies(first / "cache.sqlite") == _cached_replies(second / "cache.sqlite")
 
 
 def _start(driver: Path, args: list[str], env: dict) -> subprocess.Popen:
@@ -158,27 +164,28 @@ def test_resume_after_sigkill_repeats_no_call(reference_run, tmp_path):
             f"{name} after resume differs from the uninterrupted run")
 
 
-def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path, storycloze_path, monkeypatch):
+def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path, storycloze_path):
     # The grid runs the notebooks, so their tables must be as reproducible as the pipeline's.
-    import papermill as pm
-
     from dhp.datasets import load_dataset
     from dhp.io import write_parquet
     from dhp.perturb import perturb
 
-    monkeypatch.setenv("DHP_STORYCLOZE_PATH", str(storycloze_path))
-    monkeypatch.setenv("DHP_N_THREADS", "1")
     table = load_dataset("storycloze", 3, 0, path=storycloze_path)
     perturbed = perturb(table, seed=0, perturbations=["char_typo"])
-    digests = []
+    jobs = []
     for name in ("a", "b"):
         run = tmp_path / name
         write_parquet(table, run / "dataset.parquet")  # notebook 01's two outputs
         write_parquet(perturbed, run / "perturbed.parquet")
-        # each run with its own empty cache, as in the pipeline determinism check
-        pm.execute_notebook(str(ROOT / "notebooks" / "02_judge.ipynb"), str(tmp_path / f"02_{name}.ipynb"),
-                            parameters={"dataset": "storycloze", "n_items": 3, "seed": 0, "run_dir": str(run),
-                                        "cache_path": str(run / "cache.sqlite")},
-                            cwd=str(ROOT / "notebooks"), progress_bar=False, kernel_name="python3")
-        digests.append(_digest(run / "scores.parquet"))
+        # each run with its own empty cache, as in the pipeline determinism check; both papermill runs at once
+        # (one llama.cpp thread each), as the grid runs notebooks side by side
+        params = {"dataset": "storycloze", "n_items": 3, "seed": 0, "run_dir": str(run),
+                  "cache_path": str(run / "cache.sqlite")}
+        jobs.append({"prefix": ["-m", "papermill"], "env": child_env(DHP_STORYCLOZE_PATH=str(storycloze_path)),
+                     "args": [str(ROOT / "notebooks" / "02_judge.ipynb"), str(tmp_path / f"02_{name}.ipynb"),
+                              "-y", json.dumps(params), "--cwd", str(ROOT / "notebooks"), "-k", "python3",
+                              "--no-progress-bar"]})
+    for r in run_clis_together(jobs):
+        assert r.returncode == 0, r.stderr[-3000:]
+    digests = [_digest(tmp_path / name / "scores.parquet") for name in ("a", "b")]
     assert digests[0] == digests[1], "notebook 02 wrote different scores.parquet bytes for identical runs"

@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_clis_together
 from test_confusion_pipeline import TEXTS, AspectJudge
 
 from dhp import methods
@@ -275,11 +275,26 @@ def test_notebook_declares_every_parameter_of_the_method_with_the_papers_default
 TINY = {"n_items": 2, "attacks": ["negation"], "aspects": ["fluency"], "max_tokens": 8}
 
 
+@pytest.fixture(scope="module")
+def own_file_runs(items_csv, tmp_path_factory):
+    """The file through the command line and through notebook 07 (papermill), two processes started together (one
+    llama.cpp thread each): {"cli"/"notebook": (folder, completed process)}."""
+    cli, nb = tmp_path_factory.mktemp("own_cli"), tmp_path_factory.mktemp("own_nb")
+    params = {"dataset": str(items_csv), **TINY, "run_dir": str(nb / "run"), "figures_dir": str(nb / "figures")}
+    done = run_clis_together([
+        {"args": ["--method", NAME, "--dataset", str(items_csv), "--n-items", "2", "--attacks", "negation",
+                  "--aspects", "fluency", "--max-tokens", "8", "--run-dir", str(cli / "run")],
+         "prefix": ["-m", "dhp", "run"]},
+        {"args": [str(ROOT / "notebooks" / "07_criteria_confusion.ipynb"), str(nb / "07.ipynb"), "-y",
+                  json.dumps(params), "--cwd", str(ROOT / "notebooks"), "-k", "python3", "--no-progress-bar"],
+         "prefix": ["-m", "papermill"]}])
+    return {"cli": (cli, done[0]), "notebook": (nb, done[1])}
+
+
 @pytest.mark.slow
-def test_own_file_through_the_command_line(tmp_path, items_csv):
+def test_own_file_through_the_command_line(items_csv, own_file_runs):
+    tmp_path, out = own_file_runs["cli"]
     run = tmp_path / "run"
-    out = run_cli(["--method", NAME, "--dataset", str(items_csv), "--n-items", "2", "--attacks", "negation",
-                   "--aspects", "fluency", "--max-tokens", "8", "--run-dir", str(run)], prefix=["-m", "dhp", "run"])
     assert out.returncode == 0, out.stderr
     scores = pd.read_parquet(run / "confusion_scores.parquet")
     assert set(scores["dataset"]) == {"my_items"} and scores["item_id"].nunique() == 2
@@ -290,15 +305,10 @@ def test_own_file_through_the_command_line(tmp_path, items_csv):
 
 
 @pytest.mark.slow
-def test_own_file_through_notebook_07(tmp_path, items_csv, monkeypatch):
-    import papermill as pm
-
-    monkeypatch.setenv("DHP_N_THREADS", "1")
+def test_own_file_through_notebook_07(own_file_runs):
+    tmp_path, out = own_file_runs["notebook"]
+    assert out.returncode == 0, out.stderr[-3000:]
     run = tmp_path / "run"
-    pm.execute_notebook(str(ROOT / "notebooks" / "07_criteria_confusion.ipynb"), str(tmp_path / "07.ipynb"),
-                        parameters={"dataset": str(items_csv), **TINY, "run_dir": str(run),
-                                    "figures_dir": str(tmp_path / "figures")},
-                        cwd=str(ROOT / "notebooks"), progress_bar=False, kernel_name="python3")
     scores = pd.read_parquet(run / "confusion_scores.parquet")
     assert set(scores["dataset"]) == {"my_items"} and len(scores) == 2 * 2  # 2 items x (original + negation)
     assert (run / "confusion_summary.csv").is_file()

@@ -98,6 +98,9 @@ def test_nbval_keeps_the_executed_notebook(tmp_path):
     assert kept.cells[1].outputs[0]["text"].strip() == "runs/nb"  # the temporary folder's path made relative
     assert kept.cells[2].outputs[0]["data"]["text/plain"] == "42"
     assert (kept.cells[1].execution_count, kept.cells[2].execution_count) == (1, 2)
+    # the per-notebook timing table (issue 28: timings listed): one row with the notebook's two code cells
+    row = next(line for line in out.stdout.splitlines() if line.startswith("01_t.ipynb"))
+    assert float(row.split()[1]) > 0 and float(row.split()[2]) > 0 and row.split()[3] == "2"
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),

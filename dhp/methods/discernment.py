@@ -34,7 +34,7 @@ class DHPParams(RunParams):
 
     dataset: DatasetName = Field("summeval", description=f"a dataset name ({', '.join(sorted(DATASET_TASK))}) or the "
                                                  "path of your own .csv/.jsonl file")
-    n_items: int = Field(3, ge=1, description="items (references) to perturb and judge; the paper uses 100")
+    n_items: int = Field(2, ge=1, description="items (references) to perturb and judge; the paper uses 100")
     path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
     perturber: str = Field("rule", description="'rule' or an LLM judge spec that writes the LLM perturbations")
     perturbations: list[str] | None = Field(None, description="perturbations to run (None: every one of the "
