@@ -67,6 +67,21 @@ def test_placeholders_read_results_and_refuse_what_is_missing(tmp_path, monkeypa
             hooks._call(bad, "p.md")
 
 
+def test_every_notebook_opens_with_its_lesson_box_and_the_course_table_shows_it():
+    """Issue 28: each notebook opens with what it teaches, what it needs and how long it takes at its defaults;
+    the course page's table is built from those boxes (a notebook without one would show a blank row)."""
+    hooks = _hooks()
+    labels = {"This lesson teaches", "It needs", "At its defaults it takes"}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        box = hooks._lesson_box(hooks._notebook_intro(path)[1])
+        assert set(box) == labels and all(box.values()), (path.name, sorted(box))
+    # the control: a paragraph that is not a box gives no labels
+    assert hooks._lesson_box("One call puts your judge beside the published ones.") == {}
+    rows = [r for r in hooks.course().splitlines() if r.startswith("| ") and "notebook |" not in r]
+    assert len(rows) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    assert not any("run in order" in r or "**This lesson" in r for r in rows)
+
+
 def test_reference_lists_every_parameter_of_every_method():
     from dhp.config import RunParams
     from dhp.grid import GridParams
