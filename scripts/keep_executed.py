@@ -76,7 +76,10 @@ def pytest_terminal_summary(terminalreporter):
     if not _SECONDS:
         return
     w = max(len(n) for n in _SECONDS)
-    terminalreporter.section("notebook wall time (limit at defaults: 180 s)")
+    terminalreporter.section("notebook wall time (limit at defaults: 180 s on an idle 2-core machine)")
+    threads = os.environ.get("DHP_N_THREADS")
+    if threads:  # make test runs this check beside pytest: the wall times include that sharing
+        terminalreporter.write_line(f"(the judge ran on DHP_N_THREADS={threads} thread(s), beside other work)")
     # CPU: the kernel's own seconds (all its threads), which other work on the machine hardly changes
     terminalreporter.write_line(f"{'notebook':<{w}}  {'seconds':>8}  {'kernel CPU s':>12}  {'cells':>5}")
     for name in sorted(_SECONDS):
