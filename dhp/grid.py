@@ -416,7 +416,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _stamp_file(out_path).unlink(missing_ok=True)  # written again only if this run succeeds
     rel = _rel(out_path)
-    t0, cpu0 = time.perf_counter(), _children_cpu()
+    t0, cpu0 = time.perf_counter(), children_cpu_seconds()
     print(f"[grid] {rel}  {use}", flush=True)
     try:
         with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext() as watcher:
@@ -440,7 +440,7 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
         ok = False
     elapsed = time.perf_counter() - t0
     report.timings.append((rel, elapsed))
-    report.cpu[rel] = _children_cpu() - cpu0
+    report.cpu[rel] = children_cpu_seconds() - cpu0
     if ok and stamp is not None:
         if staged:
             report.deferred.append((_stamp_file(out_path), stamp))
@@ -663,7 +663,7 @@ def _step(report: Report, name: str):
         report.cpu[f"({name})"] = time.process_time() - cpu0
 
 
-def _children_cpu() -> float:
+def children_cpu_seconds() -> float:
     """CPU seconds of this process's finished children: a notebook's kernel (and the model it ran in-process) once
     papermill has shut it down. Unlike wall-clock time it hardly grows when other work shares the cores."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

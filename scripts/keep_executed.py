@@ -7,40 +7,35 @@ temporary folder's path (``DHP_NBVAL_TMP``) is written as a relative one, so the
 ``/tmp/dhp-nbval-…/runs/nb``. The copies go to an ignored folder (build/executed/), never into notebooks/.
 
 It also times each notebook (wall clock of its cells' set-up, run and tear-down, kernel start and stop included) and
-prints a table at the end (with its kernel's CPU seconds): issue 28 asks that every notebook run in at most 3 minutes at its defaults, timings listed.
+prints a table at the end, with its kernel's CPU seconds: issue 28 asks that every notebook run in at most 3 minutes
+at its defaults, timings listed.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from dhp.grid import children_cpu_seconds
+
 _NOTEBOOKS: dict[str, object] = {}
 _SECONDS: dict[str, float] = {}  # notebook file name -> wall seconds
+# notebook file name -> CPU seconds of its kernel (a child process: counted once it has stopped, at the last cell)
+_CPU: dict[str, float] = {}
 _CELLS: dict[str, int] = {}
-
-
-_CPU: dict[str, float] = {}  # notebook file name -> CPU seconds of its kernel
-
-
-def _children_cpu() -> float:
-    # the kernel is a child process: its CPU time is counted here once it has stopped (the notebook's last cell)
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    t0, cpu0 = time.perf_counter(), _children_cpu()
+    t0, cpu0 = time.perf_counter(), children_cpu_seconds()
     yield
     name = Path(str(item.fspath)).name
     _SECONDS[name] = _SECONDS.get(name, 0.0) + time.perf_counter() - t0
-    _CPU[name] = _CPU.get(name, 0.0) + _children_cpu() - cpu0
+    _CPU[name] = _CPU.get(name, 0.0) + children_cpu_seconds() - cpu0
     _CELLS[name] = _CELLS.get(name, 0) + 1
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,6 @@ def run_clis_together(jobs: list[dict], timeout: float = 600) -> list[subprocess
     same time; their results in the same order. With one llama.cpp thread each (child_env), two runs on two cores
     take the time of one. Output goes to temporary files (a pipe read only after another process ends could fill up
     and stall its writer); no process outlives the call."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="dhp-clis-") as tmp:
         procs, logs = [], []
         try:
