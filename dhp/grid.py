@@ -112,6 +112,8 @@ class GridParams(Params):
     notebooks_dir: str = Field("notebooks", description="folder holding the notebooks")
     execution_timeout: int | None = Field(None, ge=1, description="seconds allowed per cell (None: no limit)")
     rerun: bool = Field(False, description="run every notebook, even those whose stamp says they are up to date")
+    workers: int = Field(2, ge=1, description="run folders executed at the same time (each a notebook kernel; an "
+                                              "embedded judge then gets one llama.cpp thread each): 2 for 2 cores")
     report_card: bool = Field(True, description="write results/report_card.csv and its figures at the end")
     result_notebooks: bool = Field(True, description="run the methods' notebooks on the aggregated results")
     leaderboard: dict[str, Any] | None = Field(
@@ -511,49 +513,107 @@ def _shared_stage(g: GridParams, m: methods.Method, group: list[Point], report: 
 
 
 def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
-    """Every point's notebooks in order; returns the points whose every notebook succeeded. Methods taught by the
-    same notebooks (dual_perspective and human_alignment: notebook 09) share a folder: its notebooks run once there,
-    with the parameters of all of them."""
-    done = []
+    """Every point's notebooks in order; returns the points whose every notebook succeeded, in grid order. Methods
+    taught by the same notebooks (dual_perspective and human_alignment: notebook 09) share a folder: its notebooks
+    run once there, with the parameters of all of them.
+
+    The jobs — each method's judge-independent stage, then each run folder's chain of notebooks — run ``g.workers``
+    at a time (a folder's chain after its method's stage): points of different judges or methods share nothing but
+    the call cache (SQLite, one transaction per reply), so two chains on two cores take little more than one."""
     groups: dict[tuple, list[Point]] = {}
     for p in pts:
         groups.setdefault((p.method, p.dataset), []).append(p)
-    ran: set[Path] = set()
+    jobs: list[_Job] = []
     for (name, _), group in groups.items():
         m = methods.get(name)
-        if not _shared_stage(g, m, group, report):
-            continue
+        stage = _Job(f"{name} stage", functools.partial(_shared_stage, g, m, group, report))
+        jobs.append(stage)
         for p in group:
-            together = [q for q in pts if q.folder == p.folder]
-            if p.folder in ran:  # its notebooks ran for a method sharing them
-                if all(q in done for q in together if q is not p and q.folder == p.folder):
-                    done.append(p)
+            if any(p.folder == j.folder for j in jobs):  # its notebooks run for a method sharing them
                 continue
-            ran.add(p.folder)
-            own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
-            params = {}
-            for q in reversed(together):  # every sharing method's parameters; the point's own win
-                params.update(q.config.model_dump())
-            stamps, prev = [], report.stamps.get(p.folder.parent, "") if m.shared_notebooks else ""
-            for nb in own:
-                prev = _stamp(_nb(g, nb), params, prev)
-                stamps.append(prev)
-            report.stamps[p.folder] = prev
-            outs = [p.folder / f"{nb}.ipynb" for nb in own]
-            if all(_fresh(o, s, g) for o, s in zip(outs, stamps)):  # its tables are the ones it would write
-                _up_to_date(outs, report)
-                done.append(p)
-                continue
-            if not m.shared_notebooks:
-                for q in together:
-                    _clear(p.folder, methods.get(q.method))
-            for i, (nb, out, s) in enumerate(zip(own, outs, stamps)):
-                if not _execute(_nb(g, nb), out, params, g, report, stamp=s):
-                    report.skipped += [f"{_rel(p.folder)}/{n}" for n in own[i + 1:]]
-                    break
-            else:  # only a point whose every notebook succeeded reaches results/
-                done.append(p)
-    return done
+            jobs.append(_Job(_rel(p.folder), functools.partial(_run_chain, g, m, p, pts, report), (stage,), p.folder))
+    _run_jobs(jobs, g.workers)
+    ok = {j.folder for j in jobs if j.folder is not None and j.ok}
+    return [p for p in pts if p.folder in ok]
+
+
+def _run_chain(g: GridParams, m: methods.Method, p: Point, pts: list[Point], report: Report) -> bool:
+    """One run folder's own notebooks, in order (skipped when every one is up to date); True if all succeeded."""
+    together = [q for q in pts if q.folder == p.folder]
+    own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
+    params = {}
+    for q in reversed(together):  # every sharing method's parameters; the point's own win
+        params.update(q.config.model_dump())
+    stamps, prev = [], report.stamps.get(p.folder.parent, "") if m.shared_notebooks else ""
+    for nb in own:
+        prev = _stamp(_nb(g, nb), params, prev)
+        stamps.append(prev)
+    report.stamps[p.folder] = prev
+    outs = [p.folder / f"{nb}.ipynb" for nb in own]
+    if all(_fresh(o, s, g) for o, s in zip(outs, stamps)):  # its tables are the ones it would write
+        _up_to_date(outs, report)
+        return True
+    if not m.shared_notebooks:
+        for q in together:
+            _clear(p.folder, methods.get(q.method))
+    for i, (nb, out, s) in enumerate(zip(own, outs, stamps)):
+        if not _execute(_nb(g, nb), out, params, g, report, stamp=s):
+            report.skipped += [f"{_rel(p.folder)}/{n}" for n in own[i + 1:]]
+            return False
+    return True
+
+
+@dataclass(eq=False)
+class _Job:
+    """A unit of the grid's work: runs once its ``after`` jobs succeeded (skipped, not ok, if one did not)."""
+
+    name: str
+    run: Any
+    after: tuple = ()
+    folder: Path | None = None
+    ok: bool | None = None  # None: not finished
+
+
+def _run_jobs(jobs: list[_Job], workers: int) -> None:
+    """Run the jobs on ``workers`` threads, each taking the first job (in list order) whose ``after`` jobs are
+    done. With more than one worker, an embedded judge gets one llama.cpp thread per notebook (DHP_N_THREADS,
+    unless set): two single-threaded runs side by side use two cores better than one run on two threads."""
+    pending, lock = list(jobs), threading.Condition()
+    threads = os.environ.get("DHP_N_THREADS")
+    if workers > 1 and not threads:
+        os.environ["DHP_N_THREADS"] = "1"  # the kernels inherit it
+
+    def ready() -> _Job | None:
+        for j in pending:
+            if all(a.ok is not None for a in j.after):
+                return j
+        return None
+
+    def work() -> None:
+        while True:
+            with lock:
+                while pending and (job := ready()) is None:
+                    lock.wait()
+                if not pending:
+                    return
+                pending.remove(job)
+            try:
+                ok = all(a.ok for a in job.after) and bool(job.run())
+            except BaseException:
+                ok = False
+                raise
+            finally:
+                with lock:
+                    job.ok = ok
+                    lock.notify_all()
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for f in [pool.submit(work) for _ in range(max(1, workers))]:
+                f.result()
+    finally:
+        if workers > 1 and not threads:
+            os.environ.pop("DHP_N_THREADS", None)
 
 
 def _results_view(df: pd.DataFrame, t: methods.Table) -> pd.DataFrame:
@@ -789,7 +849,8 @@ def print_timings(report: Report, total_s: float, out=None) -> None:
     if not rows:
         return
     print("\n[grid] time per notebook and step (wall clock; CPU: the kernel's CPU seconds, which other work on the "
-          "machine hardly changes; the result notebooks run two at a time, so their CPU figures mix):", file=out)
+          "machine hardly changes; notebooks that ran side by side (workers > 1, and the result notebooks) mix "
+          "theirs):", file=out)
     print(f"  {'seconds':>8}  {'share':>5}  {'CPU s':>7}  notebook / step", file=out)
     for name, s in rows:
         cpu = report.cpu.get(name)

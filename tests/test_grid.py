@@ -2,6 +2,8 @@
 throw-away notebooks and a method registered by the test)."""
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import nbformat as nbf
@@ -359,3 +361,46 @@ def test_a_failing_or_killed_run_leaves_committed_results_and_figures_as_they_we
     assert pd.read_csv(results / "summary.csv")["judge"].tolist() == ["bad", "good"]
     assert (results / "README.txt").read_text() == "not the grid's" and (figures / "kept.pdf").exists()
     assert not (repo / "runs" / "t" / "staging").exists()
+
+
+def _jobs_that_meet(n_meeting: int, timeout: float = 5.0):
+    """Two jobs that succeed only if both run at the same time (a barrier), and a third that must wait for the first."""
+    barrier, log = threading.Barrier(n_meeting, timeout=timeout), []
+
+    def meet(name):
+        def run():
+            log.append(f"start {name}")
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return False
+            log.append(f"end {name}")
+            return True
+        return run
+
+    a = grid._Job("a", meet("a"))
+    b = grid._Job("b", meet("b"))
+    c = grid._Job("c", lambda: log.append("c") or True, after=(a,))
+    return [a, b, c], log
+
+
+def test_grid_jobs_run_side_by_side_and_wait_for_what_they_need():
+    jobs, log = _jobs_that_meet(2)
+    grid._run_jobs(jobs, workers=2)
+    assert [j.ok for j in jobs] == [True, True, True]
+    assert log.index("c") > log.index("end a")  # after its dependency, never before
+    # control: one worker cannot run the two jobs at once, so they never meet (the check above can fail)
+    jobs, log = _jobs_that_meet(2, timeout=0.5)
+    grid._run_jobs(jobs, workers=1)
+    assert [j.ok for j in jobs] == [False, False, False]  # c is skipped: its dependency did not succeed
+    assert "c" not in log
+
+
+def test_grid_workers_give_each_embedded_judge_one_thread_unless_set(monkeypatch):
+    seen = []
+    monkeypatch.delenv("DHP_N_THREADS", raising=False)
+    grid._run_jobs([grid._Job("x", lambda: seen.append(os.environ.get("DHP_N_THREADS")) or True)], workers=2)
+    assert seen == ["1"] and "DHP_N_THREADS" not in os.environ  # restored afterwards
+    monkeypatch.setenv("DHP_N_THREADS", "2")
+    grid._run_jobs([grid._Job("x", lambda: seen.append(os.environ.get("DHP_N_THREADS")) or True)], workers=2)
+    assert seen[-1] == "2"
