@@ -11,6 +11,9 @@
     python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
     python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
                                                                  your judge beside the published ones (dhp.evaluate)
+    python -m dhp extensions                                     every registered extension of every kind
+    python -m dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
+                                                                 registered perturbations' votes (dhp.weights)
 
 ``run`` is :func:`dhp.methods.run` (the stages collect → analyze → figures into the run folder, each through the
 stage runner :func:`dhp.methods.run_stage`; ``--stage NAME`` runs one), with the parameters of the
@@ -26,7 +29,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dhp import batch, methods
+from dhp import batch, methods, weights
+from dhp import registry as extensions
 from dhp import config as cfg
 from dhp.datasets import registry
 from dhp.errors import DHPError
@@ -205,6 +209,14 @@ def _evaluate(argv: list[str]) -> int:
     return 0
 
 
+def _weights(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dhp weights", description=(
+        "Regenerate the shipped expert weights from every registered perturbation's declared votes (dhp.weights)."))
+    ap.add_argument("--out", help="where to write (default: dhp/resources/expert_weights.csv, replaced)")
+    print(weights.write_default_weights(ap.parse_args(argv).out))
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -227,6 +239,11 @@ def main(argv=None) -> int:
             return _data(rest)
         if command == "evaluate":
             return _evaluate(rest)
+        if command == "extensions":
+            print(extensions.describe_all())
+            return 0
+        if command == "weights":
+            return _weights(rest)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
