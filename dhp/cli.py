@@ -6,7 +6,7 @@
     python -m dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
-    python -m dhp import-judgments {llmbar,mtme,hanna,frank,table} [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]
+    python -m dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
     python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
     python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
@@ -36,8 +36,8 @@ from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.evaluate import PROFILES, evaluate
 from dhp.io import resolve, write_text
-from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams, run_leaderboard
-from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
+from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, default_path, import_judgments
 
 __all__ = ["main", "method_parser", "config_from_argv"]
 
@@ -111,7 +111,7 @@ def _import_judgments(rest: list[str]) -> int:
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
     ap.add_argument("path", nargs="?", help="a file, or a folder searched recursively (default: the source's place "
-                                            "under the data root, dhp.recorded.DEFAULT_PATHS)")
+                                            "under the data root, its importer's default)")
     ap.add_argument("--run-dir", required=True, help="the run folder to write the tables into")
     ap.add_argument("--dataset", help="table: the dataset table item ids are checked against")
     ap.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"), help="table: the scores' scale")
@@ -121,9 +121,9 @@ def _import_judgments(rest: list[str]) -> int:
     ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
     args = ap.parse_args(rest)
     if args.path is None:
-        if args.kind not in RECORDED_SOURCES:
+        if IMPORTERS[args.kind].default is None:
             ap.error(f"{args.kind}: name the file or folder to import")
-        args.path = registry.path(RECORDED_SOURCES[args.kind][0], args.data_dir)
+        args.path = default_path(args.kind, args.data_dir)
     report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
                               lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
     print(report.describe())

@@ -66,8 +66,9 @@ from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
 from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
-from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams
+from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
+from dhp.recorded import IMPORTERS
 
 REPORT_NB = "10_report_card"
 LEADERBOARD_NB = "11_leaderboard"
@@ -755,8 +756,8 @@ def _recorded_files(g: GridParams) -> list[str]:
     root = data_root((g.leaderboard or {}).get("data_dir") or g.params.get("data_dir"))
     out = []
     for kind in kinds:
-        base = root / RECORDED_SOURCES[kind][0]
-        files = sorted(f for f in base.rglob("*") if f.is_file()) if base.exists() else []
+        base = root / IMPORTERS.lookup(kind).default
+        files = [base] if base.is_file() else sorted(f for f in base.rglob("*") if f.is_file()) if base.exists() else []
         out += [f"{f.relative_to(root)}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
     return out
 

@@ -107,12 +107,12 @@ class Registry(Mapping[str, T], Generic[T]):
 
         return deco
 
-    def remove(self, name: str) -> T | None:
+    def remove(self, name: str, default: Any = None) -> T | None:
         """Unregister ``name`` (tests and notebooks that clean up after themselves)."""
         self._origins.pop(name, None)
         self._rank.pop(name, None)
         self._order = None
-        return self._items.pop(name, None)
+        return self._items.pop(name, default)
 
     pop = remove
 

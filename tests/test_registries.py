@@ -131,7 +131,7 @@ def test_protocols_are_registered_by_name():
     assert PROTOCOLS["pointwise"] is score_perturbed and PROTOCOLS["pairwise"] is compare_pairs
     assert {"aspects", "strategies"} <= set(PROTOCOLS)
     with pytest.raises(DHPError, match="already registered"):
-        protocol("pairwise", replace=False)(lambda table, judge: table)
+        protocol("pairwise")(lambda table, judge: table)
 
 
 def test_dual_perspective_analyzes_judgments_in_the_run_folder(tmp_path):

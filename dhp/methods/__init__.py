@@ -36,9 +36,7 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
-import importlib
 import json
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable
@@ -51,6 +49,7 @@ from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
+from dhp.registry import Registry, origin_of
 
 __all__ = ["Method", "Table", "Stage", "StageResult", "register", "get", "names", "all_methods", "run", "run_stage",
            "read_tables", "write_tables", "report_card", "judge_modes"]
@@ -218,8 +217,11 @@ class Method:
         return f"<method {self.name}: {self.title}>"
 
 
-_REGISTRY: dict[str, Method] = {}
-_DISCOVERED = False
+#: Every method by name; found by discovery (dhp.registry): the modules of this package and the entry-point group
+#: ``dhp.methods``.
+_REGISTRY: "Registry[Method]" = Registry(
+    "method", "dhp.methods", fix="use one of those (python -m dhp methods), or add a module with a @register class "
+                                 "to dhp/methods/.")
 
 
 def register(cls: type[Method]) -> type[Method]:
@@ -231,28 +233,12 @@ def register(cls: type[Method]) -> type[Method]:
         if not isinstance(t, Table):
             raise DHPError(f"Method {cls.name!r} declares {t!r}, which is not a dhp.methods.Table.",
                            "declare its tables as Table(name, columns, doc).")
-    _REGISTRY[cls.name] = cls()
+    _REGISTRY.add(cls.name, cls(), origin_of(cls))
     return cls
-
-
-def _discover() -> None:
-    """Import every module of this package (each registers its method) and the ``dhp.methods`` entry points."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="dhp.methods"):
-        ep.load()
 
 
 def all_methods() -> list[Method]:
     """Every registered method, in a fixed order (the order of ``ORDER`` where listed, then by name)."""
-    _discover()
     rank = {n: i for i, n in enumerate(ORDER)}
     return sorted(_REGISTRY.values(), key=lambda m: (rank.get(m.name, len(rank)), m.name))
 
@@ -263,10 +249,7 @@ def names() -> list[str]:
 
 def get(name: str) -> Method:
     """The registered method called ``name``."""
-    _discover()
-    if name not in _REGISTRY:
-        raise DHPError(f"Unknown method {name!r}.", f"use one of {names()} (or register yours in dhp/methods/).")
-    return _REGISTRY[name]
+    return _REGISTRY.lookup(name)
 
 
 #: The judge spec of a run that calls no model: it analyzes the judgments imported into the run folder.
