@@ -116,6 +116,10 @@ class Registry(Mapping[str, T], Generic[T]):
 
     pop = remove
 
+    def registered(self) -> dict[str, T]:
+        """What is registered so far, without discovery (a check made while registering)."""
+        return dict(self._items)
+
     # ------------------------------------------------------------------ reading
     def lookup(self, name: str) -> T:
         """The entry called ``name``, or the one error for an unknown name."""

@@ -109,7 +109,8 @@ class Importer:
     names the file); ``companions`` — declared data sets fetched with it (mtme: the MQM scores beside the metric
     scores); ``lp`` — the language pair of its default files; ``reference_method`` — the method whose judge-independent
     tables its views need besides the import (mtme: human_alignment's MQM and DA); ``views`` — the leaderboard views
-    it feeds, in words."""
+    it feeds, in words; ``feeds`` — the methods whose leaderboard views its judges join (``python -m dhp evaluate``
+    imports it when it runs one of them)."""
 
     name: str
     read: Callable
@@ -121,6 +122,7 @@ class Importer:
     lp: str | None = None
     reference_method: str | None = None
     views: str = ""
+    feeds: tuple[str, ...] = ()
 
 
 #: Every recorded-judgment source by name; found by discovery (dhp.registry): the modules of dhp.recorded and the
@@ -136,7 +138,7 @@ def _relative_to_root(path: Path, root: Path) -> str:
 
 def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | None = None, default: str | None = None,
              companions: tuple[str, ...] = (), lp: str | None = None, reference_method: str | None = None,
-             views: str = "") -> Callable:
+             views: str = "", feeds: tuple[str, ...] = ()) -> Callable:
     """Register the decorated ``read(file, ctx)`` as the importer ``name``. ``relative_path(path, root)``:
     the path written into ``source`` (default: relative to the folder imported, or the file's name); the other
     arguments are the source's facts (:class:`Importer`)."""
@@ -144,7 +146,7 @@ def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | 
     def wrap(fn: Callable) -> Callable:
         IMPORTERS.add(name, Importer(name, fn, tuple(suffixes), relative_path or _relative_to_root,
                                      (fn.__doc__ or "").strip(), default, tuple(companions), lp, reference_method,
-                                     views), origin_of(fn))
+                                     views, tuple(feeds)), origin_of(fn))
         return fn
 
     return wrap
