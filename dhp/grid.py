@@ -59,7 +59,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from dhp import methods
 from dhp.config import MODES, Params, validate
@@ -100,7 +100,10 @@ class GridParams(Params):
                                                                      "judge with its own modes")
     modes: list[str] = Field(min_length=1, description=f"judge modes from {list(MODES)} (for judges given without "
                                                        "their own)")
-    methods: list[str] = Field(["dhp"], min_length=1, description="registered methods to run per judge × mode")
+    methods: list[str] = Field(
+        ["dhp"], description="registered methods to run per judge × mode, or 'all': every registered method "
+                             "(python -m dhp methods); a method that requires another's tables runs after it, in "
+                             "its folder")
     datasets: list[str] | None = Field(None, description="datasets for methods that take one (one run each; "
                                                          "None: the method's default)")
     params: dict[str, Any] = Field(default_factory=dict, description="method parameters for every method that "
@@ -157,13 +160,28 @@ class GridParams(Params):
             raise ValueError(f"unknown mode(s) {bad}; use modes from {list(MODES)}")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _all_methods(cls, data):
+        if isinstance(data, dict) and data.get("methods") == "all":  # the registry's list, never one kept by hand
+            data = {**data, "methods": methods.names()}
+        return data
+
     @field_validator("methods")
     @classmethod
     def _known_methods(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one method, or 'all'")
         bad = [m for m in v if m not in methods.names()]
         if bad:
             raise ValueError(f"unknown method(s) {bad}; use methods from {methods.names()}")
-        return v
+        for name in v:
+            missing = [r for r in methods.get(name).requires if r not in v]
+            if missing:
+                raise ValueError(f"method {name!r} reads the tables of {missing}, which the grid does not run; add "
+                                 "them to methods")
+        # a method that requires another's tables runs after it (stable: the rest keep their order)
+        return sorted(v, key=lambda name: bool(methods.get(name).requires))
 
 
 @dataclass(frozen=True)
@@ -217,10 +235,15 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
                            "add it to methods or remove its parameters.")
     owner: dict[tuple, str] = {}  # methods taught by the same notebooks share one run folder per point
+    homes: dict[str, str] = {}
     for name in g.methods:
         m = methods.get(name)
-        home = owner.setdefault(tuple(m.notebooks), name)
-        datasets = (g.datasets or [None]) if "dataset" in m.Params.model_fields else [None]
+        # a method that reads another's tables runs in that method's folders (its datasets, its judges' folders)
+        home = homes[m.requires[0]] if m.requires else owner.setdefault(tuple(m.notebooks), name) if m.notebooks \
+            else name
+        homes[name] = home
+        lead = methods.get(m.requires[0]) if m.requires else m
+        datasets = (g.datasets or [None]) if "dataset" in lead.Params.model_fields else [None]
         for dataset in datasets:
             for judge, modes in g.judge_modes():
                 for mode in modes:
@@ -229,7 +252,7 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
                         continue
                     base = root / home / (dataset or "")
                     folder = base / f"{slug(judge)}-{mode}"
-                    values = _values(g, m, judge, mode, dataset)
+                    values = _values(g, m, judge, mode, dataset if "dataset" in m.Params.model_fields else None)
                     values.setdefault("run_dir", str(folder))
                     values["run_dir"], values["figures_dir"] = str(folder), str(folder / "figures")
                     cfg = validate(m.Params, values, source=f"grid method {name!r} (judge {judge}, mode {mode})")
@@ -519,23 +542,31 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
     groups: dict[tuple, list[Point]] = {}
     for p in pts:
         groups.setdefault((p.method, p.dataset), []).append(p)
-    ran: set[Path] = set()
+    ran: set[tuple] = set()
     for (name, _), group in groups.items():
         m = methods.get(name)
         if not _shared_stage(g, m, group, report):
             continue
         for p in group:
-            together = [q for q in pts if q.folder == p.folder]
-            if p.folder in ran:  # its notebooks ran for a method sharing them
-                if all(q in done for q in together if q is not p and q.folder == p.folder):
+            if not m.notebooks:  # no notebook: the stage runner runs it (collect, analyze, figures)
+                if _run_stages(p, report):
                     done.append(p)
                 continue
-            ran.add(p.folder)
+            # methods taught by the same notebooks share a run; a method that requires another shares its folder only
+            together = [q for q in pts if q.folder == p.folder and methods.get(q.method).notebooks == m.notebooks]
+            if (p.folder, m.notebooks) in ran:  # its notebooks ran for a method sharing them
+                if all(q in done for q in together if q is not p):
+                    done.append(p)
+                continue
+            ran.add((p.folder, m.notebooks))
             own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
             params = {}
             for q in reversed(together):  # every sharing method's parameters; the point's own win
                 params.update(q.config.model_dump())
-            stamps, prev = [], report.stamps.get(p.folder.parent, "") if m.shared_notebooks else ""
+            # what its notebooks read was made before: the shared stage's, or (requires) the other method's, stamp
+            prev = report.stamps.get(p.folder.parent, "") if m.shared_notebooks else \
+                report.stamps.get(p.folder, "") if m.requires else ""
+            stamps = []
             for nb in own:
                 prev = _stamp(_nb(g, nb), params, prev)
                 stamps.append(prev)
@@ -555,6 +586,24 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
             else:  # only a point whose every notebook succeeded reaches results/
                 done.append(p)
     return done
+
+
+def _run_stages(p: Point, report: Report) -> bool:
+    """Run a method that has no notebook through the stage runner (dhp.methods.run) in its point's folder; a failure
+    is recorded like a notebook's. True if it succeeded."""
+    rel = f"{_rel(p.folder)}/{p.method} (stage runner)"
+    t0 = time.perf_counter()
+    print(f"[grid] {rel}", flush=True)
+    try:
+        methods.run(p.method, p.config)
+        ok = True
+    except Exception as e:  # one point's failure is reported; the other points go on
+        report.failures.append(Failure(rel, p.config.model_dump(), "(stage runner)", f"{type(e).__name__}: "
+                                                                                     f"{str(e)[:500]}"))
+        ok = False
+    report.timings.append((rel, time.perf_counter() - t0))
+    print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {time.perf_counter() - t0:.1f} s", flush=True)
+    return ok
 
 
 def _results_view(df: pd.DataFrame, t: methods.Table) -> pd.DataFrame:
