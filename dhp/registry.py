@@ -116,6 +116,12 @@ class Registry(Mapping[str, T], Generic[T]):
 
     pop = remove
 
+    def __setitem__(self, name: str, obj: T) -> None:  # the same rule as add (monkeypatching tests use it)
+        self.add(name, obj)
+
+    def __delitem__(self, name: str) -> None:
+        self.remove(name)
+
     def registered(self) -> dict[str, T]:
         """What is registered so far, without discovery (a check made while registering)."""
         return dict(self._items)
