@@ -3,7 +3,7 @@ family, a recorded source in a new layout, a judge protocol (pairwise strategy) 
 each work from the command line (``methods``, ``run``, ``import-judgments``, ``leaderboard``, ``evaluate
 --dry-run``) and in the grid's plan, found by the registries' package scan (dhp.registry).
 
-The test writes the five files into a copy of the package and runs ``python -m dhp`` from there (PYTHONPATH points
+The five files are the worked examples of docs/extending.md, read from that page. The test writes them into a copy of the package and runs ``python -m dhp`` from there (PYTHONPATH points
 at the copy). The control: a copy without one of the files fails the command that file serves, with the registry's
 unknown-name error. A second definition of a name already taken is refused for every kind, with one message.
 Data: small synthetic files written here (a dataset of four short texts, two pairs, four recorded verdicts)."""
@@ -11,10 +11,10 @@ Data: small synthetic files written here (a dataset of four short texts, two pai
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -28,133 +28,20 @@ from dhp.judging.strategies import strategy
 from dhp.perturb import perturbation
 from dhp.recorded import importer
 from dhp.registry import REGISTRIES
+from test_import_placement import late_dhp_imports, nested_dhp_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FILES = {
-    "dhp/backends/echo.py": '''
-        """A judge that echoes the text's length: in mode metric it scores a text by its number of words (x scale)."""
-
-        from __future__ import annotations
-
-        from dhp.backends.base import Backend, MetricScore, register_backend
+DOCS = ROOT / "docs" / "extending.md"
 
 
-        class EchoBackend(Backend):
-            supports_logprobs = False
-            supports_loglikelihood = False
-            supports_metric = True
-            deterministic = True
-
-            def __init__(self, scale: str):
-                self.scale = float(scale or 1)
-                self.identity, self.model, self.metric_name = f"echo:{scale}", "echo", "echo"
-
-            @property
-            def fingerprint(self) -> str:
-                return f"echo@{self.scale}"
-
-            def metric_many(self, requests, on_result=None):
-                out = []
-                for i, (_source, candidate, _task) in enumerate(requests):
-                    out.append(MetricScore(self.scale * len(str(candidate).split()), ""))
-                    if on_result is not None:
-                        on_result(i, out[-1])
-                return out
+def docs_files() -> dict[str, str]:
+    """The worked examples of docs/extending.md: each code block under a ``<!-- file: PATH -->`` line, by PATH."""
+    found = re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)\n```", DOCS.read_text(encoding="utf-8"), re.S)
+    return {path: text + "\n" for path, text in found}
 
 
-        @register_backend("echo", example="echo:<scale>")
-        def _make(rest: str, **options) -> EchoBackend:
-            return EchoBackend(rest)
-    ''',
-    "dhp/perturb/shout.py": '''
-        """A perturbation of a family of its own: upper-case the whole text."""
-
-        from dhp.perturb.registry import perturbation
-
-
-        @perturbation("shout", level="character", family="shouting", tasks={"summarization": ("single",)},
-                      description="upper-case the whole text", weights={"summarization": {"fluency": 9, "coherence": 1}},
-                      verify=lambda reference, text, ctx: text == reference.upper())
-        def shout(text, ctx):
-            return text.upper(), "upper-cased every letter"
-    ''',
-    "dhp/recorded/verdict_tsv.py": '''
-        """Recorded pairwise verdicts in a layout of their own: a tab-separated file, one verdict per line
-        (judge, subset, item_id, order, verdict, label)."""
-
-        import io
-
-        import pandas as pd
-
-        from dhp.recorded.importers import RECORDED_MODE, SourceFile, importer, verdict_columns
-
-
-        @importer("verdict_tsv", suffixes=(".verdicts.tsv",), feeds=("decompose_aggregate",),
-                  views="pairwise agreement with the gold label (decompose_aggregate's view)")
-        def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
-            t = pd.read_csv(io.BytesIO(f.data), sep="\\t", dtype=str, keep_default_na=False)
-            t = t.assign(mode=RECORDED_MODE, strategy="tsv", aspects="", aspect_scores_1="", aspect_scores_2="",
-                         weights="", f1=float("nan"), f2=float("nan"), failure="", source=f.label)
-            return {"pairwise_verdicts.parquet": t[verdict_columns()]}
-    ''',
-    "dhp/judging/echo_compare.py": '''
-        """A pairwise judge protocol: the judge scores each response directly (mode metric), the higher one wins."""
-
-        import math
-
-        from dhp.judging.strategies import ORDERS, strategy
-
-
-        @strategy("echo_compare")
-        def echo_compare(items, ctx) -> list[dict]:
-            rows = []
-            for it in items.itertuples():
-                a, b = (r.value for r in ctx.judge.metric_many([(it.instruction, it.output_1, "pairwise"),
-                                                                (it.instruction, it.output_2, "pairwise")]))
-                verdict = "1" if a > b else "2" if b > a else "tie"
-                for order in ORDERS:
-                    rows.append({"item_id": it.item_id, "subset": it.subset, "strategy": "echo_compare",
-                                 "order": order, "aspects": "", "aspect_scores_1": "", "aspect_scores_2": "",
-                                 "weights": "", "f1": math.nan, "f2": math.nan, "verdict": verdict,
-                                 "label": it.label, "failure": ""})
-            return rows
-    ''',
-    "dhp/methods/length_bias.py": '''
-        """Does the judge's score follow the text's length? Reads DHP's tables (requires), writes its own."""
-
-        import pandas as pd
-
-        from dhp.analysis.report_card import card_row
-        from dhp.methods import Method, Table, register
-
-
-        @register
-        class LengthBias(Method):
-            name, title, paper = "length_bias", "Does the judge's score follow the text's length?", "none"
-            modes = ("logprobs", "sample", "likelihood", "metric")
-            headline = "length_corr"
-            requires = ("dhp",)
-            profiles = {"quick": {}, "standard": {}, "paper": {}}
-            produces = (Table("length_bias.csv", ("judge", "mode", "length_corr", "n"), "one row per judge"),)
-
-            def collect(self, config, judge=None):
-                return {}  # no call of its own: DHP's judged scores are its input
-
-            def analyze(self, tables, config):
-                keys = ["dataset", "item_id", "perturbation", "severity"]
-                texts = tables["perturbed.parquet"][[*keys, "text"]]
-                s = tables["scores.parquet"].merge(texts, on=keys).dropna(subset=["score", "text"])
-                s = s.assign(length=s["text"].str.split().str.len().astype(float))
-                out = [{"judge": j, "mode": m, "length_corr": g["score"].corr(g["length"]), "n": len(g)}
-                       for (j, m), g in s.groupby(["judge", "mode"])]
-                return {"length_bias.csv": pd.DataFrame(out, columns=["judge", "mode", "length_corr", "n"])}
-
-            def card(self, tables):
-                return pd.DataFrame([card_row(r["judge"], r["mode"], self.name, "length_corr", "", r["length_corr"],
-                                              n=r["n"]) for r in tables["length_bias.csv"].to_dict("records")])
-    ''',
-}
+FILES = docs_files()
 
 TEXTS = ["The council approved the budget. Schools get more money.",
          "A storm closed the harbour on Monday. Fishing boats stayed in port until the wind dropped at night.",
@@ -184,7 +71,7 @@ def _copy(tmp: Path, name: str, leave_out: str | None = None) -> Path:
     shutil.copy2(ROOT / "pyproject.toml", repo / "pyproject.toml")
     for rel, text in FILES.items():
         if rel != leave_out:
-            (repo / rel).write_text(textwrap.dedent(text).lstrip())  # the one new file of its kind
+            (repo / rel).write_text(text)  # the one new file of its kind
     return repo
 
 
@@ -225,15 +112,18 @@ def test_one_new_file_per_kind_works_from_the_command_line_and_each_fails_withou
     repo = _copy(tmp_path, "with")
     runs = tmp_path / "runs"
     # first wave: every command that needs nothing before it, side by side
-    listed, dhp_run, pairwise, imported, dry = _wait(
+    listed, dhp_run, pairwise, imported, dry, contracts = _wait(
         _start(repo, "-m", "dhp", "methods"),
         _dhp_run(repo, inputs, runs / "dhp"),
         _pairwise_run(repo, inputs, runs / "pairwise"),
         _import(repo, inputs, runs / "recorded"),
         _start(repo, "-m", "dhp", "evaluate", "echo:1", "--mode", "metric", "--profile", "quick", "--dry-run",
-               "--run-dir", str(runs / "evaluate")))
-    for rc, out, err in (listed, dhp_run, pairwise, imported, dry):
+               "--run-dir", str(runs / "evaluate")),
+        _start(repo, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+               "--no-cache"))
+    for rc, out, err in (listed, dhp_run, pairwise, imported, dry, contracts):
         assert rc == 0, out + err
+    assert "0 broken" in contracts[1]  # the new files keep the project's import contracts
     assert "length_bias" in listed[1]
     # the backend and the perturbation of a new family: DHP judged the shouted texts, with expert weights for them
     disc = pd.read_csv(runs / "dhp" / "discernment.csv")
@@ -284,6 +174,14 @@ def test_one_new_file_per_kind_works_from_the_command_line_and_each_fails_withou
                 "dhp/methods/length_bias.py": "Unknown method 'length_bias'"}
     for rel, (rc, out, err) in results.items():
         assert rc != 0 and expected[rel] in err, (rel, out, err)
+
+
+def test_the_docs_give_one_worked_example_per_kind_each_passing_the_import_checks():
+    kinds = {Path(rel).parent.name for rel in FILES}
+    assert kinds == {"backends", "perturb", "recorded", "judging", "methods"}
+    for rel, text in FILES.items():
+        assert nested_dhp_imports(text, rel) == [] and late_dhp_imports(text, rel) == [], rel
+        compile(text, rel, "exec")
 
 
 def test_a_name_already_taken_is_refused_for_every_kind():
