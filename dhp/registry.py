@@ -17,6 +17,7 @@ One rule for a duplicate name, for every kind: a name registered by another defi
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from importlib.metadata import entry_points
@@ -30,6 +31,12 @@ T = TypeVar("T")
 
 #: Every registry by kind, in the order ``python -m dhp extensions`` lists them.
 REGISTRIES: dict[str, "Registry"] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def _entry_points():
+    # read once per process: scanning every installed distribution costs ~10 ms, and there are seven registries
+    return entry_points()
 
 
 def origin_of(obj: Any) -> str:
@@ -69,7 +76,7 @@ class Registry(Mapping[str, T], Generic[T]):
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
             if not info.name.startswith("_"):
                 importlib.import_module(f"{self.package}.{info.name}")
-        for ep in entry_points(group=self.group):
+        for ep in _entry_points().select(group=self.group):
             try:
                 ep.load()
             except Exception as e:  # a broken plug-in names itself instead of failing somewhere unrelated

@@ -75,8 +75,8 @@ def _copy(tmp: Path, name: str, leave_out: str | None = None) -> Path:
     return repo
 
 
-def _start(repo: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(repo), "DHP_N_THREADS": "1", "MPLBACKEND": "Agg"}
+def _start(repo: Path, *args: str, path: str | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": path or str(repo), "DHP_N_THREADS": "1", "MPLBACKEND": "Agg"}
     return subprocess.Popen([sys.executable, *args], cwd=repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -202,3 +202,20 @@ def test_a_name_already_taken_is_refused_for_every_kind():
                                            rf"again\. Fix: give the new {kind} another name"):
             attempt()
         assert dict(REGISTRIES[kind]) == before  # nothing replaced
+
+
+def test_an_installed_plug_in_package_is_found_through_its_entry_point(tmp_path):
+    # a package outside dhp, "installed" as a distribution on the path: its module names itself in the group
+    # dhp.backends (importlib.metadata reads the .dist-info), and get_backend finds it with no dhp file touched
+    (tmp_path / "loud_plugin").mkdir()
+    (tmp_path / "loud_plugin" / "__init__.py").write_text("")
+    (tmp_path / "loud_plugin" / "echo.py").write_text(FILES["dhp/backends/echo.py"].replace('"echo"', '"loud"'))
+    info = tmp_path / "loud_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: loud-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[dhp.backends]\nloud = loud_plugin.echo\n")
+    code = "from dhp.backends import get_backend; print(get_backend('loud:2').metric_many([('s', 'a b c', 't')]))"
+    with_it, without = _wait(_start(ROOT, "-c", code, path=f"{tmp_path}{os.pathsep}{ROOT}"),
+                             _start(ROOT, "-c", code, path=str(ROOT)))
+    assert with_it[0] == 0 and "value=6.0" in with_it[1], with_it
+    assert without[0] != 0 and "Unknown judge backend 'loud'" in without[2]  # the control: not installed
