@@ -1,6 +1,7 @@
 """Your judge on the board in one command: ``python -m dhp evaluate JUDGE_SPEC [--profile quick|standard|paper]``.
 
-Runs every registered method the judge's mode supports (through :func:`dhp.methods.run`) at sizes that put it on
+Runs every registered method that the judge's mode supports and that lists the profile (``Method.profiles``; through
+:func:`dhp.methods.run`) at sizes that put it on
 the SAME units as the published judges of each leaderboard view, then the leaderboard (LLMBar's recorded verdicts,
 and with human alignment the WMT22 zh-en metric scores, imported beside it) and the judge's report card — all into
 its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/.
@@ -44,8 +45,8 @@ __all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"
 
 PROFILES = ("quick", "standard", "paper")
 
-#: The parameters of each profile live on the methods (``Method.profiles``, ``Method.profile_params``): a method runs
-#: in a profile it lists; its ``evaluate_plan`` says which views and units it puts the judge on, and at what cost.
+# The parameters of each profile live on the methods (``Method.profiles``, ``Method.profile_params``): a method runs
+# in a profile it lists; its ``evaluate_plan`` says which views and units it puts the judge on, and at what cost.
 
 #: Leaderboard settings per profile (fewer draws for the quick look)
 LEADERBOARD = {"quick": {"n_resamples": 200, "n_resamples_statistic": 100},
