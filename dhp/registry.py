@@ -39,6 +39,10 @@ def _entry_points():
     return entry_points()
 
 
+def kind_article(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def origin_of(obj: Any) -> str:
     """Where an object was defined (``module.qualname``): what tells a redefinition from a clash."""
     target = obj if hasattr(obj, "__qualname__") else getattr(obj, "apply", None) or type(obj)
@@ -48,7 +52,8 @@ def origin_of(obj: Any) -> str:
 
 
 class Registry(Mapping[str, T], Generic[T]):
-    """Registered objects of one ``kind`` by name, in registration order, found by discovery (module docstring).
+    """Registered objects of one ``kind`` by name, found by discovery (module docstring), in a stable order: those of
+    the package's own modules by module name (then as registered), then the others as registered.
 
     ``kind``: what an entry is, in messages ("judge backend"); ``package``: the package whose modules are scanned;
     ``group``: the entry-point group (default ``dhp.<last part of package>``); ``fix``: how to register one, said in
@@ -75,7 +80,16 @@ class Registry(Mapping[str, T], Generic[T]):
         pkg = importlib.import_module(self.package)
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
             if not info.name.startswith("_"):
-                importlib.import_module(f"{self.package}.{info.name}")
+                module = f"{self.package}.{info.name}"
+                try:
+                    importlib.import_module(module)
+                except DHPError:
+                    self._discovered = False
+                    raise
+                except Exception as e:  # a broken extension file names itself, not the command that tripped on it
+                    self._discovered = False
+                    raise DHPError(f"{module} ({kind_article(self.kind)} module) fails to import: "
+                                   f"{type(e).__name__}: {e}.", "fix that file or remove it.") from e
         for ep in _entry_points().select(group=self.group):
             try:
                 ep.load()

@@ -27,7 +27,7 @@ from dhp.judging import protocol
 from dhp.judging.strategies import strategy
 from dhp.perturb import perturbation
 from dhp.recorded import importer
-from dhp.registry import REGISTRIES
+from dhp.registry import REGISTRIES, Registry
 from test_import_placement import late_dhp_imports, nested_dhp_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,3 +219,22 @@ def test_an_installed_plug_in_package_is_found_through_its_entry_point(tmp_path)
                              _start(ROOT, "-c", code, path=str(ROOT)))
     assert with_it[0] == 0 and "value=6.0" in with_it[1], with_it
     assert without[0] != 0 and "Unknown judge backend 'loud'" in without[2]  # the control: not installed
+
+
+def test_a_broken_extension_file_names_itself(tmp_path, monkeypatch):
+    pkg = tmp_path / "thing_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "good.py").write_text("")
+    (pkg / "bad.py").write_text("raise ValueError('half-written')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("test thing", "thing_pkg")
+    try:
+        with pytest.raises(DHPError, match=r"thing_pkg\.bad \(a test thing module\) fails to import: ValueError: "
+                                           r"half-written\. Fix: fix that file or remove it"):
+            reg.lookup("x")
+        (pkg / "bad.py").unlink()  # fixed: the next read discovers again
+        with pytest.raises(DHPError, match=r"Unknown test thing 'x'; registered: none"):
+            reg.lookup("x")
+    finally:
+        REGISTRIES.pop("test thing", None)
