@@ -151,3 +151,10 @@ def test_shipped_default_covers_every_family_of_the_registry():
     every = {(t, n) for n, p in PERTURBATIONS.items() for t in p.tasks}
     assert {p.family for p in PERTURBATIONS.values()} >= {"dhp", "criteria_confusion"}
     assert every - have == set()
+
+
+def test_the_shipped_file_is_what_python_m_dhp_weights_writes(tmp_path):
+    from dhp.weights import write_default_weights
+
+    out = write_default_weights(tmp_path / "ew.csv")
+    assert out.read_bytes() == resolve(DEFAULT_PATH).read_bytes()  # regenerate with: python -m dhp weights
