@@ -14,6 +14,7 @@ from dhp.weights import (
     validate_expert_weights,
     weights_for,
     weights_from_votes,
+    write_default_weights,
     write_expert_weights,
 )
 from dhp.io import resolve
@@ -154,7 +155,5 @@ def test_shipped_default_covers_every_family_of_the_registry():
 
 
 def test_the_shipped_file_is_what_python_m_dhp_weights_writes(tmp_path):
-    from dhp.weights import write_default_weights
-
     out = write_default_weights(tmp_path / "ew.csv")
     assert out.read_bytes() == resolve(DEFAULT_PATH).read_bytes()  # regenerate with: python -m dhp weights
