@@ -6,11 +6,14 @@
     python -m dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
     python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
     python -m dhp batch import results.jsonl --method dhp <the same parameters>
-    python -m dhp import-judgments {llmbar,mtme,hanna,frank,table} [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]
+    python -m dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
     python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
     python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
                                                                  your judge beside the published ones (dhp.evaluate)
+    python -m dhp extensions                                     every registered extension of every kind
+    python -m dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
+                                                                 registered perturbations' votes (dhp.weights)
 
 ``run`` is :func:`dhp.methods.run` (the stages collect → analyze → figures into the run folder, each through the
 stage runner :func:`dhp.methods.run_stage`; ``--stage NAME`` runs one), with the parameters of the
@@ -26,14 +29,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dhp import batch, methods
+from dhp import batch, methods, weights
+from dhp import registry as extensions
 from dhp import config as cfg
 from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.evaluate import PROFILES, evaluate
 from dhp.io import resolve, write_text
-from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams, run_leaderboard
-from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
+from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, default_path, import_judgments
 
 __all__ = ["main", "method_parser", "config_from_argv"]
 
@@ -107,7 +111,7 @@ def _import_judgments(rest: list[str]) -> int:
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
     ap.add_argument("path", nargs="?", help="a file, or a folder searched recursively (default: the source's place "
-                                            "under the data root, dhp.recorded.DEFAULT_PATHS)")
+                                            "under the data root, its importer's default)")
     ap.add_argument("--run-dir", required=True, help="the run folder to write the tables into")
     ap.add_argument("--dataset", help="table: the dataset table item ids are checked against")
     ap.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"), help="table: the scores' scale")
@@ -117,9 +121,9 @@ def _import_judgments(rest: list[str]) -> int:
     ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
     args = ap.parse_args(rest)
     if args.path is None:
-        if args.kind not in RECORDED_SOURCES:
+        if IMPORTERS[args.kind].default is None:
             ap.error(f"{args.kind}: name the file or folder to import")
-        args.path = registry.path(RECORDED_SOURCES[args.kind][0], args.data_dir)
+        args.path = default_path(args.kind, args.data_dir)
     report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
                               lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
     print(report.describe())
@@ -205,6 +209,14 @@ def _evaluate(argv: list[str]) -> int:
     return 0
 
 
+def _weights(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dhp weights", description=(
+        "Regenerate the shipped expert weights from every registered perturbation's declared votes (dhp.weights)."))
+    ap.add_argument("--out", help="where to write (default: dhp/resources/expert_weights.csv, replaced)")
+    print(weights.write_default_weights(ap.parse_args(argv).out))
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -227,6 +239,11 @@ def main(argv=None) -> int:
             return _data(rest)
         if command == "evaluate":
             return _evaluate(rest)
+        if command == "extensions":
+            print(extensions.describe_all())
+            return 0
+        if command == "weights":
+            return _weights(rest)
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 """Your judge on the board in one command: ``python -m dhp evaluate JUDGE_SPEC [--profile quick|standard|paper]``.
 
-Runs every registered method the judge's mode supports (through :func:`dhp.methods.run`) at sizes that put it on
+Runs every registered method that the judge's mode supports and that lists the profile (``Method.profiles``; through
+:func:`dhp.methods.run`) at sizes that put it on
 the SAME units as the published judges of each leaderboard view, then the leaderboard (LLMBar's recorded verdicts,
 and with human alignment the WMT22 zh-en metric scores, imported beside it) and the judge's report card — all into
 its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/.
@@ -31,51 +32,21 @@ from typing import Any
 
 import pandas as pd
 
-from dhp import calls, methods
+from dhp import methods
 from dhp.backends import get_backend
 from dhp.cache import open_cache
-from dhp.datasets import summeval_annotators as sa
-from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
-from dhp.judging.strategies import llmbar_protocol, llmbar_requests
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
-from dhp.methods import Method
 from dhp.plots.report_card import save_report_card_pages
+from dhp.recorded import IMPORTERS
 
 __all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"]
 
 PROFILES = ("quick", "standard", "paper")
 
-ALL_SYSTEMS = "<every MQM-scored system but the main reference>"  # filled in from the data root by plan()
-
-#: Per profile: method -> parameters (on top of judge, mode, run_dir, data_dir, seed). Views and units:
-#: decompose_aggregate -> LLMBar agreement (pairs, both orders; the recorded judges' subsets), human_alignment ->
-#: WMT22 zh-en vs MQM (segments) and SummEval summary correlation (documents), dhp -> DHP SummEval D_avg (items).
-PROFILE_PARAMS: dict[str, dict[str, dict[str, Any]]] = {
-    "quick": {
-        "decompose_aggregate": {"subsets": ["Adversarial_Neighbor"], "n_pairs": 6, "strategies": ["llmbar:Vanilla"],
-                                "dhp_items": 0},
-    },
-    "standard": {
-        "decompose_aggregate": {"subsets": ["Natural", "Adversarial"], "n_pairs": 20,
-                                "strategies": ["llmbar:Vanilla"], "dhp_items": 0},
-        "human_alignment": {"n_docs": 10, "n_segments": 50},
-        "dhp": {"dataset": "summeval", "n_items": 20},
-        "criteria_confusion": {},
-        "dual_perspective": {},
-    },
-    "paper": {
-        "decompose_aggregate": {"subsets": ["Natural", "Adversarial"], "n_pairs": None,
-                                "strategies": ["llmbar:Vanilla"], "dhp_items": 0},
-        # every MQM-rated zh-en segment of every MQM-rated system but the main reference: the recorded metrics' units
-        "human_alignment": {"n_docs": 100, "n_segments": 100_000, "mt_systems": ALL_SYSTEMS,
-                            "aspects": ["coherence", "consistency", "fluency", "relevance"]},
-        "dhp": {"dataset": "summeval", "n_items": 100},
-        "criteria_confusion": {"n_items": 100},
-        "dual_perspective": {},
-    },
-}
+# The parameters of each profile live on the methods (``Method.profiles``, ``Method.profile_params``): a method runs
+# in a profile it lists; its ``evaluate_plan`` says which views and units it puts the judge on, and at what cost.
 
 #: Leaderboard settings per profile (fewer draws for the quick look)
 LEADERBOARD = {"quick": {"n_resamples": 200, "n_resamples_statistic": 100},
@@ -122,12 +93,12 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
             raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
                            "use another --run-dir (default runs/evaluate/<judge>).")
     steps = []
-    for name, values in PROFILE_PARAMS[profile].items():
-        m = methods.get(name)
+    for m in methods.all_methods():
         if mode not in m.modes:
             continue
-        if values.get("mt_systems") == ALL_SYSTEMS:
-            values = {**values, "mt_systems": _mqm_systems(data_dir, values.get("main_reference", "refA"))}
+        values = m.profile_params(profile, data_dir)
+        if values is None:
+            continue
         config = m.config({**values, "judge": str(getattr(backend, "identity", judge)), "mode": mode,
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
@@ -138,54 +109,16 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
     return steps
 
 
-def _mqm_systems(data_dir, main_reference: str) -> list[str]:
-    return sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main_reference})
-
-
 def _estimate(m, config, backend) -> Step:
-    """Units and calls of one step. LLMBar: the exact requests of LLMBar's evaluator, priced through the cache;
-    methods with an ``estimate``: theirs; others: the units only."""
+    """Units and calls of one step: the method's own plan (Method.evaluate_plan)."""
     step = Step(m.name, config)
     try:
-        if m.name == "decompose_aggregate":
-            pairs = m.load_pairs(config)
-            for s in (x for x in config.strategies if x.startswith("llmbar:")):
-                protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
-                est = calls.chat(backend or config.judge, llmbar_requests(pairs, protocol, config.seed), config.cache,
-                                 dry_run=True, progress=False)
-                _add(step, est)
-                step.note = f"protocol {protocol.identity}"
-            for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):
-                step.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "
-                                  f"x 2 orders ({', '.join(sorted(set(g['subset'].astype(str))))})")
-        elif m.name == "human_alignment":
-            mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
-            n_seg = min(config.n_segments, mqm["seg_id"].nunique())
-            # the seeded sample collect_segments draws, so the count is the run's
-            pick = pd.Series(sorted(mqm["seg_id"].unique())).sample(n=n_seg, random_state=config.seed)
-            outputs = int(mqm["seg_id"].isin(pick).sum())
-            targets = sa.load_targets(config.data_dir)
-            n_docs = min(config.n_docs, targets["doc_id"].nunique())
-            per_doc = int(targets.groupby("doc_id").size().max())
-            names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
-            step.units.append(f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
-                              f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside the WMT22 "
-                              "metrics' recorded scores")
-            step.units.append(f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
-                              f"{len(config.aspects)} aspects")
-            step.calls = outputs + n_docs * per_doc * len(config.aspects)
-            step.note = "calls: one per judged output and aspect, before the cache (tokens not estimated)"
-        elif m.name == "dhp":
-            step.units.append(f"DHP {config.dataset}: {config.n_items} items (the paper's N = 100)")
-            for est in m.estimate(config, backend).values():
-                if est is not None:
-                    _add(step, est)
-        else:
-            step.units.append("its own tables (no recorded judge to stand beside)")
-            if type(m).estimate is not Method.estimate:  # the method has a dry run
-                for est in m.estimate(config, backend).values():
-                    if est is not None:
-                        _add(step, est)
+        p = m.evaluate_plan(config, backend)
+        step.units, step.note = list(p.units), p.note
+        for est in p.estimates:
+            _add(step, est)
+        if step.calls is None and p.calls is not None:
+            step.calls = p.calls
     except DHPError as e:
         step.note = f"not estimated: {e}"
     return step
@@ -267,7 +200,9 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
         made[s.method] = _calls_so_far(backend, s.config.cache) - before
         seconds[s.method] = round(time.perf_counter() - start, 1)
         print(f"{s.method}: done, {made[s.method]} calls made", file=out)
-    recorded = ["llmbar"] + (["mtme"] if any(s.method == "human_alignment" for s in steps) else [])
+    # the recorded sources whose judges stand in the views of the methods run (each source says which it feeds)
+    ran = {s.method for s in steps}
+    recorded = [k for k, imp in IMPORTERS.items() if imp.default and ran & set(imp.feeds)]
     # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
     lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
                            **LEADERBOARD[profile])

@@ -59,15 +59,16 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from dhp import methods
 from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
 from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
-from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams
+from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
+from dhp.recorded import IMPORTERS
 
 REPORT_NB = "10_report_card"
 LEADERBOARD_NB = "11_leaderboard"
@@ -99,7 +100,10 @@ class GridParams(Params):
                                                                      "judge with its own modes")
     modes: list[str] = Field(min_length=1, description=f"judge modes from {list(MODES)} (for judges given without "
                                                        "their own)")
-    methods: list[str] = Field(["dhp"], min_length=1, description="registered methods to run per judge × mode")
+    methods: list[str] = Field(
+        ["dhp"], description="registered methods to run per judge × mode, or 'all': every registered method "
+                             "(python -m dhp methods); a method that requires another's tables runs after it, in "
+                             "its folder")
     datasets: list[str] | None = Field(None, description="datasets for methods that take one (one run each; "
                                                          "None: the method's default)")
     params: dict[str, Any] = Field(default_factory=dict, description="method parameters for every method that "
@@ -158,13 +162,28 @@ class GridParams(Params):
             raise ValueError(f"unknown mode(s) {bad}; use modes from {list(MODES)}")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _all_methods(cls, data):
+        if isinstance(data, dict) and data.get("methods") == "all":  # the registry's list, never one kept by hand
+            data = {**data, "methods": methods.names()}
+        return data
+
     @field_validator("methods")
     @classmethod
     def _known_methods(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one method, or 'all'")
         bad = [m for m in v if m not in methods.names()]
         if bad:
             raise ValueError(f"unknown method(s) {bad}; use methods from {methods.names()}")
-        return v
+        for name in v:
+            missing = [r for r in methods.get(name).requires if r not in v]
+            if missing:
+                raise ValueError(f"method {name!r} reads the tables of {missing}, which the grid does not run; add "
+                                 "them to methods")
+        # a method that requires another's tables runs after it (stable: the rest keep their order)
+        return sorted(v, key=lambda name: bool(methods.get(name).requires))
 
 
 @dataclass(frozen=True)
@@ -218,10 +237,15 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
                            "add it to methods or remove its parameters.")
     owner: dict[tuple, str] = {}  # methods taught by the same notebooks share one run folder per point
+    homes: dict[str, str] = {}
     for name in g.methods:
         m = methods.get(name)
-        home = owner.setdefault(tuple(m.notebooks), name)
-        datasets = (g.datasets or [None]) if "dataset" in m.Params.model_fields else [None]
+        # a method that reads another's tables runs in that method's folders (its datasets, its judges' folders)
+        home = homes[m.requires[0]] if m.requires else owner.setdefault(tuple(m.notebooks), name) if m.notebooks \
+            else name
+        homes[name] = home
+        lead = methods.get(m.requires[0]) if m.requires else m
+        datasets = (g.datasets or [None]) if "dataset" in lead.Params.model_fields else [None]
         for dataset in datasets:
             for judge, modes in g.judge_modes():
                 for mode in modes:
@@ -230,7 +254,7 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
                         continue
                     base = root / home / (dataset or "")
                     folder = base / f"{slug(judge)}-{mode}"
-                    values = _values(g, m, judge, mode, dataset)
+                    values = _values(g, m, judge, mode, dataset if "dataset" in m.Params.model_fields else None)
                     values.setdefault("run_dir", str(folder))
                     values["run_dir"], values["figures_dir"] = str(folder), str(folder / "figures")
                     cfg = validate(m.Params, values, source=f"grid method {name!r} (judge {judge}, mode {mode})")
@@ -524,27 +548,35 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
     for p in pts:
         groups.setdefault((p.method, p.dataset), []).append(p)
     jobs: list[_Job] = []
+    key = {}  # (folder, notebooks) -> its job: methods taught by the same notebooks share one run of them
     for (name, _), group in groups.items():
         m = methods.get(name)
         stage = _Job(f"{name} stage", functools.partial(_shared_stage, g, m, group, report))
         jobs.append(stage)
         for p in group:
-            if any(p.folder == j.folder for j in jobs):  # its notebooks run for a method sharing them
+            if (p.folder, m.notebooks or p.method) in key:  # its notebooks run for a method sharing them
                 continue
-            jobs.append(_Job(_rel(p.folder), functools.partial(_run_chain, g, m, p, pts, report), (stage,), p.folder))
+            # a method that requires another shares its folder and runs after it there
+            before = tuple(j for (folder, _), j in key.items() if folder == p.folder)
+            run = functools.partial(_run_chain, g, m, p, pts, report) if m.notebooks else \
+                functools.partial(_run_stages, p, report)  # no notebook: the stage runner runs it
+            key[(p.folder, m.notebooks or p.method)] = _Job(_rel(p.folder), run, (stage, *before), p)
+            jobs.append(key[(p.folder, m.notebooks or p.method)])
     _run_jobs(jobs, g.workers)
-    ok = {j.folder for j in jobs if j.folder is not None and j.ok}
-    return [p for p in pts if p.folder in ok]
+    return [p for p in pts if key[(p.folder, methods.get(p.method).notebooks or p.method)].ok]
 
 
 def _run_chain(g: GridParams, m: methods.Method, p: Point, pts: list[Point], report: Report) -> bool:
     """One run folder's own notebooks, in order (skipped when every one is up to date); True if all succeeded."""
-    together = [q for q in pts if q.folder == p.folder]
+    together = [q for q in pts if q.folder == p.folder and methods.get(q.method).notebooks == m.notebooks]
     own = [nb for nb in m.notebooks if nb not in m.shared_notebooks]
     params = {}
     for q in reversed(together):  # every sharing method's parameters; the point's own win
         params.update(q.config.model_dump())
-    stamps, prev = [], report.stamps.get(p.folder.parent, "") if m.shared_notebooks else ""
+    # what its notebooks read was made before: the shared stage's, or (requires) the other method's, stamp
+    prev = report.stamps.get(p.folder.parent, "") if m.shared_notebooks else \
+        report.stamps.get(p.folder, "") if m.requires else ""
+    stamps = []
     for nb in own:
         prev = _stamp(_nb(g, nb), params, prev)
         stamps.append(prev)
@@ -570,7 +602,7 @@ class _Job:
     name: str
     run: Any
     after: tuple = ()
-    folder: Path | None = None
+    point: Point | None = None
     ok: bool | None = None  # None: not finished
 
 
@@ -597,11 +629,9 @@ def _run_jobs(jobs: list[_Job], workers: int) -> None:
                 if not pending:
                     return
                 pending.remove(job)
+            ok = False
             try:
                 ok = all(a.ok for a in job.after) and bool(job.run())
-            except BaseException:
-                ok = False
-                raise
             finally:
                 with lock:
                     job.ok = ok
@@ -614,6 +644,24 @@ def _run_jobs(jobs: list[_Job], workers: int) -> None:
     finally:
         if workers > 1 and not threads:
             os.environ.pop("DHP_N_THREADS", None)
+
+
+def _run_stages(p: Point, report: Report) -> bool:
+    """Run a method that has no notebook through the stage runner (dhp.methods.run) in its point's folder; a failure
+    is recorded like a notebook's. True if it succeeded."""
+    rel = f"{_rel(p.folder)}/{p.method} (stage runner)"
+    t0 = time.perf_counter()
+    print(f"[grid] {rel}", flush=True)
+    try:
+        methods.run(p.method, p.config)
+        ok = True
+    except Exception as e:  # one point's failure is reported; the other points go on
+        report.failures.append(Failure(rel, p.config.model_dump(), "(stage runner)", f"{type(e).__name__}: "
+                                                                                     f"{str(e)[:500]}"))
+        ok = False
+    report.timings.append((rel, time.perf_counter() - t0))
+    print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {time.perf_counter() - t0:.1f} s", flush=True)
+    return ok
 
 
 def _results_view(df: pd.DataFrame, t: methods.Table) -> pd.DataFrame:
@@ -815,8 +863,8 @@ def _recorded_files(g: GridParams) -> list[str]:
     root = data_root((g.leaderboard or {}).get("data_dir") or g.params.get("data_dir"))
     out = []
     for kind in kinds:
-        base = root / RECORDED_SOURCES[kind][0]
-        files = sorted(f for f in base.rglob("*") if f.is_file()) if base.exists() else []
+        base = root / IMPORTERS.lookup(kind).default
+        files = [base] if base.is_file() else sorted(f for f in base.rglob("*") if f.is_file()) if base.exists() else []
         out += [f"{f.relative_to(root)}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
     return out
 

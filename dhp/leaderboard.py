@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dhp import methods
 from dhp.analysis.leaderboard import View, leaderboard
@@ -31,7 +31,7 @@ from dhp.errors import DHPError
 from dhp.io import resolve, slug, write_csv
 from dhp.plots import save_figure
 from dhp.plots.leaderboard import leaderboard_figures
-from dhp.recorded import default_path, import_judgments
+from dhp.recorded import IMPORTERS, default_path, import_judgments
 from dhp.stats.permutation import WMT_EARLY_STOP
 
 __all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES"]
@@ -56,19 +56,30 @@ class LeaderboardParams(Params):
     seed: int = Field(0, ge=0, description="seed of the resampling draws")
     early_stop: bool = Field(True, description="segment views: stop a pair's permutation test once its p is clearly "
                                                "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT)")
-    recorded: list[Literal["llmbar", "mtme", "hanna", "frank"]] = Field(
+    recorded: list[str] = Field(
         ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
                                 "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
                                 "'mtme' (the WMT22 zh-en metrics' segment scores and MQM; ~10 s), 'hanna' (HANNA "
                                 "story ratings of 20 LLM judge settings and 72 metrics; ~1 s), 'frank' (FRANK "
                                 "factuality metrics; <1 s); read from data_dir; an empty list (--recorded '') "
-                                "imports nothing")
+                                "imports nothing; any registered recorded source with a default path "
+                                "(python -m dhp extensions)")
     recorded_views: Literal["headline", "all"] = Field(
         "headline", description="HANNA and FRANK views: 'headline' (HANNA overall Kendall per criterion with the "
                                 "LLM judges and upstream's 17 shown metrics; FRANK partial Pearson and Spearman) "
                                 "or 'all' (every level and correlation, all 92 HANNA judges: minutes)")
     data_dir: str | None = Field(None, description="dataset root for the recorded judgments (None: the data root, "
                                                    "docs/data.md)")
+
+    @field_validator("recorded")
+    @classmethod
+    def _registered_sources(cls, kinds: list[str]) -> list[str]:
+        kinds = [k for k in kinds if k]  # --recorded '' imports nothing
+        unknown = [k for k in kinds if k not in IMPORTERS or IMPORTERS[k].default is None]
+        if unknown:
+            raise ValueError(f"{unknown} are not recorded sources with a default path; use some of "
+                             f"{[k for k, imp in IMPORTERS.items() if imp.default]}")
+        return kinds
 
 
 def collect_views(folder, which: str = "headline", report: bool = True) -> list[View]:
@@ -136,20 +147,16 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
     return paths
 
 
-#: Where each kind of recorded judgment lies under the dataset root (dhp.recorded.DEFAULT_PATHS), and the method
-#: whose reference tables it adds (mtme: human_alignment's MQM and DA; the import itself brings MQM).
-RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric-scores_zh-en", "human_alignment"),
-                    "hanna": ("hanna", None), "frank": ("frank", None)}
-
-
 def import_recorded(config: LeaderboardParams) -> None:
-    """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need."""
+    """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need (each
+    source declares its default files, language pair and the method whose reference tables it needs:
+    dhp.recorded.Importer)."""
     for kind in config.recorded:
-        _, method = RECORDED_SOURCES[kind]
-        import_judgments(kind, default_path(kind, config.data_dir), config.run_dir,
-                         lp="zh-en" if kind == "mtme" else None, data_dir=config.data_dir)
-        if method is not None:
-            m = methods.get(method)
+        imp = IMPORTERS.lookup(kind)
+        import_judgments(kind, default_path(kind, config.data_dir), config.run_dir, lp=imp.lp,
+                         data_dir=config.data_dir)
+        if imp.reference_method is not None:
+            m = methods.get(imp.reference_method)
             methods.write_tables(m, m.collect_reference(m.config(data_dir=config.data_dir, run_dir=config.run_dir)),
                                  config.run_dir)
 

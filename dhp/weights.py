@@ -24,7 +24,8 @@ WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
 DEFAULT_PATH = resource("expert_weights.csv")
 
 def task_perturbations() -> dict[str, tuple[str, ...]]:
-    """task -> the registered perturbations of that task (dhp.perturb.registry), control included."""
+    """task -> every registered perturbation of that task (dhp.perturb.registry: every family, the paper's and the
+    others, control included): the expert weights cover them all."""
     return {t: tuple(registry.task_perturbations(t)) for t in TASK_METRICS}
 
 
@@ -141,10 +142,13 @@ def weights_for(ew: pd.DataFrame, task: str, perturbation: str, metrics) -> np.n
 
 
 def _registered_defaults(have: set) -> pd.DataFrame:
-    """Weight rows for registered perturbations (e.g. your own, registered with ``weights=``) that the
-    shipped file does not cover, from their default votes."""
-    votes = {t: {p: dict(registry.get(p).weights[t])} for t, ps in task_perturbations().items() for p in ps
-             if (t, p) not in have and t in registry.get(p).weights}
+    """Weight rows for registered perturbations (e.g. your own, of any family) that the shipped file does not cover,
+    from their default votes (none: equal weights, as for the control)."""
+    votes: dict[str, dict[str, dict]] = {}
+    for t, ps in task_perturbations().items():
+        for p in ps:
+            if (t, p) not in have:  # every missing perturbation of the task, not only the last one
+                votes.setdefault(t, {})[p] = dict(registry.get(p).weights.get(t, {}))
     return weights_from_votes(votes) if votes else pd.DataFrame(columns=list(WEIGHT_COLUMNS))
 
 
@@ -212,6 +216,19 @@ def default_votes() -> dict[str, dict[str, dict[str, int]]]:
     """{task: {perturbation: {metric: votes}}} from the registered perturbations' ``weights`` (the
     project's own default votes, NOT the paper's survey: the paper only shows its numbers in a figure)."""
     return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in task_perturbations().items()}
+
+
+#: The label of the shipped file (its first line says what it is: the project's votes, not the paper's survey).
+DEFAULT_LABEL = ("PROJECT DEFAULT MAPPING - not the paper's expert survey (the paper shows its numbers only in a "
+                 "figure); votes reasoned by the project from the metric definitions. Replace via notebook 06.")
+
+
+def write_default_weights(path=None) -> Path:
+    """Regenerate the shipped expert weights (``python -m dhp weights``): every registered perturbation of every
+    family and task, from its declared ``weights=`` votes (none: equal weights). ``path``: where to write (default
+    dhp/resources/expert_weights.csv, replaced)."""
+    out = resolve(path) if path is not None else resolve(DEFAULT_PATH)
+    return write_expert_weights(weights_from_votes(default_votes()), out, DEFAULT_LABEL, overwrite=True)
 
 
 def coverage_gaps(ew: pd.DataFrame) -> list[tuple[str, str]]:

@@ -363,6 +363,75 @@ def test_a_failing_or_killed_run_leaves_committed_results_and_figures_as_they_we
     assert not (repo / "runs" / "t" / "staging").exists()
 
 
+class _StageToyParams(RunParams):
+    fail: bool = False
+
+
+@pytest.fixture
+def notebookless_method():
+    @methods.register
+    class StageToy(methods.Method):
+        name = "stage_toy"
+        title = "a method with no notebook"
+        modes = ("metric",)
+        Params = _StageToyParams
+        collects = (methods.Table("stage_toy_items.csv", ("judge", "mode", "value"), "one row per judge"),)
+
+        def collect(self, config, judge=None):
+            if config.fail:
+                raise RuntimeError("stage toy exploded")
+            return {"stage_toy_items.csv": pd.DataFrame([{"judge": self.backend(config, judge).identity,
+                                                          "mode": config.mode, "value": 1.0}])}
+
+        def analyze(self, tables, config):
+            return {}
+
+        def card(self, tables):
+            return pd.DataFrame()
+
+    yield StageToy
+    methods._REGISTRY.pop("stage_toy", None)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_method_without_a_notebook_runs_through_the_stage_runner(tmp_path, capsys, notebookless_method, fail):
+    cfg = {"judges": ["baseline:length_ratio"], "modes": ["metric"], "methods": ["stage_toy"], "run_id": "s",
+           "runs_dir": str(tmp_path / "runs"), "results_dir": str(tmp_path / "results"),
+           "figures_dir": str(tmp_path / "figures"), "method_params": {"stage_toy": {"fail": fail}},
+           "leaderboard": None, "report_card": False, "result_notebooks": False}
+    f = tmp_path / "grid.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    rc = grid.main([str(f)])
+    text = capsys.readouterr().out
+    assert "stage_toy (stage runner)" in text
+    if fail:  # never "all notebooks succeeded" over a method that did not run
+        assert rc == 1 and "stage toy exploded" in text and not (tmp_path / "results").exists()
+    else:
+        assert rc == 0
+        assert pd.read_csv(tmp_path / "results" / "stage_toy_items.csv")["judge"].tolist() == ["baseline:length_ratio"]
+
+
+def test_a_method_that_requires_another_runs_after_it_in_its_folders(notebookless_method):
+    class Reader(methods.Method):
+        name = "reads_dhp_test"
+        modes = ("metric",)
+        requires = ("dhp",)
+
+    methods.register(Reader)
+    try:
+        g = grid.validate_params({**BASE, "judges": ["baseline:length_ratio"], "modes": ["metric"],
+                                  "methods": ["reads_dhp_test", "dhp"]})
+        assert g.methods == ["dhp", "reads_dhp_test"]
+        pts, _ = grid.points(g)
+        folders = {p.method: p.folder for p in pts}
+        assert folders["reads_dhp_test"] == folders["dhp"]
+        with pytest.raises(DHPError, match=r"reads the tables of \['dhp'\], which the grid does not run"):
+            grid.validate_params({**BASE, "methods": ["reads_dhp_test"]})
+        assert set(grid.validate_params({**BASE, "methods": "all"}).methods) == set(methods.names())
+    finally:
+        methods._REGISTRY.pop("reads_dhp_test", None)
+
+
 def _jobs_that_meet(n_meeting: int, timeout: float = 5.0):
     """Two jobs that succeed only if both run at the same time (a barrier), and a third that must wait for the first."""
     barrier, log = threading.Barrier(n_meeting, timeout=timeout), []

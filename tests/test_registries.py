@@ -44,7 +44,7 @@ def test_own_method_reads_and_writes_the_run_folder(tmp_path, registered):
     @registered
     class MeanDrop(methods.Method):
         name = "mean_drop_test"
-        collects = (methods.Table("scores.parquet", ("judge", "mode", "perturbation", "score"), "scores"),)
+        requires = ("dhp",)  # reads DHP's scores.parquet; a table is declared by the one method that owns it
         produces = (methods.Table("mean_drop_test.csv", ("judge", "mode", "perturbation", "drop"), "drops"),)
 
         def analyze(self, tables, config):
@@ -99,13 +99,20 @@ def test_registry_errors_name_the_fix(tmp_path, registered):
         methods.run("forgetful_test", run_dir=str(tmp_path), judge="recorded")
     assert not (tmp_path / "a.csv").exists()  # nothing half-written
 
+    with pytest.raises(DHPError, match=r"declares \['a.csv', 'forgetful_in.csv'\], which method 'forgetful_test' "
+                                       r"owns.*requires = \('forgetful_test',\)"):
+        methods.register(type("Copycat", (Forgetful,), {"name": "copycat_test"}))  # one owner per table
+
     @registered
     class Careless(Forgetful):
         name = "careless_test"
+        collects = (methods.Table("careless_in.csv", ("judge", "mode", "x"), "in"),)
+        produces = (methods.Table("careless_a.csv", ("judge", "mode", "x"), "a"),)
 
         def analyze(self, tables, config):
-            return {"a.csv": pd.DataFrame({"x": [1]})}  # no judge and mode columns
+            return {"careless_a.csv": pd.DataFrame({"x": [1]})}  # no judge and mode columns
 
+    pd.DataFrame({"judge": ["j"], "mode": ["m"], "x": [1]}).to_csv(tmp_path / "careless_in.csv", index=False)
     with pytest.raises(DHPError, match=r"without columns \['judge', 'mode'\]"):
         methods.run("careless_test", run_dir=str(tmp_path), judge="recorded")
     with pytest.raises(DHPError, match="needs a name"):
@@ -131,7 +138,7 @@ def test_protocols_are_registered_by_name():
     assert PROTOCOLS["pointwise"] is score_perturbed and PROTOCOLS["pairwise"] is compare_pairs
     assert {"aspects", "strategies"} <= set(PROTOCOLS)
     with pytest.raises(DHPError, match="already registered"):
-        protocol("pairwise", replace=False)(lambda table, judge: table)
+        protocol("pairwise")(lambda table, judge: table)
 
 
 def test_dual_perspective_analyzes_judgments_in_the_run_folder(tmp_path):

@@ -14,6 +14,7 @@ from dhp.weights import (
     validate_expert_weights,
     weights_for,
     weights_from_votes,
+    write_default_weights,
     write_expert_weights,
 )
 from dhp.io import resolve
@@ -109,3 +110,50 @@ def test_missing_file_names_the_fix(tmp_path):
 
 def test_perturbation_lists_cover_every_task():
     assert set(task_perturbations()) == set(TASK_METRICS)
+
+
+@pytest.fixture
+def own_perturbations():
+    """Register perturbations for one test and remove them afterwards."""
+    from dhp.perturb.registry import PERTURBATIONS, perturbation
+
+    added = []
+
+    def add(name, **fields):
+        perturbation(name, level="character", tasks={"translation": ("single",)}, **fields)(
+            lambda text, ctx: (text.upper(), "upper-cased"))
+        added.append(name)
+
+    yield add
+    for name in added:
+        PERTURBATIONS.pop(name)
+
+
+def test_default_weights_cover_every_own_perturbation_of_a_task_not_only_the_last(own_perturbations):
+    own_perturbations("shout_one", weights={"translation": {"fluency": 3, "accuracy": 1}})
+    own_perturbations("shout_two", weights={"translation": {"fluency": 1, "accuracy": 1}})
+    ew = load_expert_weights()
+    assert weights_for(ew, "translation", "shout_one", ["accuracy", "fluency"]).tolist() == [0.25, 0.75]
+    assert weights_for(ew, "translation", "shout_two", ["accuracy", "fluency"]).tolist() == [0.5, 0.5]
+
+
+def test_default_weights_cover_a_perturbation_of_another_family(own_perturbations):
+    own_perturbations("shout_other", family="my_family", weights={"translation": {"fluency": 1, "accuracy": 3}})
+    ew = load_expert_weights()
+    assert weights_for(ew, "translation", "shout_other", ["accuracy", "fluency"]).tolist() == [0.75, 0.25]
+    assert "shout_other" in task_perturbations()["translation"]
+
+
+def test_shipped_default_covers_every_family_of_the_registry():
+    from dhp.perturb.registry import PERTURBATIONS
+
+    ew = load_expert_weights(DEFAULT_PATH)  # the file alone, no registered defaults mixed in
+    have = set(zip(ew["task"], ew["perturbation"]))
+    every = {(t, n) for n, p in PERTURBATIONS.items() for t in p.tasks}
+    assert {p.family for p in PERTURBATIONS.values()} >= {"dhp", "criteria_confusion"}
+    assert every - have == set()
+
+
+def test_the_shipped_file_is_what_python_m_dhp_weights_writes(tmp_path):
+    out = write_default_weights(tmp_path / "ew.csv")
+    assert out.read_bytes() == resolve(DEFAULT_PATH).read_bytes()  # regenerate with: python -m dhp weights

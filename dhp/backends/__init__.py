@@ -23,7 +23,6 @@ continuation)`` and ``loglikelihood_many(pairs)``.
 
 from __future__ import annotations
 
-import atexit
 from typing import Any
 
 from dhp.backends.base import (
@@ -42,38 +41,8 @@ __all__ = [
     "EmbeddedBackend", "OpenAIBackend", "VLLMBackend", "BaselineBackend", "TransientError", "MetricScore",
     "BACKENDS", "register_backend",
 ]
-
-_EMBEDDED_CACHE: dict[tuple, EmbeddedBackend] = {}
-
-
-@atexit.register
-def _close_embedded() -> None:
-    # Free llama.cpp models while the interpreter is intact; Llama.__del__ at shutdown raises noise.
-    for backend in _EMBEDDED_CACHE.values():
-        backend.close()
-    _EMBEDDED_CACHE.clear()
-
-
-@register_backend("embedded", example="embedded")
-def _embedded(rest: str, **options: Any) -> EmbeddedBackend:
-    # reused across calls with the same spec and options: the model is loaded once per process
-    key = (rest, tuple(sorted(options.items())))
-    if key not in _EMBEDDED_CACHE:
-        _EMBEDDED_CACHE[key] = EmbeddedBackend(rest or "smollm2-135m", **options)
-    return _EMBEDDED_CACHE[key]
-
-
-@register_backend("openai", example="openai:<model>[@<base_url>]")
-def _openai(rest: str, **options: Any) -> OpenAIBackend:
-    model, _, base = rest.partition("@")
-    return OpenAIBackend(model, base or None, **options)
-
-
-@register_backend("vllm", example="vllm:<hf-model>")
-def _vllm(rest: str, **options: Any) -> VLLMBackend:
-    if not rest:
-        raise DHPError("The vllm backend needs a model.", "use 'vllm:<huggingface model id>'.")
-    return VLLMBackend(rest, **options)
+# The classes above are re-exported as the package's API; the families register themselves in their own modules and
+# BACKENDS finds every module of this package (and installed plug-ins) by itself (dhp.registry).
 
 
 def _examples() -> str:
@@ -90,5 +59,6 @@ def get_backend(spec: "str | Backend" = "embedded", **options: Any) -> Backend:
         raise DHPError(f"Invalid judge spec {spec!r}.", f"use one of {_examples()}.")
     kind, _, rest = spec.strip().partition(":")
     if kind not in BACKENDS:
-        raise DHPError(f"Unknown judge backend {kind!r} in {spec!r}.", f"use one of {_examples()}.")
+        raise DHPError(f"Unknown judge backend {kind!r} in {spec!r}; registered: {', '.join(BACKENDS)}.",
+                       f"use one of {_examples()}, or add a module to dhp/backends/ with @register_backend.")
     return BACKENDS[kind][0](rest, **options)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 
 from dhp.errors import DHPError
+from dhp.registry import Registry, origin_of
 from dhp.io import file_sha256
 
 Messages = Sequence[dict[str, str]]
@@ -231,15 +232,18 @@ def stop_condition(stop_when: str):
     return STOP_CONDITIONS[kind](arg)
 
 
-#: Backend families by the spec prefix before the first ":" -> (factory(rest, **options), an example spec).
-BACKENDS: dict[str, tuple[Callable[..., "Backend"], str]] = {}
+#: Backend families by the spec prefix before the first ":" -> (factory(rest, **options), an example spec); found by
+#: discovery (dhp.registry): every module of dhp.backends and the entry-point group ``dhp.backends``.
+BACKENDS: "Registry[tuple[Callable[..., Backend], str]]" = Registry(
+    "judge backend", "dhp.backends",
+    fix="use one of those spec families, or add a module to dhp/backends/ with @register_backend(\"family\", example).")
 
 
 def register_backend(name: str, example: str) -> Callable:
     """Register a backend family: ``factory(rest, **options)`` builds the backend of spec ``<name>:<rest>``.
     A new backend is one module with one registered factory (and a Backend subclass)."""
     def deco(factory: Callable) -> Callable:
-        BACKENDS[name] = (factory, example)
+        BACKENDS.add(name, (factory, example), origin_of(factory))
         return factory
 
     return deco

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib.util
 import math
@@ -9,13 +10,13 @@ import os
 import threading
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from dhp.errors import DHPError
 from dhp.backends.base import (
-    Backend, ChatRequest, Completion, LogLikelihood, Messages, _lcp, gguf_sha256, stop_condition,
+    Backend, ChatRequest, Completion, LogLikelihood, Messages, _lcp, gguf_sha256, register_backend, stop_condition,
 )
 
 
@@ -390,3 +391,23 @@ class EmbeddedBackend(Backend):
             if llm is not None:
                 llm.close()
                 setattr(self, attr, None)
+
+
+_EMBEDDED_CACHE: dict[tuple, EmbeddedBackend] = {}
+
+
+@atexit.register
+def _close_embedded() -> None:
+    # Free llama.cpp models while the interpreter is intact; Llama.__del__ at shutdown raises noise.
+    for backend in _EMBEDDED_CACHE.values():
+        backend.close()
+    _EMBEDDED_CACHE.clear()
+
+
+@register_backend("embedded", example="embedded")
+def _embedded(rest: str, **options: Any) -> EmbeddedBackend:
+    # reused across calls with the same spec and options: the model is loaded once per process
+    key = (rest, tuple(sorted(options.items())))
+    if key not in _EMBEDDED_CACHE:
+        _EMBEDDED_CACHE[key] = EmbeddedBackend(rest or "smollm2-135m", **options)
+    return _EMBEDDED_CACHE[key]

@@ -15,7 +15,8 @@ from urllib.parse import urlparse
 from dhp.errors import DHPError
 from dhp.backends.runner import Runner
 from dhp.backends.base import (
-    Backend, ChatRequest, Completion, LogLikelihood, TransientError, estimate_tokens, truncate_estimated,
+    Backend, ChatRequest, Completion, LogLikelihood, TransientError, estimate_tokens, register_backend,
+    truncate_estimated,
 )
 
 
@@ -447,3 +448,9 @@ class OpenAIBackend(Backend):
 
     def __repr__(self) -> str:  # never show the key
         return f"<OpenAIBackend {self.identity}>"
+
+
+@register_backend("openai", example="openai:<model>[@<base_url>]")
+def _openai(rest: str, **options: Any) -> OpenAIBackend:
+    model, _, base = rest.partition("@")
+    return OpenAIBackend(model, base or None, **options)

@@ -8,7 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dhp.backends.base import Backend, Completion, LogLikelihood
+from dhp.backends.base import Backend, Completion, LogLikelihood, register_backend
 from dhp.backends.openai_server import OpenAIBackend
 from dhp.errors import DHPError
 
@@ -143,3 +143,10 @@ def _dist() -> str:
         except metadata.PackageNotFoundError:
             continue
     return "vllm"
+
+
+@register_backend("vllm", example="vllm:<hf-model>")
+def _vllm(rest: str, **options: Any) -> VLLMBackend:
+    if not rest:
+        raise DHPError("The vllm backend needs a model.", "use 'vllm:<huggingface model id>'.")
+    return VLLMBackend(rest, **options)

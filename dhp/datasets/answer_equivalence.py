@@ -7,9 +7,10 @@ import json
 
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
-from dhp.datasets.files import AE_MIN_CHARS, _read_text
+from dhp.datasets.files import AE_MIN_CHARS, _read_text, dataset_pool
 
 
+@dataset_pool("answer_equivalence")
 def pool(files):
     """AE JSONL rows (qid, gold_index, context, question, reference, candidate, score, raw_rating).
 

@@ -14,6 +14,19 @@ from dhp.errors import DHPError
 from dhp.io import RESOURCES, file_sha256
 from dhp.schema import DATASET_TASK
 from dhp.datasets import registry
+from dhp.registry import Registry
+
+#: dataset -> its pool reader (the eligible items in file order: item_id, source, reference, ...); found by discovery
+#: (dhp.registry): each loader module of dhp.datasets registers its pool with :func:`dataset_pool`, and the entry-point
+#: group ``dhp.datasets``.
+POOLS: "Registry" = Registry("dataset", "dhp.datasets",
+                             fix="use one of those, or dhp.datasets.load_custom for a file of your own.")
+
+
+def dataset_pool(name: str):
+    """Register the decorated ``pool(files) -> list of item dicts`` as dataset ``name``'s pool reader."""
+    return POOLS.decorator(name)
+
 
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 
 
-from dhp.datasets.files import PUBMEDQA_MIN_CHARS, _read_json
+from dhp.datasets.files import PUBMEDQA_MIN_CHARS, _read_json, dataset_pool
 
 
+@dataset_pool("pubmedqa")
 def pool(files):
     data = _read_json(files["pubmedqa/ori_pqal.json"])
     rows = []

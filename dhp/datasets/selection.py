@@ -12,21 +12,11 @@ from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK
 from dhp.datasets import registry
 from dhp.datasets.files import (
-    COLUMNS, DATASETS, SELECTION_SIZE, _check_files, _check_name, _committed, _sumpubmed_files, _user_files, data_root, dataset_files,
+    COLUMNS, DATASETS, POOLS, SELECTION_SIZE, _check_files, _check_name, _committed, _sumpubmed_files, _user_files,
+    data_root, dataset_files,
 )
-from dhp.datasets import summeval, sumpubmed, storycloze, answer_equivalence, pubmedqa, wmt22
+from dhp.datasets import sumpubmed
 
-
-# dataset -> its pool reader: the eligible items in file order (item_id, source, reference, ...).
-POOLS = {
-    "summeval": summeval.pool,
-    "sumpubmed": sumpubmed.pool,
-    "storycloze": storycloze.pool,
-    "answer_equivalence": answer_equivalence.pool,
-    "pubmedqa": pubmedqa.pool,
-    "wmt22_de_en": wmt22.pool_de_en,
-    "wmt22_zh_en": wmt22.pool_zh_en,
-}
 _LANGS = {"wmt22_de_en": ("de", "en"), "wmt22_zh_en": ("zh", "en")}
 
 SELECTION_RULES = {
@@ -117,7 +107,7 @@ def load_dataset(
             use_committed = False  # user's files differ: select from what they have
         _require_sumpubmed_pool(files, seed, n_items, data_dir)
     ok = _check_files(files, name, verify)
-    pool = POOLS[name](files)
+    pool = POOLS.lookup(name)(files)
     by_id = {r["item_id"]: r for r in pool}
     if use_committed and ok:
         ids = committed["item_ids"][:n_items]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.datasets.files import STORYCLOZE_REL, _how_to_get
+from dhp.datasets.files import STORYCLOZE_REL, _how_to_get, dataset_pool
 
 
+@dataset_pool("storycloze")
 def pool(files):
     p = files[STORYCLOZE_REL]
     df = pd.read_csv(p, dtype=str, keep_default_na=False, encoding="utf-8")

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from dhp.errors import DHPError
 from dhp.text import detokenize_ptb, split_sentences
-from dhp.datasets.files import _read_json
+from dhp.datasets.files import _read_json, dataset_pool
 
 
 def _norm_article(text: str) -> str:
@@ -33,6 +33,7 @@ def _pick_summeval_reference(refs: list[str]) -> int:
     return counts.index(max(counts))
 
 
+@dataset_pool("summeval")
 def pool(files):
     summac = _read_json(files["summeval/summac_summeval.json"])
     bart = _read_json(files["summeval/bartscore_summeval.json"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 
-from dhp.datasets.files import _read_text
+from dhp.datasets.files import _read_text, dataset_pool
 
 
 _HEADER = re.compile(r"[A-Z][A-Z &/-]+")
@@ -31,6 +31,7 @@ def sumpubmed_section(text: str, section: str = "BACKGROUND") -> str:
     return "\n".join(body)
 
 
+@dataset_pool("sumpubmed")
 def pool(files):
     numbers = sorted({int(re.search(r"_(\d+)\.txt$", rel).group(1)) for rel in files})
     rows = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from dhp.errors import DHPError
-from dhp.datasets.files import WMT_MIN_CHARS, _how_to_get, _lines, _wmt_files
+from dhp.datasets.files import WMT_MIN_CHARS, _how_to_get, _lines, _wmt_files, dataset_pool
 
 
 def _wmt_columns(files, pair):
@@ -17,6 +17,7 @@ def _wmt_columns(files, pair):
     return src, ref, doc
 
 
+@dataset_pool("wmt22_de_en")
 def pool_de_en(files):
     """Document level: a document's segments joined by a space; reference A > 300 characters."""
     src, ref, doc = _wmt_columns(files, "de-en")
@@ -32,6 +33,7 @@ def pool_de_en(files):
     return rows
 
 
+@dataset_pool("wmt22_zh_en")
 def pool_zh_en(files):
     """Segment level: item_id is the 1-based line number (= SID in the WMT22 human scores)."""
     src, ref, _ = _wmt_columns(files, "zh-en")

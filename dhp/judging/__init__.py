@@ -16,7 +16,7 @@ as ``Judged(table, stats)``).
 
 from typing import Callable
 
-from dhp.errors import DHPError
+from dhp.registry import Registry
 from dhp.judging.aspects import score_aspects
 from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_table
 from dhp.judging.pairwise import combine_pair_orders, compare_pairs
@@ -28,18 +28,16 @@ from dhp.judging.prompts import build_prompt, likelihood_prefix, load_prompt
 from dhp.judging.strategies import run_strategies
 from dhp.schema import SCORE_COLUMNS
 
-PROTOCOLS: dict[str, Callable] = {}
+#: The judge protocols by name; found by discovery (dhp.registry): the modules of dhp.judging and the entry-point
+#: group ``dhp.protocols``.
+PROTOCOLS: "Registry[Callable]" = Registry(
+    "judge protocol", "dhp.judging", group="dhp.protocols",
+    fix="use one of those, or register yours with @dhp.judging.protocol(\"name\") in a module of dhp/judging/.")
 
 
-def protocol(name: str, replace: bool = True) -> Callable:
-    """Register a judge protocol under ``name``."""
-    def wrap(fn: Callable) -> Callable:
-        if name in PROTOCOLS and not replace:
-            raise DHPError(f"A judge protocol named {name!r} is already registered.", "choose another name.")
-        PROTOCOLS[name] = fn
-        return fn
-
-    return wrap
+def protocol(name: str) -> Callable:
+    """Register a judge protocol under ``name`` (dhp.registry's one rule for a name another definition holds)."""
+    return PROTOCOLS.decorator(name)
 
 
 def _register_builtins() -> None:

@@ -53,6 +53,7 @@ from dhp.analysis.decomposition import LLMBAR_COMMIT, llmbar_identity  # one sou
 from dhp.backends import ChatRequest
 from dhp.datasets import registry
 from dhp.errors import DHPError
+from dhp.registry import Registry
 from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
 
@@ -61,7 +62,11 @@ __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choi
            "llmbar_protocol", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
            "llmbar_prompts_dir"]
 
-STRATEGIES: dict[str, Callable] = {}
+#: The pairwise judge protocols by name (the ``strategies`` of decompose_aggregate); found by discovery (dhp.registry):
+#: the modules of dhp.judging (a new protocol is one module there) and the entry-point group ``dhp.strategies``.
+STRATEGIES: "Registry[Callable]" = Registry(
+    "pairwise strategy", "dhp.judging", group="dhp.strategies",
+    fix="use some of those, or add a module to dhp/judging/ with @strategy(\"name\") on fn(items, ctx) -> rows.")
 ORDERS = ("12", "21")
 N_ASPECTS = 3  # DnA-Eval's default number of aspects (Li et al. §4.1); the aspects prompt asks for three
 WEIGHT_TOLERANCE = 5.0  # percentage points a weight sum may be off 100 and still be used (renormalised, flagged)
@@ -76,12 +81,7 @@ MAX_TOKENS = {"dhp_vanilla": 8, "direct": 16, "cot": 200, "aspects": 96, "aspect
 
 def strategy(name: str):
     """Register a pairwise strategy: ``fn(items, ctx) -> list of row dicts`` (one per item and order)."""
-    def deco(fn):
-        if name in STRATEGIES:
-            raise DHPError(f"Pairwise strategy {name!r} is registered twice.", "give the new strategy another name.")
-        STRATEGIES[name] = fn
-        return fn
-    return deco
+    return STRATEGIES.decorator(name)
 
 
 @dataclass
@@ -571,9 +571,8 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     ``data_dir``: the data root the ``llmbar:`` strategies read LLMBar's templates from.
     ``mode`` ("logprobs" or "sample") is used by direct_pointwise only; the other strategies read the text
     their prompt asks for, generated at temperature 0."""
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown:
-        raise DHPError(f"Unknown pairwise strategy {unknown}.", f"use some of {sorted(STRATEGIES)}.")
+    for name in strategies:
+        STRATEGIES.lookup(name)  # the one unknown-name error, before any call
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:

@@ -36,9 +36,7 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
-import importlib
 import json
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable
@@ -51,8 +49,9 @@ from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
+from dhp.registry import Registry, origin_of
 
-__all__ = ["Method", "Table", "Stage", "StageResult", "register", "get", "names", "all_methods", "run", "run_stage",
+__all__ = ["Method", "Table", "Stage", "StageResult", "Plan", "register", "get", "names", "all_methods", "run", "run_stage",
            "read_tables", "write_tables", "report_card", "judge_modes"]
 
 
@@ -103,6 +102,18 @@ class Stage:
         return bool(self.calls)
 
 
+@dataclass
+class Plan:
+    """What ``python -m dhp evaluate`` says of a method before running it (:meth:`Method.evaluate_plan`): the units it
+    puts the judge on, per leaderboard view (``units``, in words), the dhp.calls.Estimate of its calls
+    (``estimates``), or a bare count of calls where no estimate is made (``calls``), and a ``note``."""
+
+    units: list[str] = field(default_factory=list)
+    estimates: list = field(default_factory=list)
+    calls: int | None = None
+    note: str = ""
+
+
 class Method:
     """Base class of a meta-evaluation method (see the module docstring)."""
 
@@ -126,20 +137,28 @@ class Method:
     uses: ClassVar[tuple[str, ...]] = ()
     #: the method's sub-stages of collect (a notebook runs them one by one), besides the stages every method has
     extra_stages: ClassVar[tuple[Stage, ...]] = ()
+    #: methods whose tables this one reads as its inputs (their collected and produced tables: ``analyze`` and
+    #: ``collect`` see them, read from the run folder); the grid runs this method where those tables are, after them.
+    #: A table name is owned by one method: a method declares only its own tables.
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: ``python -m dhp evaluate``'s parameters of this method per profile ("quick", "standard", "paper"; on top of
+    #: judge, mode, run_dir, data_dir, seed); a profile not listed leaves the method out (:meth:`profile_params`)
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def stages(self) -> dict[str, Stage]:
         """Every stage :func:`run_stage` can run, by name: the method's ``extra_stages``, then ``reference`` (the
         judge-independent tables, no model call), ``collect`` (every model call), ``analyze`` (pure) and ``figures``
         (saved under ``config.figures``)."""
         collected = tuple(t.name for t in self.collects)
-        every = (*collected, *(t.name for t in self.produces), *self.uses)
+        inputs = tuple(dict.fromkeys((*self.uses, *(t.name for t in self.required_tables()))))
+        every = (*collected, *(t.name for t in self.produces), *inputs)
         standard = (
             Stage("reference", (), (), tuple(t.name for t in self.collects if "judge" not in t.columns),
                   "the judge-independent tables analyze needs (what a run with judge 'recorded' collects)",
                   lambda m, c, t, j: m.collect_reference(c)),
             Stage("collect", (), ("judge", "perturber"), collected, "every table the method collects",
                   lambda m, c, t, j: m.collect(c, j)),
-            Stage("analyze", (*collected, *self.uses), (), tuple(t.name for t in self.produces),
+            Stage("analyze", (*collected, *inputs), (), tuple(t.name for t in self.produces),
                   "the results of every judge in the run folder (pure: tables in, tables out)",
                   lambda m, c, t, j: m.analyze(t, c)),
             Stage("figures", every, (), (), "the method's figures, saved under the run's figures folder",
@@ -201,6 +220,23 @@ class Method:
         the tables; the collected and the produced ones are given). Default: none."""
         return []
 
+    def profile_params(self, profile: str, data_dir=None) -> dict[str, Any] | None:
+        """The parameters ``python -m dhp evaluate --profile PROFILE`` runs this method with (None: not run)."""
+        values = self.profiles.get(profile)
+        return None if values is None else dict(values)
+
+    def evaluate_plan(self, config: RunParams, backend=None) -> Plan:
+        """The units and calls of this method in ``python -m dhp evaluate``'s plan, without calling a model. Default:
+        its own tables, and its ``estimate`` when it has one."""
+        plan = Plan(["its own tables (no recorded judge to stand beside)"])
+        if type(self).estimate is not Method.estimate:  # the method has a dry run
+            plan.estimates = [e for e in self.estimate(config, backend).values() if e is not None]
+        return plan
+
+    def required_tables(self) -> tuple[Table, ...]:
+        """The tables of the methods in ``requires`` (what this method reads besides its own)."""
+        return tuple(t for name in self.requires for t in (*get(name).collects, *get(name).produces))
+
     def inputs(self, config: RunParams) -> list:
         """Files of the user's that the run read (checksummed in the manifest)."""
         return []
@@ -218,8 +254,11 @@ class Method:
         return f"<method {self.name}: {self.title}>"
 
 
-_REGISTRY: dict[str, Method] = {}
-_DISCOVERED = False
+#: Every method by name; found by discovery (dhp.registry): the modules of this package and the entry-point group
+#: ``dhp.methods``.
+_REGISTRY: "Registry[Method]" = Registry(
+    "method", "dhp.methods", fix="use one of those (python -m dhp methods), or add a module with a @register class "
+                                 "to dhp/methods/.")
 
 
 def register(cls: type[Method]) -> type[Method]:
@@ -231,28 +270,18 @@ def register(cls: type[Method]) -> type[Method]:
         if not isinstance(t, Table):
             raise DHPError(f"Method {cls.name!r} declares {t!r}, which is not a dhp.methods.Table.",
                            "declare its tables as Table(name, columns, doc).")
-    _REGISTRY[cls.name] = cls()
+    owned = {t.name for t in (*cls.collects, *cls.produces)}
+    for other in _REGISTRY.registered().values():
+        clash = sorted(owned & {t.name for t in (*other.collects, *other.produces)})
+        if clash and other.name != cls.name:
+            raise DHPError(f"Method {cls.name!r} declares {clash}, which method {other.name!r} owns.",
+                           f"read them with requires = ({other.name!r},) instead of declaring them again.")
+    _REGISTRY.add(cls.name, cls(), origin_of(cls))
     return cls
-
-
-def _discover() -> None:
-    """Import every module of this package (each registers its method) and the ``dhp.methods`` entry points."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="dhp.methods"):
-        ep.load()
 
 
 def all_methods() -> list[Method]:
     """Every registered method, in a fixed order (the order of ``ORDER`` where listed, then by name)."""
-    _discover()
     rank = {n: i for i, n in enumerate(ORDER)}
     return sorted(_REGISTRY.values(), key=lambda m: (rank.get(m.name, len(rank)), m.name))
 
@@ -263,10 +292,7 @@ def names() -> list[str]:
 
 def get(name: str) -> Method:
     """The registered method called ``name``."""
-    _discover()
-    if name not in _REGISTRY:
-        raise DHPError(f"Unknown method {name!r}.", f"use one of {names()} (or register yours in dhp/methods/).")
-    return _REGISTRY[name]
+    return _REGISTRY.lookup(name)
 
 
 #: The judge spec of a run that calls no model: it analyzes the judgments imported into the run folder.
@@ -290,9 +316,11 @@ def read_tables(method: Method, folder, which: Iterable[Table] | None = None) ->
 
 
 def read_uses(method: Method, folder) -> dict[str, pd.DataFrame]:
-    """The other methods' tables ``method.uses`` that are in ``folder``."""
+    """The other methods' tables that ``method`` reads and that are in ``folder``: those named in ``uses`` and every
+    table of the methods it ``requires``."""
     root = resolve(folder)
-    return {n: read_table(root / n, n, "another method") for n in method.uses if (root / n).is_file()}
+    names = dict.fromkeys((*method.uses, *(t.name for t in method.required_tables())))
+    return {n: read_table(root / n, n, "another method") for n in names if (root / n).is_file()}
 
 
 def run_rows(items: pd.DataFrame, rows: pd.DataFrame, dataset: str, n_items: int | None,
@@ -420,7 +448,8 @@ def run_stage(method: "Method | str", stage: str, config: RunParams | dict | Non
         before = [s.name for s in stages.values() if set(missing) & set(s.writes)]
         raise DHPError(f"Stage {method.name}.{stage} reads {missing}, which {config.run_dir} does not hold.",
                        f"run stage {before[0] if before else 'collect'} first with the same run_dir.")
-    if stage == "analyze" and not any(n in read for n in method.judged):
+    judged = (*method.judged, *(t.name for t in method.required_tables() if "judge" in t.columns))
+    if stage == "analyze" and not any(n in read for n in judged):
         raise DHPError(f"The run folder {config.run_dir} holds no judgments for method {method.name!r}.",
                        "run it with a live judge, or import recorded judgments (python -m dhp import-judgments).")
     out = st.call(method, config, read, backend)

@@ -178,6 +178,7 @@ class CriteriaConfusion(Method):
     headline = "confusion_index"
     Params = CriteriaConfusionParams
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
+    profiles = {"standard": {}, "paper": {"n_items": 100}}  # python -m dhp evaluate: its defaults (its own tables)
     produces = (CELLS, SUMMARY, CORRELATIONS)
     extra_stages = (
         Stage("variants", (), ("perturber",), (ITEMS.name, VARIANTS.name),

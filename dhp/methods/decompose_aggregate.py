@@ -20,6 +20,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, field_validator
 
+from dhp import calls
 from dhp.analysis import decomposition as dec
 from dhp.analysis import discernment as stats
 from dhp.analysis.leaderboard import View
@@ -31,8 +32,8 @@ from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
-from dhp.judging.strategies import STRATEGIES, run_strategies
-from dhp.methods import Method, Stage, StageResult, Table, register
+from dhp.judging.strategies import STRATEGIES, llmbar_protocol, llmbar_requests, run_strategies
+from dhp.methods import Method, Plan, Stage, StageResult, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
 from dhp.perturb.registry import methods_for
@@ -176,6 +177,28 @@ class DecomposeAggregate(Method):
               "the DHP bridge: perturbed copies scored pointwise and compared with their originals (none with "
               "dhp_items 0)", lambda m, c, t, j: m.collect_bridge(c, j)),
     )
+
+    # python -m dhp evaluate: LLMBar agreement on the pairs the recorded judges were measured on (both orders)
+    profiles = {
+        "quick": {"subsets": ["Adversarial_Neighbor"], "n_pairs": 6, "strategies": ["llmbar:Vanilla"], "dhp_items": 0},
+        "standard": {"subsets": ["Natural", "Adversarial"], "n_pairs": 20, "strategies": ["llmbar:Vanilla"],
+                     "dhp_items": 0},
+        "paper": {"subsets": ["Natural", "Adversarial"], "n_pairs": None, "strategies": ["llmbar:Vanilla"],
+                  "dhp_items": 0},
+    }
+
+    def evaluate_plan(self, config: DecomposeAggregateParams, backend=None) -> Plan:
+        """LLMBar: the exact requests of LLMBar's evaluator, priced through the cache; the pairs per view."""
+        plan, pairs = Plan(), self.load_pairs(config)
+        for s in (x for x in config.strategies if x.startswith("llmbar:")):
+            protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
+            plan.estimates.append(calls.chat(backend or config.judge, llmbar_requests(pairs, protocol, config.seed),
+                                             config.cache, dry_run=True, progress=False))
+            plan.note = f"protocol {protocol.identity}"
+        for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):
+            plan.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "
+                              f"x 2 orders ({', '.join(sorted(set(g['subset'].astype(str))))})")
+        return plan
 
     # ------------------------------------------------------------------ collect
     def load_pairs(self, config: DecomposeAggregateParams) -> pd.DataFrame:

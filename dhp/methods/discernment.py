@@ -21,7 +21,7 @@ from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.judging import failures_table, score_perturbed
-from dhp.methods import Method, Stage, StageResult, Table, register, run_rows
+from dhp.methods import Method, Plan, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.registry import methods_for
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
@@ -158,6 +158,14 @@ class DHP(Method):
         first = self.collect_perturbed(config)
         scored = self.collect_scores(config, first["dataset.parquet"], first["perturbed.parquet"], judge)
         return StageResult({**first, **scored}, stats=scored.stats)
+
+    # python -m dhp evaluate: the leaderboard's DHP view on SummEval items (the paper's N = 100)
+    profiles = {"standard": {"dataset": "summeval", "n_items": 20}, "paper": {"dataset": "summeval", "n_items": 100}}
+
+    def evaluate_plan(self, config: DHPParams, backend=None) -> Plan:
+        plan = Plan([f"DHP {config.dataset}: {config.n_items} items (the paper's N = 100)"])
+        plan.estimates = [e for e in self.estimate(config, backend).values() if e is not None]
+        return plan
 
     def estimate(self, config: DHPParams, judge: "str | Backend | None" = None) -> dict:
         """What the run would cost, without any model call or written table: {"perturber": dhp.calls.Estimate or

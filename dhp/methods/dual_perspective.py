@@ -96,6 +96,7 @@ class DualPerspective(Method):
     headline = "kappa"
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
+    profiles = {"standard": {}, "paper": {}}  # python -m dhp evaluate: its defaults (its own tables)
     produces = (
         Table("global_kappa.csv", ("judge", "mode", "aspect", "rating_rule", "kappa", "n"),
               "one row per judge × aspect × rating rule: linear weighted κ and the targets it rests on"),

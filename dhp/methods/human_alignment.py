@@ -21,7 +21,7 @@ from dhp.config import RunParams
 from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
 from dhp.judging import Judged, build_prompt, score_prompts
-from dhp.methods import Method, StageResult, Table, register
+from dhp.methods import Method, Plan, StageResult, Table, register
 from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
 from dhp.recorded import SEGMENT_COLUMNS
 
@@ -78,6 +78,40 @@ class HumanAlignment(Method):
     produces = (Table("alignment.csv", tuple(al.ALIGNMENT_COLUMNS),
                       "one row per judge × view × aspect × statistic: the correlation (or segment accuracy) with its "
                       "bootstrap interval and n; epsilon: acc*_eq's tie threshold"),)
+
+    # python -m dhp evaluate: WMT22 zh-en segments vs MQM (beside the recorded metrics) and SummEval documents
+    profiles = {
+        "standard": {"n_docs": 10, "n_segments": 50},
+        # every MQM-rated zh-en segment of every MQM-rated system but the main reference: the recorded metrics' units
+        "paper": {"n_docs": 100, "n_segments": 100_000, "mt_systems": None,
+                  "aspects": ["coherence", "consistency", "fluency", "relevance"]},
+    }
+
+    def profile_params(self, profile: str, data_dir=None) -> dict | None:
+        values = super().profile_params(profile, data_dir)
+        if values is not None and "mt_systems" in values and values["mt_systems"] is None:  # every system, read here
+            main = values.get("main_reference", self.Params.model_fields["main_reference"].default)
+            values["mt_systems"] = sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main})
+        return values
+
+    def evaluate_plan(self, config: HumanAlignmentParams, backend=None) -> Plan:
+        """The segments and documents the judge is put on; one call per judged output and aspect."""
+        mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
+        n_seg = min(config.n_segments, mqm["seg_id"].nunique())
+        # the seeded sample collect_segments draws, so the count is the run's
+        pick = pd.Series(sorted(mqm["seg_id"].unique())).sample(n=n_seg, random_state=config.seed)
+        outputs = int(mqm["seg_id"].isin(pick).sum())
+        targets = sa.load_targets(config.data_dir)
+        n_docs = min(config.n_docs, targets["doc_id"].nunique())
+        per_doc = int(targets.groupby("doc_id").size().max())
+        names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
+        return Plan([f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
+                     f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside the WMT22 metrics' "
+                     "recorded scores",
+                     f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
+                     f"{len(config.aspects)} aspects"],
+                    calls=outputs + n_docs * per_doc * len(config.aspects),
+                    note="calls: one per judged output and aspect, before the cache (tokens not estimated)")
 
     def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
         # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself

@@ -17,7 +17,6 @@ import pandas as pd
 
 from dhp.backends import get_backend
 from dhp.errors import DHPError
-from dhp.perturb import builtin, hu2024  # noqa: F401  (register the DHP perturbations and the 18 attacks)
 from dhp.perturb.display import diff_html, examples_html
 from dhp.perturb.llm import LLMJob, llm_perturb_many
 from dhp.perturb.registry import (PERTURBATIONS, Context, Perturbation, llm_methods, methods_for,

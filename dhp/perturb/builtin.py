@@ -14,6 +14,12 @@ from dhp.perturb.registry import MINOR_MAJOR, SINGLE, Context, Perturbation, reg
 from dhp.perturb.rules import Skip
 from dhp.schema import CONTROL
 
+
+def _paper(*args, **fields) -> Perturbation:
+    """One of the DHP paper's perturbations: in the default set of every run (``paper=True``)."""
+    return Perturbation(*args, paper=True, **fields)
+
+
 _ALL4 = ("summarization", "story_completion", "question_answering", "translation")
 _C10_50 = {"minor": 10, "major": 50}
 _C5_25 = {"minor": 5, "major": 25}
@@ -30,7 +36,7 @@ _CHAR_K = {
     "answer_equivalence": _C5_25, "pubmedqa": _C5_25, "wmt22_de_en": _C10_50, "wmt22_zh_en": _C10_50,
 }
 
-register(Perturbation(
+register(_paper(
     "char_deletion", "character", "delete k random alphanumeric characters",
     apply=lambda text, ctx: rules.char_deletion(text, int(ctx.k), ctx.rng),
     verify=lambda ref, text, ctx: rules.is_char_deletion(ref, text, ctx.k),
@@ -39,7 +45,7 @@ register(Perturbation(
     weights={"summarization": {"coherence": 1, "fluency": 8, "relevance": 1}, "story_completion": {"coherence": 1, "fluency": 9}, "question_answering": _QA, "translation": {"accuracy": 3, "fluency": 7}},
     quality_issue="Some letters or digits are missing from words here and there."))
 
-register(Perturbation(
+register(_paper(
     "char_typo", "character", "add k typographical errors with the `typo` package",
     apply=lambda text, ctx: rules.char_typo(text, int(ctx.k), ctx.rng),
     verify=lambda ref, text, ctx: rules.edit_distance(ref, text, transpositions=True) == ctx.k,
@@ -48,7 +54,7 @@ register(Perturbation(
     weights={"summarization": {"coherence": 1, "fluency": 9}, "story_completion": {"fluency": 10}, "question_answering": _QA, "translation": {"accuracy": 2, "fluency": 8}},
     quality_issue="The text contains typing mistakes (swapped, doubled or wrong keys)."))
 
-register(Perturbation(
+register(_paper(
     "word_deletion", "word", "delete k contiguous words",
     apply=lambda text, ctx: rules.word_deletion(text, int(ctx.k), ctx.rng),
     verify=lambda ref, text, ctx: rules.is_word_deletion(ref, text, ctx.k),
@@ -62,7 +68,7 @@ def _n_ok(n, severity: str) -> bool:
     return n is not None and (n >= 2 if severity == "major" else n == 1)
 
 
-register(Perturbation(
+register(_paper(
     "fictional_entities", "word", "replace named entities / numbers / terms with fictional ones",
     apply=lambda text, ctx: entities.fictional_entities(text, ctx.severity, ctx.rng, ctx.fake),
     verify=lambda ref, text, ctx: _n_ok(entities.n_entities_changed(ref, text), ctx.severity),
@@ -71,7 +77,7 @@ register(Perturbation(
     weights={"summarization": {"coherence": 1, "consistency": 8, "relevance": 1}, "story_completion": {"coherence": 2, "consistency": 8}, "question_answering": _QA, "translation": {"accuracy": 10}},
     quality_issue="A key named entity (person, place, number, technical term) is replaced by an invented one."))
 
-register(Perturbation(
+register(_paper(
     "grammatical_errors", "word", "introduce grammatical errors (agreement, tense, article, ...)",
     apply=lambda text, ctx: grammar.grammatical_errors(text, ctx.severity, ctx.rng),
     verify=lambda ref, text, ctx: _n_ok(grammar.changed_blocks(ref, text), ctx.severity),
@@ -86,7 +92,7 @@ def _reordered(ref: str, text: str, ctx: Context) -> bool:
     return moved is not None and (moved == 2 if ctx.severity == "minor" else moved >= 2)
 
 
-register(Perturbation(
+register(_paper(
     "sentence_reorder", "sentence", "shuffle k sentences (k=2 minor, all major); never the original order",
     apply=lambda text, ctx: rules.sentence_reorder(text, ctx.severity, ctx.rng),
     verify=_reordered,
@@ -102,7 +108,7 @@ def _inserted(ref: str, text: str, ctx: Context) -> bool:
     return got is not None and (len(got) == 1 if ctx.severity == "minor" else len(got) >= 2)
 
 
-register(Perturbation(
+register(_paper(
     "rewrite_insert", "sentence", "rephrase sentence(s) and insert each rewrite right after its original",
     apply=lambda text, ctx: paraphrase.rewrite_insert(text, ctx.severity, ctx.rng),
     verify=_inserted,
@@ -122,7 +128,7 @@ def _is_donor(ref: str, text: str, ctx: Context) -> bool:
     return text != ref and any(t == text for i, t in ctx.pool.items() if i != str(ctx.item.get("item_id")))
 
 
-register(Perturbation(
+register(_paper(
     "random_ending", "sentence", "replace the ending with the ending of another story",
     apply=lambda text, ctx: _donor(text, ctx, "random_ending"), verify=_is_donor,
     check="text is another item's reference", tasks={"story_completion": SINGLE},
@@ -144,21 +150,21 @@ def _is_wrong_ending(ref: str, text: str, ctx: Context) -> bool:
     return bool(wrong) and text == wrong and text != ref
 
 
-register(Perturbation(
+register(_paper(
     "wrong_ending", "sentence", "replace the ending with the dataset's wrong ending",
     apply=_wrong_ending, verify=_is_wrong_ending,
     check="text is the dataset's wrong ending", tasks={"story_completion": SINGLE},
     weights={"story_completion": {"coherence": 4, "consistency": 6}},
     quality_issue="The ending contradicts the story (the dataset's implausible ending)."))
 
-register(Perturbation(
+register(_paper(
     "random_answer", "sentence", "replace the answer with the answer to another question",
     apply=lambda text, ctx: _donor(text, ctx, "random_answer"), verify=_is_donor,
     check="text is another item's reference", tasks={"question_answering": SINGLE},
     weights={"question_answering": _QA},
     quality_issue="The answer is taken from a different question."))
 
-register(Perturbation(
+register(_paper(
     CONTROL, "none", "negative control: the same words, one sentence per line, scored by its own call",
     apply=lambda text, ctx: rules.control_format(text),
     verify=lambda ref, text, ctx: rules.is_control(ref, text),

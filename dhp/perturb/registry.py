@@ -24,6 +24,7 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.registry import Registry, origin_of
 from dhp import schema
 from dhp.schema import DATASET_TASK, TASK_METRICS
 
@@ -99,13 +100,20 @@ class Perturbation:
     quality_issue: str = ""
     llm_check: Callable | None = None
     family: str = "dhp"
+    paper: bool = False
 
 
-PERTURBATIONS: dict[str, Perturbation] = {}
+#: Every perturbation by name, in registration order; found by discovery (dhp.registry): the modules of dhp.perturb
+#: (builtin: the DHP paper's; hu2024: the criteria-confusion attacks), a module of your own there, entry-point group
+#: ``dhp.perturbations``, or a notebook cell's @perturbation.
+PERTURBATIONS: "Registry[Perturbation]" = Registry(
+    "perturbation", "dhp.perturb", group="dhp.perturbations",
+    fix="use one of those, or register your own with dhp.perturb.perturbation (a module in dhp/perturb/ or a cell).")
 
 
-def register(p: Perturbation, replace: bool = False) -> Perturbation:
-    """Add `p` to the registry (``replace=True`` to redefine a name, e.g. when a notebook cell reruns)."""
+def register(p: Perturbation) -> Perturbation:
+    """Add `p` to the registry (dhp.registry's one rule: a name another definition holds is refused; the same
+    definition again — a notebook cell rerun — replaces itself)."""
     if not p.name or not p.name.replace("_", "").isalnum() or p.name == "original":
         raise DHPError(f"Bad perturbation name {p.name!r}.", "use letters, digits and underscores, not 'original'.")
     if p.level not in LEVELS:
@@ -114,20 +122,16 @@ def register(p: Perturbation, replace: bool = False) -> Perturbation:
     if not p.tasks or bad:
         raise DHPError(f"Perturbation {p.name!r} names no task or unknown task(s) {bad}.",
                        f"give tasks={{task: severities}} with tasks from {sorted(TASK_METRICS)}.")
-    if p.name in PERTURBATIONS and not replace:
-        raise DHPError(f"A perturbation named {p.name!r} is already registered.",
-                       "choose another name, or pass replace=True to redefine it.")
-    PERTURBATIONS[p.name] = p
-    return p
+    return PERTURBATIONS.add(p.name, p, origin_of(p.apply))
 
 
 def perturbation(name: str, *, level: str, tasks: Mapping[str, tuple[str, ...]], description: str = "",
-                 replace: bool = True, **fields) -> Callable:
+                 **fields) -> Callable:
     """Decorator form of :func:`register`: the decorated function is the rule (``apply``)."""
 
     def wrap(fn: Callable) -> Callable:
         register(Perturbation(name=name, level=level, description=description or (fn.__doc__ or "").strip(),
-                              apply=fn, tasks={t: tuple(s) for t, s in tasks.items()}, **fields), replace=replace)
+                              apply=fn, tasks={t: tuple(s) for t, s in tasks.items()}, **fields))
         return fn
 
     return wrap
@@ -138,16 +142,14 @@ def get(name: str) -> Perturbation:
         raise DHPError("The identical-text 'placebo' was replaced by the negative control 'control' (an "
                        "identical text reuses the original's cached judge answer, so it measured nothing).",
                        "use perturbations=['control'].")
-    try:
-        return PERTURBATIONS[name]
-    except KeyError:
-        raise DHPError(f"Unknown perturbation {name!r}.", f"use one of {sorted(PERTURBATIONS)} "
-                       "or register your own with dhp.perturb.perturbation.") from None
+    return PERTURBATIONS.lookup(name)
 
 
-def task_perturbations(task: str, family: str | None = "dhp") -> list[str]:
-    """The registered perturbations defined for `task` (of one `family`; None: all), in registration order."""
-    return [n for n, p in PERTURBATIONS.items() if task in p.tasks and family in (None, p.family)]
+def task_perturbations(task: str, family: str | None = None, paper: bool | None = None) -> list[str]:
+    """The registered perturbations defined for `task`, in registration order: of one `family` (None: every family),
+    those the paper's runs include (``paper=True``) or not (None: both)."""
+    return [n for n, p in PERTURBATIONS.items()
+            if task in p.tasks and family in (None, p.family) and paper in (None, p.paper)]
 
 
 def llm_methods() -> frozenset[str]:
@@ -194,8 +196,8 @@ def methods_for(dataset: str, perturbations: list[str] | None = None, task: str 
     elif task not in TASK_DEFAULT_K_SOURCE:
         raise DHPError(f"Unknown task {task!r} for dataset {dataset!r}.", f"use one of {sorted(TASK_DEFAULT_K_SOURCE)}.")
     available = task_perturbations(task, family=None)
-    if perturbations is None:  # the default set: the DHP family (other families run when named)
-        perturbations = task_perturbations(task)
+    if perturbations is None:  # the default set: what the paper's runs include (the others run when named)
+        perturbations = task_perturbations(task, paper=True)
     else:
         for name in dict.fromkeys(perturbations):
             get(name)

@@ -7,7 +7,8 @@ run folder as the same tables the methods read, so a published judge is analysed
 
 One importer per format, registered with :func:`importer` in :mod:`dhp.recorded.importers`, the registry below the
 importers (``llmbar`` in :mod:`dhp.recorded.llmbar`, ``mtme`` in :mod:`dhp.recorded.mtme`, ``table`` — bring your
-own — in :mod:`dhp.recorded.table`; this package imports them all). Each reads
+own — in :mod:`dhp.recorded.table`; found by discovery, dhp.registry: a new source is one module here). Each
+declares its own default files, companions, language pair and the views it feeds (:class:`Importer`), and reads
 one file at a time and returns rows for one or more of the run-folder tables in :data:`TABLE_KEYS`:
 
 - ``pairwise_verdicts.parquet``: judge, mode, then ``dhp.judging.strategies.VERDICT_COLUMNS``, then source;
@@ -40,33 +41,26 @@ import pandas as pd
 from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.io import resolve, write_manifest, write_parquet
-from dhp.recorded import frank, hanna, llmbar, mtme, table  # noqa: F401 - the built-in importers register themselves
 # the registry and the names importers share, re-exported: dhp.recorded.<name> stays their public name
 from dhp.recorded.importers import (IMPORTERS, ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, MAX_FILE_BYTES, RECORDED_MODE,
                                     SEGMENT_COLUMNS, SEGMENT_HUMAN_COLUMNS, TABLE_KEYS, ImportContext, Importer,
                                     SourceFile, importer, read_source, score_columns, source_label, verdict_columns)
 
 __all__ = ["IMPORTERS", "importer", "import_judgments", "ImportReport", "SourceFile", "TABLE_KEYS",
-           "SEGMENT_COLUMNS", "SEGMENT_HUMAN_COLUMNS", "ITEM_COLUMNS", "ITEM_HUMAN_COLUMNS", "DEFAULT_PATHS",
+           "SEGMENT_COLUMNS", "SEGMENT_HUMAN_COLUMNS", "ITEM_COLUMNS", "ITEM_HUMAN_COLUMNS",
            "default_path", "MAX_FILE_BYTES", "known_upstream", "RECORDED_MODE", "source_label"]
 
 MANIFEST_STAGE = "import_judgments"
 
-#: Where each recorded source lies under the data root (dhp.datasets.data_root): the PATH an import of that kind
-#: reads when none is given.
-DEFAULT_PATHS = {"llmbar": "llmbar_judgments", "mtme": "wmt22/metric-scores_zh-en",
-                 "hanna": "hanna/hanna_metric_scores_llm.csv", "frank": "frank"}
-# what a default import also reads from the data root: the MQM scores beside the metric scores (mtme.find_mqm)
-_DEFAULT_COMPANIONS = {"mtme": ["wmt22_mqm_zh_en"]}
-
 
 def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
-    """The data-root path of a recorded source (the one place that resolves it), fetched with the human scores its
-    views need when missing (dhp.datasets.registry)."""
-    if kind not in DEFAULT_PATHS:
+    """The data-root path of a recorded source (its importer's ``default``: the one place that resolves it), fetched
+    with the companion data sets its views need when missing (dhp.datasets.registry)."""
+    imp = IMPORTERS.lookup(kind)
+    if imp.default is None:
         raise DHPError(f"The {kind!r} importer has no default path.", "pass the file or folder to import.")
-    registry.ensure(_DEFAULT_COMPANIONS.get(kind, []), data_dir)
-    return registry.path(DEFAULT_PATHS[kind], data_dir)
+    registry.ensure(list(imp.companions), data_dir)
+    return registry.path(imp.default, data_dir)
 
 
 # ---------------------------------------------------------------------------------------------- files
@@ -210,10 +204,8 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
     scores (default dhp.judging.parsing.SCALE, 1–5); ``lp`` — language pair of mt-metrics-eval files
     (default: read from the folder names, e.g. "zh-en"); ``data_dir`` — where LLMBar is read from for the id
     check; ``max_bytes`` — the size limit of one file. Raises DHPError, writing nothing, on any problem."""
-    if kind not in IMPORTERS:
-        raise DHPError(f"Unknown kind of recorded judgments {kind!r}.", f"use one of {sorted(IMPORTERS)}.")
     t0 = time.perf_counter()
-    imp = IMPORTERS[kind]
+    imp = IMPORTERS.lookup(kind)
     if path is None:
         path = default_path(kind, data_dir)
     src = Path(os.path.abspath(Path(path).expanduser()))  # ".." removed: folder names carry meaning here

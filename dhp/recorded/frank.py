@@ -93,7 +93,8 @@ def read_frank(f: SourceFile) -> dict[str, pd.DataFrame]:
     return {"item_scores.parquet": pd.concat(parts, ignore_index=True)[ITEM_COLUMNS]}
 
 
-@importer("frank", suffixes=(HUMAN_FILE, METRICS_FILE))
+@importer("frank", suffixes=(HUMAN_FILE, METRICS_FILE), default="frank",
+          views="FRANK factuality: partial Pearson and Spearman of each metric with the human Factuality")
 def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
     """FRANK's human_annotations.json -> item_human.parquet; baseline_factuality_metrics_outputs.json ->
     item_scores.parquet (15 metrics)."""

@@ -128,7 +128,8 @@ def read_hanna(f: SourceFile) -> dict[str, pd.DataFrame]:
     return {"item_scores.parquet": scores[ITEM_COLUMNS], "item_human.parquet": human[ITEM_HUMAN_COLUMNS]}
 
 
-@importer("hanna", suffixes=(".csv",))
+@importer("hanna", suffixes=(".csv",), default="hanna/hanna_metric_scores_llm.csv",
+          views="HANNA story ratings: Kendall of each LLM judge and metric with the human criteria")
 def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
     """HANNA's hanna_metric_scores_llm.csv -> item_scores.parquet (LLM judges per setting, 72 metrics) and
     item_human.parquet (the raters' mean per criterion)."""

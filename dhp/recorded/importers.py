@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from dhp.errors import DHPError
+from dhp.registry import Registry, origin_of
 from dhp.judging.strategies import VERDICT_COLUMNS
 from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
 
@@ -101,31 +102,51 @@ class ImportContext:
 @dataclass(frozen=True)
 class Importer:
     """``read(file: SourceFile, ctx: ImportContext) -> {table name: DataFrame}``; a folder walk picks the
-    files whose name ends with one of ``suffixes``; ``relative_path(path, root)`` names a file in ``source``."""
+    files whose name ends with one of ``suffixes``; ``relative_path(path, root)`` names a file in ``source``.
+
+    What the source says about itself (no table elsewhere keyed by its name): ``default`` — its declared path under
+    the data root (dhp/resources/data_registry.json), what an import reads when no path is given (None: the user
+    names the file); ``companions`` — declared data sets fetched with it (mtme: the MQM scores beside the metric
+    scores); ``lp`` — the language pair of its default files; ``reference_method`` — the method whose judge-independent
+    tables its views need besides the import (mtme: human_alignment's MQM and DA); ``views`` — the leaderboard views
+    it feeds, in words; ``feeds`` — the methods whose leaderboard views its judges join (``python -m dhp evaluate``
+    imports it when it runs one of them)."""
 
     name: str
     read: Callable
     suffixes: tuple[str, ...]
     relative_path: Callable
     description: str = ""
+    default: str | None = None
+    companions: tuple[str, ...] = ()
+    lp: str | None = None
+    reference_method: str | None = None
+    views: str = ""
+    feeds: tuple[str, ...] = ()
 
 
-IMPORTERS: dict[str, Importer] = {}
+#: Every recorded-judgment source by name; found by discovery (dhp.registry): the modules of dhp.recorded and the
+#: entry-point group ``dhp.recorded``.
+IMPORTERS: "Registry[Importer]" = Registry(
+    "recorded source", "dhp.recorded",
+    fix="use one of those kinds, or add a module to dhp/recorded/ with @importer(name, suffixes=...).")
 
 
 def _relative_to_root(path: Path, root: Path) -> str:
     return path.name if path == root else path.relative_to(root).as_posix()
 
 
-def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | None = None) -> Callable:
+def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | None = None, default: str | None = None,
+             companions: tuple[str, ...] = (), lp: str | None = None, reference_method: str | None = None,
+             views: str = "", feeds: tuple[str, ...] = ()) -> Callable:
     """Register the decorated ``read(file, ctx)`` as the importer ``name``. ``relative_path(path, root)``:
-    the path written into ``source`` (default: relative to the folder imported, or the file's name)."""
+    the path written into ``source`` (default: relative to the folder imported, or the file's name); the other
+    arguments are the source's facts (:class:`Importer`)."""
 
     def wrap(fn: Callable) -> Callable:
-        if name in IMPORTERS:
-            raise DHPError(f"An importer named {name!r} is registered twice.", "give the new importer another name.")
-        IMPORTERS[name] = Importer(name, fn, tuple(suffixes), relative_path or _relative_to_root,
-                                   (fn.__doc__ or "").strip())
+        IMPORTERS.add(name, Importer(name, fn, tuple(suffixes), relative_path or _relative_to_root,
+                                     (fn.__doc__ or "").strip(), default, tuple(companions), lp, reference_method,
+                                     views, tuple(feeds)), origin_of(fn))
         return fn
 
     return wrap

@@ -128,7 +128,9 @@ def read_mqm(f: SourceFile, lp: str) -> pd.DataFrame:
             .reset_index(drop=True))
 
 
-@importer("mtme", suffixes=(SUFFIX,))
+@importer("mtme", suffixes=(SUFFIX,), default="wmt22/metric-scores_zh-en", companions=("wmt22_mqm_zh_en",),
+          lp="zh-en", reference_method="human_alignment", feeds=("human_alignment",),
+          views="WMT22 zh-en segments vs MQM (human_alignment's segment views)")
 def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
     """mt-metrics-eval <metric>-<reference>.seg.score files -> segment_scores.parquet, with the MQM human scores
     found beside them (:func:`find_mqm`) -> segment_human.parquet, so the segment view can be built."""
