@@ -331,6 +331,19 @@ def _serve_mirror(root: Path, log: Path) -> tuple[subprocess.Popen, str]:
     return proc, found.group(0)
 
 
+def test_child_processes_keep_the_callers_home_data_root_mirror_and_offline(tmp_path, monkeypatch):
+    """conftest.child_env, the environment of every CLI, pipeline and notebook process the tests start: the child
+    reads the caller's data root and fetches from the caller's source (`data list` prints the root it uses)."""
+    settings = {"HOME": str(tmp_path / "home"), "DHP_DATA_DIR": str(tmp_path / "root"),
+                "DHP_DATA_MIRROR": "http://127.0.0.1:9", "DHP_OFFLINE": "1"}
+    for k, v in settings.items():
+        monkeypatch.setenv(k, v)
+    env = child_env()
+    assert {k: env.get(k) for k in settings} == settings
+    r = run_cli(["data", "list"], env=env, prefix=["-m", "dhp"])
+    assert r.returncode == 0 and f"data root: {tmp_path / 'root'}" in r.stdout, r.stdout + r.stderr
+
+
 RUN = ["run", "--method", "dhp", "--dataset", "summeval", "--n-items", "2", "--judge", "baseline:rouge_l_src",
        "--mode", "metric", "--perturbations", "char_typo", "--n-boot", "0"]
 

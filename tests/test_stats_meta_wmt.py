@@ -11,6 +11,8 @@ The files come from the session's data root (conftest.DATA, filled by the data l
 """
 
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
