@@ -99,10 +99,8 @@ def pytest_sessionstart(session):
         registry.ensure(TEST_SETS)
     except DHPError as e:
         raise pytest.UsageError(
-            f"The tests read their data from the data root {DATA}, and it could not be filled:\n{e}\n"
-            f"Fetch it with `DHP_DATA_DIR={DATA} python -m dhp data fetch {' '.join(TEST_SETS)}` (with network "
-            "access, or DHP_DATA_MIRROR=<a mirror>; .ci/run serves one), or point DHP_DATA_DIR at a data root "
-            "that holds it.") from None
+            f"The tests read their data from the data root {DATA}, and it could not be filled (a mirror of the "
+            f"upstream files can stand in for the network: DHP_DATA_MIRROR, as .ci/run sets it):\n{e}") from None
     stories = synthetic_stories()
     write_storycloze_csv(STORYCLOZE, stories)
     write_own_stories(TINY_STORIES, stories)
