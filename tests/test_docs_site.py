@@ -118,7 +118,6 @@ def test_nbval_keeps_the_executed_notebook(tmp_path):
     assert float(row.split()[1]) > 0 and float(row.split()[2]) > 0 and row.split()[3] == "2"
 
 
-@pytest.mark.usefixtures("chromium")
 @pytest.fixture
 def chromium():
     # part of make test, which installs it before pytest: missing, the check fails with the fix rather than skips
@@ -126,6 +125,7 @@ def chromium():
         "the browser check needs Debian's chromium: apt-get install -y chromium (make test installs it)"
 
 
+@pytest.mark.usefixtures("chromium")
 def test_browser_check_sees_a_broken_figure(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
