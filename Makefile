@@ -40,6 +40,8 @@ demo: $(STAMP)
 # it, its judge on one thread; its output (with the notebooks' timing table) is printed when both are done.
 test: $(STAMP)
 	@mkdir -p build
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+		|| { echo "error: the browser check needs Debian's chromium; run 'apt-get install -y chromium' as root"; exit 1; }
 	@trap 'kill $$nb 2>/dev/null' INT TERM; \
 	DHP_N_THREADS=1 $(BIN)/python scripts/nbval.py > build/nbval.log 2>&1 & nb=$$!; \
 	$(BIN)/python -m pytest tests; rc=$$?; \
@@ -47,8 +49,6 @@ test: $(STAMP)
 	echo "--- the notebook check (scripts/nbval.py), run beside pytest; exit status $$nbrc ---"; cat build/nbval.log; \
 	[ $$rc -eq 0 ] && [ $$nbrc -eq 0 ]
 	DHP_DOCS_REQUIRE_EXECUTED=1 $(MAKE) docs
-	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-		|| { echo "error: the browser check needs Debian's chromium; run 'apt-get install -y chromium' as root"; exit 1; }
 	$(BIN)/python scripts/check_site.py
 
 # The documentation site (docs/, mkdocs.yml) into site/: open site/index.html. Strict: a broken link fails it.

@@ -33,7 +33,7 @@ Also: ``ner_available`` (1 when the spaCy model loads), ``<ds>_refs_with_capital
 with an upper-case letter: the NER runs only on those) and ``seconds``.
 
 Usage: python benchmarks/entity_detection.py [--n-items 100] [--seed 0] [--data-dir DIR]
-(data: --data-dir, else DHP_DATA_DIR, else ../shared/datasets, as for every loader). About 15 s.
+(data: --data-dir, else DHP_DATA_DIR, else the per-user cache, as for every loader). About 15 s.
 """
 
 from __future__ import annotations

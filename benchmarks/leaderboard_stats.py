@@ -14,7 +14,8 @@ It needs only numpy and scipy for the parts used here (its data.py imports apach
 only for parallel runs and rating files: stand-in modules are inserted when they are absent). Without it, only dhp.stats' side runs.
 
 Data: <data>/wmt22/mqm_zh-en/zh-en.mqm.seg.score and <data>/wmt22/metric-scores_zh-en/*.seg.score
-(default data: $DHP_DATA_DIR or ../shared/datasets). Settings as mt-metrics-eval's GetCorrelations for
+(default data: the data root, $DHP_DATA_DIR else the per-user cache; fetched when missing: `python -m dhp data
+fetch wmt22_mqm_zh_en wmt22_metric_scores_zh_en`). Settings as mt-metrics-eval's GetCorrelations for
 level "seg" with main_refs {"refA"} and human outputs included: the MQM-scored systems other than refA.
 """
 
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats as sps
 
+from dhp.datasets import registry
 from dhp.stats.clusters import assign_ranks, significance_ranks
 from dhp.stats.paired import item_bootstrap_draws, percentile_interval, segment_bootstrap
 from dhp.stats.permutation import (WMT_EARLY_STOP, _evaluator, _zscore, paired_permutation_test,
@@ -215,7 +217,8 @@ def section_leaderboard(mt, human, groups, metrics, k: int, early, n_boot: int, 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mtme", default=os.environ.get("MTME_PATH"), help="mt-metrics-eval checkout (or MTME_PATH)")
-    ap.add_argument("--data", default=os.environ.get("DHP_DATA_DIR") or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"))
+    ap.add_argument("--data", default=str(registry.data_root()),
+                    help="a data root (default: DHP_DATA_DIR, else the per-user cache; docs/data.md)")
     ap.add_argument("--k", type=int, default=1000, help="permutation resamples per pair")
     ap.add_argument("--boot", type=int, default=1000, help="item-bootstrap resamples per metric (0: none)")
     ap.add_argument("--early-stop", choices=("wmt", "none"), default="wmt",
@@ -225,9 +228,7 @@ def main(argv=None):
     ap.add_argument("--skip-leaderboard", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    data = Path(args.data) / "wmt22"
-    if not (data / "mqm_zh-en" / "zh-en.mqm.seg.score").is_file():
-        sys.exit(f"WMT22 zh-en MQM data not found under {data}: pass --data or set DHP_DATA_DIR.")
+    data = registry.ensure(["wmt22_mqm_zh_en", "wmt22_metric_scores_zh_en"], args.data) / "wmt22"  # fetched if missing
     mt = import_mtme(args.mtme)
     if mt is None:
         print("mt-metrics-eval not given: only dhp.stats runs. To compare, fetch it and pass --mtme:\n"

@@ -197,7 +197,7 @@ def _evaluate(argv: list[str]) -> int:
                          "published sizes (default quick)")
     ap.add_argument("--mode", default="logprobs", help="logprobs | sample (default logprobs)")
     ap.add_argument("--run-dir", help="run folder (default runs/evaluate/<judge>); never results/ or figures/")
-    ap.add_argument("--data-dir", help="dataset root (default DHP_DATA_DIR or ../shared/datasets)")
+    ap.add_argument("--data-dir", help="dataset root (default: DHP_DATA_DIR, else the per-user cache; docs/data.md)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--yes", action="store_true", help="run without asking after the plan")
     ap.add_argument("--dry-run", action="store_true", help="print the plan only; call nothing, write nothing")

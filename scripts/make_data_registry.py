@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/make_data_registry.py DATA_ROOT [MIRRORS]
 
-DATA_ROOT is a complete data root (the development machines' copy); MIRRORS a folder of bare git clones named
+DATA_ROOT is a complete data root (no default; on the development machines: ../shared/datasets); MIRRORS a folder of bare git clones named
 ``<owner>+<repo>/repo`` of the upstream repositories. Each file's size and sha256 are computed from DATA_ROOT;
 with MIRRORS, each upstream path is checked against the repository's tree at the pinned commit (same git blob
 id, i.e. the same bytes; for a re-serialised file: the path exists) and the script stops at the first

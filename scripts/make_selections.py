@@ -1,9 +1,11 @@
 """Regenerate dhp/resources/selections/*.json from a data root.
 
-Usage: .venv/bin/python scripts/make_selections.py [DATA_ROOT]   (default: the data root)
+Usage: .venv/bin/python scripts/make_selections.py [DATA_ROOT]
+    (default: the data root, DHP_DATA_DIR else the per-user cache; on the development machines pass their
+    complete copy, ../shared/datasets, which alone holds Story Cloze)
 
-Writes ids and sha256 only, never texts. Story Cloze is read from DATA_ROOT/storycloze/ (the
-shared copy) to record its ids; Answer Equivalence cannot be obtained here, so its record holds
+Writes ids and sha256 only, never texts. Story Cloze is read from DATA_ROOT/storycloze/ (a copy from its
+owners: it is never fetched) to record its ids; Answer Equivalence cannot be obtained here, so its record holds
 the official checksums and no ids (its selection is computed at load time from the user's file).
 """
 
@@ -69,4 +71,6 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        raise SystemExit(__doc__)
     main(Path(sys.argv[1]) if len(sys.argv) > 1 else datasets.data_root())

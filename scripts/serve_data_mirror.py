@@ -1,7 +1,8 @@
 """Serve a complete data root on loopback under the upstream URL layout (``/<owner>/<repo>/<commit>/<path>``), so a
 fresh clone can be tried as a user with internet would run it: ``DHP_DATA_MIRROR=http://127.0.0.1:PORT make demo``.
 
-    python scripts/serve_data_mirror.py DATA_ROOT [--port 8765]
+    python scripts/serve_data_mirror.py DATA_ROOT [--port 8765]   (--port 0: a free port; the first line printed
+                                                                  names the URL)
 
 Only the files declared in dhp/resources/data_registry.json are served; each request is logged with its byte count,
 so a run's fetches can be counted (every declared file once, none on a second run).
@@ -21,7 +22,7 @@ from dhp.datasets import registry
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", type=Path, help="a data root holding the declared files")
-    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--port", type=int, default=8765, help="0: any free port (default 8765)")
     a = ap.parse_args(argv)
     files = {f"/{f.repository}/{f.commit}/{f.upstream_path}": a.root / f.rel for f in registry.files().values()
              if f.repository and (a.root / f.rel).is_file()}
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
             sys.stderr.write(f"GET {self.path} {args[1] if len(args) > 1 else ''}\n")
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    print(f"serving {len(files)} files of {a.root} on http://127.0.0.1:{a.port}", flush=True)
+    print(f"serving {len(files)} files of {a.root} on http://127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()
     return 0
 

@@ -3,7 +3,8 @@
 Every case must end in ONE clear message that names the problem and says "Fix: ...", raised as
 dhp.errors.DHPError (or, through the CLI / papermill, reported as that message), and the run
 folder must hold no table afterwards (nothing half-written). Inputs are synthetic files written
-into tmp_path; Story Cloze is read from ../shared/datasets at run time.
+into tmp_path; the Story Cloze cases use conftest's synthetic file in the upstream layout (the real one is not
+openly licensed), the other cases conftest's tiny bring-your-own story file.
 """
 
 from __future__ import annotations
@@ -15,20 +16,21 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, STORYCLOZE, child_env, run_cli, tables_in
+from conftest import DATA, ROOT, STORYCLOZE, TINY_STORIES, run_cli, tables_in
 from dhp import grid
 from dhp.errors import DHPError
 from dhp.pipeline import run_pipeline
 
 # A small valid run; each case changes one thing. Never the repo's runs/: run_dir is in tmp_path.
-BASE = {"dataset": "storycloze", "n_items": 2, "seed": 0, "path": str(STORYCLOZE),
-        "perturbations": ["char_typo"]}
+BASE = {"dataset": str(TINY_STORIES), "n_items": 2, "seed": 0, "perturbations": ["char_typo"]}
+STORY_CLOZE = {"dataset": "storycloze", "path": str(STORYCLOZE)}  # the user-supplied Story Cloze route
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for var in ("DHP_DATA_DIR", "DHP_STORYCLOZE_PATH", "DHP_AE_PATH"):
+    for var in ("DHP_STORYCLOZE_PATH", "DHP_AE_PATH"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DHP_DATA_DIR", str(DATA))  # the session's data root, however the caller named it
 
 
 def _pipeline(t: Path, **change):
@@ -76,23 +78,20 @@ def jsonl_unknown_task(t):
 
 def storycloze_wrong_checksum(t):
     # Right columns, synthetic content: not the file the committed selection was made on.
-    header = ("InputStoryid,InputSentence1,InputSentence2,InputSentence3,InputSentence4,"
-              "RandomFifthSentenceQuiz1,RandomFifthSentenceQuiz2,AnswerRightEnding\n")
-    rows = "".join(f"s{i},Ann woke up.,She made tea.,It was cold.,She sat down.,She smiled.,She flew away.,1\n"
-                   for i in range(5))
-    _pipeline(t, path=str(_write(t, "cloze_test_val__spring2016.csv", header + rows)))
+    _pipeline(t, **STORY_CLOZE)
 
 
 def storycloze_no_path(t):
-    _pipeline(t, path=None)
+    _pipeline(t, **{**STORY_CLOZE, "path": None})
 
 
 def storycloze_missing_file(t):
-    _pipeline(t, path=str(t / "inputs" / "nowhere" / "cloze.csv"))
+    _pipeline(t, **{**STORY_CLOZE, "path": str(t / "inputs" / "nowhere" / "cloze.csv")})
 
 
-def data_dir_missing(t):
-    _pipeline(t, dataset="summeval", path=None, perturbations=["char_typo"], data_dir=str(t / "no_such_root"))
+def data_dir_missing(t, monkeypatch):
+    monkeypatch.setenv("DHP_OFFLINE", "1")  # else the data layer would fetch the files into the new root
+    _pipeline(t, dataset="summeval", perturbations=["char_typo"], data_dir=str(t / "no_such_root"))
 
 
 # ------------------------------------------------------------------------------ run / notebook parameters
@@ -295,7 +294,7 @@ def test_valid_custom_file_is_accepted(tmp_path):
 
 # ------------------------------------------------------------------------------ CLI and papermill
 def test_cli_reports_one_message_and_exit_2(tmp_path):
-    r = run_cli(["--dataset", "storycloze", "--n-items", "0", "--run-dir", str(tmp_path / "run")])
+    r = run_cli(["--dataset", str(TINY_STORIES), "--n-items", "0", "--run-dir", str(tmp_path / "run")])
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

@@ -1,7 +1,7 @@
 """Acceptance (issue 6, checks 1 and 2): determinism across processes, and resume after SIGKILL.
 
 Each pipeline run is a separate `python -m dhp.pipeline` process with its own empty cache, on the
-tiny Story Cloze run of conftest.TINY (18 judge calls with the embedded judge in logprobs mode).
+tiny story run of conftest.TINY (synthetic stories, 18 judge calls with the embedded judge in logprobs mode).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, TABLES, child_env, run_clis_together, tiny_cli_args
+from conftest import ROOT, TABLES, TINY, child_env, run_clis_together, tiny_cli_args
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def _digest(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory, storycloze_path):
+def two_runs(tmp_path_factory):
     """Two uninterrupted runs, each a process with its own empty cache, started together (one llama.cpp thread
     each: on two cores they take the time of one): the first is the reference every other run must reproduce byte
     for byte, the second is compared with it."""
@@ -94,7 +94,7 @@ def test_reference_run_is_complete(reference_run):
     ok = perturbed[perturbed["status"] == "ok"]
     assert len(ok) == 3 * 2  # 3 items x (original, char_typo)
     assert len(scores) == len(ok) * 3  # x 3 story-completion metrics
-    # The 135M judge rarely writes a parsable score on Story Cloze: every row has a score or its reason,
+    # The 135M judge rarely writes a parsable score on these stories: every row has a score or its reason,
     # and the comparisons below also compare the cached replies and logprobs, which always exist.
     assert (scores["score"].notna() | (scores["failure"] != "")).all()
     stats = json.loads((run / "judge_stats.json").read_text())
@@ -164,13 +164,13 @@ def test_resume_after_sigkill_repeats_no_call(reference_run, tmp_path):
             f"{name} after resume differs from the uninterrupted run")
 
 
-def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path, storycloze_path):
+def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path):
     # The grid runs the notebooks, so their tables must be as reproducible as the pipeline's.
-    from dhp.datasets import load_dataset
+    from dhp.datasets import load_items
     from dhp.io import write_parquet
     from dhp.perturb import perturb
 
-    table = load_dataset("storycloze", 3, 0, path=storycloze_path)
+    table = load_items(TINY["dataset"], 3, 0)
     perturbed = perturb(table, seed=0, perturbations=["char_typo"])
     jobs = []
     for name in ("a", "b"):
@@ -179,9 +179,9 @@ def test_notebook_02_writes_the_same_scores_bytes_twice(tmp_path, storycloze_pat
         write_parquet(perturbed, run / "perturbed.parquet")
         # each run with its own empty cache, as in the pipeline determinism check; both papermill runs at once
         # (one llama.cpp thread each), as the grid runs notebooks side by side
-        params = {"dataset": "storycloze", "n_items": 3, "seed": 0, "run_dir": str(run),
+        params = {"dataset": TINY["dataset"], "n_items": 3, "seed": 0, "run_dir": str(run),
                   "cache_path": str(run / "cache.sqlite")}
-        jobs.append({"prefix": ["-m", "papermill"], "env": child_env(DHP_STORYCLOZE_PATH=str(storycloze_path)),
+        jobs.append({"prefix": ["-m", "papermill"], "env": child_env(),
                      "args": [str(ROOT / "notebooks" / "02_judge.ipynb"), str(tmp_path / f"02_{name}.ipynb"),
                               "-y", json.dumps(params), "--cwd", str(ROOT / "notebooks"), "-k", "python3",
                               "--no-progress-bar"]})

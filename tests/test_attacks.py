@@ -3,6 +3,7 @@ validators (dhp.perturb.hu2024.CHECKS) on the paper's own Table 2 examples."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import Counter
@@ -328,10 +329,10 @@ def test_multiword_connective_replacement_verifies():
 
 # --- the LLM path's validators on the paper's own examples ------------------------------------------
 # Hu et al. 2024, Table 2 shows each of the 18 attacks applied to one summary. The examples are read from
-# the paper's text at test time (../shared/papers; skipped where it is absent), never copied into the repo.
+# the paper's text at test time, never copied into the repo. The text is no data set of the registry, so these
+# checks are opt-in: DHP_PAPERS_DIR names a folder holding the paper's text extraction (.ci/run sets it).
 
-PAPER = (Path(__file__).resolve().parents[1].parent / "shared" / "papers"
-         / "hu2024_llm_evaluators_confusing_criteria.txt")
+PAPER = Path(os.environ.get("DHP_PAPERS_DIR") or "/nonexistent") / "hu2024_llm_evaluators_confusing_criteria.txt"
 TABLE2_NAMES = {  # attack -> its row label in Table 2, in the table's order
     "repetition": "Repetition", "passive_voice": "Passive Voice", "inversion": "Inversion",
     "improper_connective": "Improper Connective", "sentence_exchange": "Sentence Exchange",
@@ -348,8 +349,10 @@ TABLE2_ASPECTS = ("Fluency (Flu.)", "Coherence (Coh.)", "Grammaticality (Gram.)"
 def paper_table2() -> tuple[str, dict[str, str]]:
     """(original summary, {attack: perturbed summary}) from the text extraction of Table 2. Every example
     begins with the summary's first word ("Josh"), which is how a row's label is told from its text."""
-    if not PAPER.is_file():
-        pytest.skip(f"{PAPER} not available")
+    if not os.environ.get("DHP_PAPERS_DIR"):
+        pytest.skip("opt-in: set DHP_PAPERS_DIR to a folder holding hu2024_llm_evaluators_confusing_criteria.txt "
+                    "(the text of Hu et al. 2024) to check the validators on the paper's Table 2")
+    assert PAPER.is_file(), f"DHP_PAPERS_DIR is set but {PAPER} is missing"
     text = PAPER.read_text(encoding="utf-8")
     block = text[text.index("Aspect Type Perturbed Text"):text.index("Table 2:")]
     block = re.sub(r"(\w)-\n(\w)", r"\1\2", block)  # a word hyphenated at a line end

@@ -15,27 +15,28 @@ from dhp.backends import OpenAIBackend
 from dhp.cache import Cache
 from dhp.errors import DHPError
 from dhp.pipeline import run_pipeline
+from conftest import TINY
 
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp: Path, name: str, url: str, storycloze_path: Path):
+def _run(tmp: Path, name: str, url: str):
     run_dir = tmp / name
     # One request at a time: llama.cpp reuses the previous prompt's KV cache, so the live run and the
     # batch answers must see the same sequence of prompts to give bit-identical logprobs.
     backend = OpenAIBackend("smollm2-135m", url, concurrency=1)
-    kwargs = dict(dataset="storycloze", n_items=2, seed=0, judge=backend, mode="logprobs", run_dir=run_dir,
-                  path=storycloze_path, perturbations=["char_typo"], n_boot=0)
+    kwargs = dict(dataset=TINY["dataset"], n_items=2, seed=0, judge=backend, mode="logprobs", run_dir=run_dir,
+                  perturbations=["char_typo"], n_boot=0)
     return run_dir, (lambda: run_pipeline(**kwargs))
 
 
-def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
+def test_export_answer_import_rerun_matches_live(tmp_path):
     from servers import free_port, start_llama_server
 
     port = free_port()  # both servers on one port: the judge's identity (with its URL) is in the scores
     server = start_llama_server(model_alias="smollm2-135m", port=port, n_threads=1, timeout=180)
     try:
-        live_dir, live = _run(tmp_path, "live", server.base_url, storycloze_path)
+        live_dir, live = _run(tmp_path, "live", server.base_url)
         live()
     finally:
         server.stop()
@@ -44,7 +45,7 @@ def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
 
     server = start_llama_server(model_alias="smollm2-135m", port=port, n_threads=1, timeout=180)
     try:
-        run_dir, run = _run(tmp_path, "batch", server.base_url, storycloze_path)
+        run_dir, run = _run(tmp_path, "batch", server.base_url)
         calls_file = tmp_path / "calls.jsonl"
         n = batch.export_calls(run, calls_file)
         lines = batch.read_lines(calls_file)
@@ -77,7 +78,7 @@ def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
     # at export time, so the cached answers are found without a connection (issue 23, "offline means offline")
     with Cache(cache) as c:
         assert c.recorded_server("openai:smollm2-135m@" + server.base_url)["id"] == "smollm2-135m"
-    _, offline = _run(tmp_path, run_dir.name, server.base_url, storycloze_path)  # a new backend, as a new process
+    _, offline = _run(tmp_path, run_dir.name, server.base_url)  # a new backend, as a new process
     offline()
     stats = json.loads((run_dir / "judge_stats.json").read_text())
     assert stats["calls"] == 0
@@ -85,7 +86,7 @@ def test_export_answer_import_rerun_matches_live(tmp_path, storycloze_path):
     # the control: a cache without the record cannot name the model offline, and says so
     with Cache(cache) as c:
         c._con.execute("DELETE FROM servers")
-    _, fresh = _run(tmp_path, run_dir.name, server.base_url, storycloze_path)  # a new backend: nothing in memory
+    _, fresh = _run(tmp_path, run_dir.name, server.base_url)  # a new backend: nothing in memory
     with pytest.raises(DHPError, match="Cannot reach the judge server"):
         fresh()
     scores = pd.read_parquet(run_dir / "scores.parquet")

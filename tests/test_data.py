@@ -1,7 +1,8 @@
 """Dataset loaders, selections, bring-your-own files, download and length statistics.
 
-Reads the real files in ../shared/datasets at run time (CI has them; a missing folder must fail
-loudly, not skip). Nothing from those files is written into this repository.
+Reads the real files of the session's data root (conftest.DATA, filled by the data layer's fetch at session
+start), and a synthetic Story Cloze file in the upstream layout (the real one is not openly licensed). Nothing
+from the data files is written into this repository.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import pytest
 
 from dhp import datasets
 from dhp.datasets import downloader, summeval, sumpubmed
+from dhp.datasets.files import STORYCLOZE_REL
 from dhp.text import detokenize_ptb, split_sentences
 from dhp.errors import DHPError
 from dhp.io import project_root
 from dhp.schema import DATASET_TASK
 
-SHARED = project_root().parent / "shared" / "datasets"
-STORYCLOZE = SHARED / "storycloze" / "cloze_test_val__spring2016.csv"
+from conftest import DATA, STORYCLOZE, TEST_SETS
+
 FIXTURES = Path(__file__).parent / "fixtures"
 AE_FIXTURE = FIXTURES / "ae_fixture.jsonl"
 REAL = ["summeval", "sumpubmed", "storycloze", "pubmedqa", "wmt22_de_en", "wmt22_zh_en"]
@@ -34,20 +36,25 @@ REAL = ["summeval", "sumpubmed", "storycloze", "pubmedqa", "wmt22_de_en", "wmt22
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for var in ("DHP_DATA_DIR", "DHP_STORYCLOZE_PATH", "DHP_AE_PATH", "DHP_DATA_MIRROR"):
+    for var in ("DHP_STORYCLOZE_PATH", "DHP_AE_PATH", "DHP_DATA_MIRROR"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("DHP_OFFLINE", "1")  # a missing file is an error here, never a fetch from the internet
+    monkeypatch.setenv("DHP_DATA_DIR", str(DATA))  # the session's data root, however the caller named it
+    monkeypatch.setenv("DHP_OFFLINE", "1")  # a missing file is an error here, never a fetch
 
 
-def test_shared_datasets_present():
-    # CI provides ../shared/datasets; without it every loader test below is meaningless.
-    assert SHARED.is_dir(), f"{SHARED} is missing: the data tests need the shared datasets"
+def test_the_data_root_holds_every_file_the_tests_read():
+    # filled at session start (conftest); without it every loader test below is meaningless
+    assert not datasets.registry.missing(datasets.registry.select(TEST_SETS), DATA, wrong_size=True)
     assert STORYCLOZE.is_file()
 
 
 def _load(name, n_items=100, seed=0, **kw):
     if name == "storycloze":
+        # the synthetic file is not the official one: checks off, and the loader says so
         kw.setdefault("path", STORYCLOZE)
+        kw.setdefault("verify", False)
+        with pytest.warns(datasets.DataChecksumWarning, match="sha256"):
+            return datasets.load_dataset(name, n_items=n_items, seed=seed, **kw)
     if name == "answer_equivalence":
         # the synthetic fixture is not the official file: checks off, and the loader says so
         kw.setdefault("path", AE_FIXTURE)
@@ -120,18 +127,30 @@ def test_answer_equivalence_checksum_enforced(tmp_path):
         datasets.load_dataset("answer_equivalence", data_dir=tmp_path / "nothing")
 
 
-@pytest.mark.parametrize("name", [n for n in REAL])
+# Story Cloze's record can only be checked against the official file, which no test may need (not openly
+# licensed); test_an_unofficial_story_cloze_copy_is_selected_by_the_rule checks its rule on a synthetic copy.
+@pytest.mark.parametrize("name", [n for n in REAL if n != "storycloze"])
 def test_committed_selection_is_what_the_rule_computes(name):
     rec = json.loads((project_root() / "dhp" / "resources" / "selections" / f"{name}.json").read_text())
     assert rec["seed"] == 0 and len(rec["item_ids"]) == 100
-    root = SHARED
+    root = DATA
     files = {rel: root / rel for rel in datasets.dataset_files(name)}
     pool = datasets.POOLS[name](files)
     assert len(pool) == rec["pool_size"]
     assert datasets.select_ids([r["item_id"] for r in pool], 100, 0) == rec["item_ids"]
-    # and the checksums recorded for the selection are those of the shared files
+    # and the checksums recorded for the selection are those of the fetched files
     for rel, sha in rec["files"].items():
         assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == sha
+
+
+def test_an_unofficial_story_cloze_copy_is_selected_by_the_rule():
+    # a copy that is not the official file: the recorded ids do not apply, the rule selects from the user's file
+    rows = datasets.POOLS["storycloze"]({STORYCLOZE_REL: STORYCLOZE})
+    assert len(rows) == len(pd.read_csv(STORYCLOZE))
+    df = _load("storycloze", n_items=10, seed=3)
+    assert list(df["item_id"]) == datasets.select_ids([r["item_id"] for r in rows], 10, 3)
+    committed = json.loads((project_root() / "dhp" / "resources" / "selections" / "storycloze.json").read_text())
+    assert not set(df["item_id"]) & set(committed["item_ids"])
 
 
 def test_selection_texts_not_committed():
@@ -168,7 +187,7 @@ def test_unknown_dataset():
 
 
 def test_summeval_reference_rule():
-    files = {rel: SHARED / rel for rel in datasets.dataset_files("summeval")}
+    files = {rel: DATA / rel for rel in datasets.dataset_files("summeval")}
     raw = json.loads(files["summeval/bartscore_summeval.json"].read_text())
     pool = {r["item_id"]: r for r in summeval.pool(files)}
     for doc_id, v in list(raw.items())[:20]:
@@ -187,8 +206,8 @@ def test_sumpubmed_section_parser():
 
 def test_wmt_de_en_items_are_whole_documents():
     df = _load("wmt22_de_en", n_items=5)
-    docids = (SHARED / "wmt22/docids/test.de-en.docids").read_text().split("\n")
-    refs = (SHARED / "wmt22/txt/generaltest2022.de-en.ref.A.en").read_text().split("\n")
+    docids = (DATA / "wmt22/docids/test.de-en.docids").read_text().split("\n")
+    refs = (DATA / "wmt22/txt/generaltest2022.de-en.ref.A.en").read_text().split("\n")
     for doc, ref in zip(df["item_id"], df["reference"]):
         segs = [refs[i].strip() for i, d in enumerate(docids) if d == doc and refs[i].strip()]
         assert ref == " ".join(segs) and len(segs) > 1
@@ -198,15 +217,18 @@ def test_wmt_de_en_items_are_whole_documents():
 
 def test_storycloze_needs_user_path(monkeypatch, tmp_path):
     with pytest.raises(DHPError, match="cs.rochester.edu/nlp/rocstories"):
-        datasets.load_dataset("storycloze", n_items=2, data_dir=SHARED)
-    monkeypatch.setenv("DHP_STORYCLOZE_PATH", str(STORYCLOZE.parent))
-    via_env = datasets.load_dataset("storycloze", n_items=2)
+        datasets.load_dataset("storycloze", n_items=2, data_dir=DATA)
+    monkeypatch.setenv("DHP_STORYCLOZE_PATH", str(STORYCLOZE.parent))  # a folder holding the upstream file name
+    with pytest.warns(datasets.DataChecksumWarning):
+        via_env = datasets.load_dataset("storycloze", n_items=2, verify=False)
     pd.testing.assert_frame_equal(via_env, _load("storycloze", n_items=2))
     with pytest.raises(DHPError, match="not found"):
         datasets.load_dataset("storycloze", path=tmp_path / "missing.csv")
 
 
 def test_storycloze_checksum_mismatch(tmp_path):
+    with pytest.raises(DHPError, match="sha256.*verify=False"):  # the synthetic copy is not the official file
+        datasets.load_dataset("storycloze", n_items=2, path=STORYCLOZE)
     bad = tmp_path / STORYCLOZE.name
     bad.write_bytes(STORYCLOZE.read_bytes() + b"\n")
     with pytest.raises(DHPError, match="sha256.*verify=False"):
@@ -219,14 +241,14 @@ def test_storycloze_checksum_mismatch(tmp_path):
 def _copy_dataset(name, dest):
     for rel in datasets.dataset_files(name):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(SHARED / rel, dest / rel)
+        shutil.copyfile(DATA / rel, dest / rel)
 
 
 def test_data_root_precedence_and_missing_files(monkeypatch, tmp_path):
     _copy_dataset("pubmedqa", tmp_path)
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path))
-    pd.testing.assert_frame_equal(datasets.load_dataset("pubmedqa", n_items=3), _load("pubmedqa", n_items=3, data_dir=SHARED))
-    assert datasets.data_root() == tmp_path and datasets.data_root(SHARED) == SHARED
+    pd.testing.assert_frame_equal(datasets.load_dataset("pubmedqa", n_items=3), _load("pubmedqa", n_items=3, data_dir=DATA))
+    assert datasets.data_root() == tmp_path and datasets.data_root(DATA) == DATA
     with pytest.raises(DHPError, match=r"(?s)summac_summeval\.json.*python -m dhp data fetch summeval"):
         datasets.load_dataset("summeval")  # not in DHP_DATA_DIR
 
@@ -268,17 +290,17 @@ def serve():
 
 def test_download_from_loopback_mirror(serve, tmp_path, monkeypatch):
     monkeypatch.delenv("DHP_OFFLINE")
-    url = serve(SHARED)
+    url = serve(DATA)  # the session's data root, in the data-root layout base_url expects
     names = ["summeval", "sumpubmed", "pubmedqa", "wmt22_de_en", "wmt22_zh_en"]
     got = datasets.download(tmp_path, names, base_url=url)
     assert len(got) == 2 + 200 + 1 + 3 + 3  # sumpubmed: only the committed selection's files
     for p in got:
         rel = p.relative_to(tmp_path).as_posix()
-        assert p.read_bytes() == (SHARED / rel).read_bytes()
+        assert p.read_bytes() == (DATA / rel).read_bytes()
     assert not list(tmp_path.rglob("*.tmp"))
     for name in names:
         pd.testing.assert_frame_equal(datasets.load_dataset(name, n_items=10, data_dir=tmp_path),
-                                      datasets.load_dataset(name, n_items=10, data_dir=SHARED))
+                                      datasets.load_dataset(name, n_items=10, data_dir=DATA))
     # other seeds need the whole SumPubMed pool, and the error (offline) says how to get it
     monkeypatch.setenv("DHP_OFFLINE", "1")
     with pytest.raises(DHPError, match="(?s)800 data file.*python -m dhp data fetch sumpubmed"):
@@ -322,9 +344,9 @@ def test_upstream_urls_are_pinned_raw_github():
             assert url.endswith(Path(rel).name) or url.endswith("data.pkl") or url.endswith("summeval.json")
 
 
-def test_bartscore_pickle_conversion_reproduces_shared_json():
-    # the fetch converts BARTScore's data.pkl to JSON; the result must hash like the shared copy
-    obj = json.loads((SHARED / "summeval/bartscore_summeval.json").read_text(encoding="utf-8"))
+def test_bartscore_pickle_conversion_reproduces_the_declared_json():
+    # the fetch converts BARTScore's data.pkl to JSON; the result must hash like the declared copy
+    obj = json.loads((DATA / "summeval/bartscore_summeval.json").read_text(encoding="utf-8"))
     blob = downloader._bartscore_pickle_to_json(pickle.dumps(obj))
     assert hashlib.sha256(blob).hexdigest() == datasets.registry.files()["summeval/bartscore_summeval.json"].sha256
 
@@ -426,8 +448,8 @@ def test_reference_lengths_and_comparison_arithmetic():
 
 
 def test_table2_on_real_selections():
-    table, skipped = datasets.load_many(["summeval", "storycloze", "wmt22_zh_en", "pubmedqa"],
-                                    paths={"storycloze": STORYCLOZE})
+    # four openly licensed selections, one per task but story completion (Story Cloze is user-supplied)
+    table, skipped = datasets.load_many(["summeval", "sumpubmed", "wmt22_zh_en", "pubmedqa"])
     assert skipped == {}
     comp = datasets.table2_comparison(table)
     assert list(comp.columns) == ["dataset", "paper_dataset", "n_items", "measure", "ours", "paper", "rel_diff"]

@@ -1,8 +1,8 @@
 """A fresh machine: every input fetched on first need from a loopback mirror of the upstream URLs.
 
-The mirror serves ../shared/datasets under the upstream layout (``/<owner>/<repo>/<commit>/<path>``; the
-re-serialised BARTScore file as the data root holds it, or as a pickle), with HOME, the caches and the data root in
-tmp_path and no ../shared visible to the code. Skipped where ../shared/datasets is absent.
+The mirror serves the session's data root (conftest.DATA, filled by the data layer) under the upstream layout
+(``/<owner>/<repo>/<commit>/<path>``; the re-serialised BARTScore file as the data root holds it, or as a pickle),
+with HOME, the caches and the data root in tmp_path.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import http.server
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import urllib.parse
 from collections import Counter
@@ -24,8 +27,8 @@ from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.io import project_root
 
-SHARED = project_root().parent / "shared" / "datasets"
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets is not here")
+from conftest import DATA, TEST_SETS, child_env, run_cli
+from servers import free_port
 
 
 def _sha(p: Path) -> str:
@@ -41,8 +44,8 @@ class Mirror:
     connection half-way through a path's body (once per listed request)."""
 
     def __init__(self):
-        self.files = {_mirror_path(f): SHARED / f.rel for f in registry.files().values()
-                      if f.repository and (SHARED / f.rel).is_file()}
+        self.files = {_mirror_path(f): DATA / f.rel for f in registry.files().values()
+                      if f.repository and (DATA / f.rel).is_file()}
         self.hits: Counter = Counter()
         self.changed: dict[str, bytes] = {}
         self.drop: Counter = Counter()
@@ -93,7 +96,7 @@ def mirror():
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path, mirror):
-    """A machine with nothing: HOME and caches in tmp_path, no ../shared, the loopback mirror."""
+    """A machine with nothing: HOME and caches in tmp_path, the loopback mirror."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
@@ -101,7 +104,6 @@ def fresh(monkeypatch, tmp_path, mirror):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     for var in ("DHP_DATA_DIR", "DHP_OFFLINE", "DHP_STORYCLOZE_PATH", "DHP_AE_PATH"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(registry, "_dev_root", lambda: tmp_path / "no-shared" / "datasets")
     return home
 
 
@@ -141,7 +143,7 @@ def test_a_changed_file_is_refused_and_nothing_is_written(fresh, mirror, tmp_pat
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "root"))
     rel = "criteria_hu2024/aspect_criteria.json"
     f = registry.files()[rel]
-    changed = (SHARED / rel).read_bytes().replace(b"Fluency", b"Fluentness", 1)
+    changed = (DATA / rel).read_bytes().replace(b"Fluency", b"Fluentness", 1)
     mirror.changed[mirror.path_of(rel)] = changed
     with pytest.raises(DHPError) as e:
         registry.path(rel)
@@ -217,7 +219,7 @@ def test_story_cloze_is_never_fetched(fresh):
 
 
 def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path, monkeypatch):
-    """The demo's loaders and imports, each fetching what it reads, give the tables the shared copy gives."""
+    """The demo's loaders and imports, each fetching what it reads, give the tables the session's data root gives."""
     from dhp.datasets import criteria_hu2024, llmbar, load_dataset, summeval_annotators, wmt22_human
     from dhp.recorded import import_judgments
 
@@ -233,7 +235,7 @@ def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path
         "criteria": lambda d: criteria_hu2024.load_criteria(data_dir=d),
     }
     for name, load in got.items():
-        pd.testing.assert_frame_equal(load(None), load(SHARED), obj=name)
+        pd.testing.assert_frame_equal(load(None), load(DATA), obj=name)
     # the recorded judgments the leaderboard imports, from the fetched folders (one subset / one metric here)
     natural = registry.path("llmbar_judgments/LLMBar/Natural/evaluators/GPT-4")
     report = import_judgments("llmbar", natural, tmp_path / "run")
@@ -249,36 +251,36 @@ def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path
 
 
 def test_data_root_order(fresh, tmp_path, monkeypatch):
-    dev = tmp_path / "no-shared" / "datasets"
-    assert registry.data_root() == Path(os.environ["XDG_CACHE_HOME"]) / "dhp" / "datasets"
-    dev.mkdir(parents=True)
-    assert registry.data_root() == dev  # the development machines' copy, when it exists
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "dhp" / "datasets"
+    assert registry.data_root() == cache
+    # no folder beside the project is looked at, whatever it holds (the development machines' copy was, once)
+    assert not hasattr(registry, "_dev_root") and "shared" not in Path(registry.__file__).read_text()
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "mine"))
     assert registry.data_root() == tmp_path / "mine"
     assert registry.data_root(tmp_path / "arg") == tmp_path / "arg"
 
 
-def test_the_registry_declares_every_shared_file_with_its_size_and_sha256():
+def test_the_data_root_holds_each_declared_file_with_its_size_and_sha256():
     declared = registry.files()
-    shared = {p.relative_to(SHARED).as_posix(): p for p in SHARED.rglob("*") if p.is_file()}
-    shared.pop("SOURCES.md")
-    assert set(shared) <= set(declared)
-    for rel, p in shared.items():
+    present = {rel: DATA / rel for rel in declared if (DATA / rel).is_file()}
+    for rel, p in present.items():
         assert (p.stat().st_size, _sha(p)) == (declared[rel].bytes, declared[rel].sha256), rel
-    absent = {rel for rel in declared if rel not in shared}
-    assert {declared[r].set for r in absent} <= {"answer_equivalence", "hanna_texts", "frank_texts"}
+    absent = {rel for rel in declared if rel not in present}
+    # what the tests read is there (conftest fetched it); only user-supplied and optional sets may be absent
+    assert not {declared[r].set for r in absent} & set(TEST_SETS)
+    assert {declared[r].set for r in absent} <= {n for n, s in registry.sets().items() if s.optional}
     for f in declared.values():  # pinned to full commit hashes
         assert f.repository is None or len(f.commit) == 40, f.rel
 
 
-def test_the_upstream_pickle_order_converts_to_the_shared_json():
+def test_the_upstream_pickle_order_converts_to_the_declared_json():
     import json
     import pickle
 
     from dhp.datasets.downloader import _bartscore_pickle_to_json
 
     rel = "summeval/bartscore_summeval.json"
-    data = json.loads((SHARED / rel).read_text(encoding="utf-8"))
+    data = json.loads((DATA / rel).read_text(encoding="utf-8"))
     # upstream's data.pkl holds "sys_summs" before "ref_summ"
     upstream = {k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()}
     assert hashlib.sha256(_bartscore_pickle_to_json(pickle.dumps(upstream))).hexdigest() == \
@@ -294,10 +296,10 @@ def test_the_upstream_pickle_is_checked_then_re_serialised(fresh, mirror, tmp_pa
     monkeypatch.setenv("DHP_DATA_DIR", str(root))
     rel = "summeval/bartscore_summeval.json"
     f = registry.files()[rel]
-    data = json.loads((SHARED / rel).read_text(encoding="utf-8"))
+    data = json.loads((DATA / rel).read_text(encoding="utf-8"))
     blob = pickle.dumps({k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()})
     mirror.changed[mirror.path_of(rel)] = blob
-    # not the declared upstream pickle (a stand-in built from the shared copy): refused, nothing written
+    # not the declared upstream pickle (a stand-in built from the data root's copy): refused, nothing written
     with pytest.raises(DHPError) as e:
         registry.path(rel)
     assert f.upstream_sha256 in str(e.value) and hashlib.sha256(blob).hexdigest() in str(e.value)
@@ -311,3 +313,78 @@ def test_the_upstream_pickle_is_checked_then_re_serialised(fresh, mirror, tmp_pa
 def test_docs_data_md_is_generated_from_the_registry():
     page = (project_root() / "docs" / "data.md").read_text(encoding="utf-8")
     assert page == registry.markdown(), "docs/data.md is stale: run `python -m dhp data doc`"
+
+
+# ------------------------------------------------------------------------------------------------ a user's CLI run
+
+def _serve_mirror(root: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """scripts/serve_data_mirror.py on a free loopback port, serving ``root`` in the upstream layout; its request
+    log goes to ``log``."""
+    proc = subprocess.Popen([sys.executable, str(project_root() / "scripts" / "serve_data_mirror.py"), str(root),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+                            env=child_env())
+    line = proc.stdout.readline()
+    found = re.search(r"http://127\.0\.0\.1:\d+", line)
+    if found is None:
+        proc.kill()
+        raise AssertionError(f"the mirror did not start: {line!r} {log.read_text()}")
+    return proc, found.group(0)
+
+
+def test_child_processes_keep_the_callers_home_data_root_mirror_and_offline(tmp_path, monkeypatch):
+    """conftest.child_env, the environment of every CLI, pipeline and notebook process the tests start: the child
+    reads the caller's data root and fetches from the caller's source (`data list` prints the root it uses)."""
+    settings = {"HOME": str(tmp_path / "home"), "DHP_DATA_DIR": str(tmp_path / "root"),
+                "DHP_DATA_MIRROR": "http://127.0.0.1:9", "DHP_OFFLINE": "1"}
+    for k, v in settings.items():
+        monkeypatch.setenv(k, v)
+    env = child_env()
+    assert {k: env.get(k) for k in settings} == settings
+    r = run_cli(["data", "list"], env=env, prefix=["-m", "dhp"])
+    assert r.returncode == 0 and f"data root: {tmp_path / 'root'}" in r.stdout, r.stdout + r.stderr
+
+
+RUN = ["run", "--method", "dhp", "--dataset", "summeval", "--n-items", "2", "--judge", "baseline:rouge_l_src",
+       "--mode", "metric", "--perturbations", "char_typo", "--n-boot", "0"]
+
+
+@pytest.mark.slow
+def test_a_cli_run_in_an_empty_home_sends_requests_only_to_the_loopback_mirror(tmp_path):
+    """`python -m dhp` as a user runs it: HOME and the data root empty, the inputs served by a loopback mirror of
+    the session's data root. Every request reaches the mirror (its log); any other would go to a proxy that is a
+    closed loopback port, and fail the run (shown below with the mirror unset)."""
+    home, root, log = tmp_path / "home", tmp_path / "data", tmp_path / "mirror.log"
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there: a request beyond loopback fails at once
+    base = {k: v for k, v in child_env().items() if k not in ("XDG_CACHE_HOME", "DHP_OFFLINE", "DHP_DATA_MIRROR")}
+    base |= {"HOME": str(home), "DHP_DATA_DIR": str(root), "DHP_DATA_TIMEOUT": "10", "no_proxy": "127.0.0.1",
+             "NO_PROXY": "127.0.0.1", **{k: dead for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}}
+    proc, url = _serve_mirror(DATA, log)
+    try:
+        env = {**base, "DHP_DATA_MIRROR": url}
+        r = run_cli(["data", "fetch", "criteria_hu2024"], env=env, prefix=["-m", "dhp"])
+        assert r.returncode == 0, r.stderr[-2000:]
+        r = run_cli([*RUN, "--run-dir", str(tmp_path / "run")], env=env, prefix=["-m", "dhp"])  # fetches summeval
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert (tmp_path / "run" / "scores.parquet").is_file()
+        served = log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    fetched = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    want = {f.rel for f in registry.select(["criteria_hu2024", "summeval/summac_summeval.json",
+                                            "summeval/bartscore_summeval.json"])}
+    assert set(fetched) == want
+    requests = re.findall(r"^GET (\S+) 200$", served, flags=re.M)
+    assert sorted(requests) == sorted(_mirror_path(registry.files()[rel]) for rel in fetched)  # each once
+    assert not (home / ".cache" / "dhp" / "datasets").exists()  # the data root named, not the per-user cache
+
+    # the control: without the mirror the same run goes for raw.githubusercontent.com, and the dead proxy stops it
+    r = run_cli([*RUN, "--run-dir", str(tmp_path / "upstream")], prefix=["-m", "dhp"],
+                env={**base, "DHP_DATA_DIR": str(tmp_path / "data2")})
+    assert r.returncode != 0 and "raw.githubusercontent.com" in r.stderr
+    assert "python -m dhp data fetch summeval" in r.stderr
+    # offline, no mirror: the fetch command, no request at all
+    r = run_cli([*RUN, "--run-dir", str(tmp_path / "offline")], prefix=["-m", "dhp"],
+                env={**base, "DHP_DATA_DIR": str(tmp_path / "data3"), "DHP_OFFLINE": "1"})
+    assert r.returncode != 0 and "DHP_OFFLINE is set" in r.stderr and "python -m dhp data fetch summeval" in r.stderr
+    assert not (tmp_path / "data3").exists() and log.read_text() == served

@@ -252,13 +252,10 @@ def test_agreement_table_reproduces_a_published_llmbar_statistics_file():
     Dataset/LLMBar/Natural/evaluators/PaLM2/Vanilla_NoRules/statistics.json): correct_False 77/100,
     correct_True 87/100, correct_average 82.0%, correct_both 74/100, equal 84/100."""
     import json
-    import os
-    from pathlib import Path
 
-    from dhp.io import resolve
+    from conftest import DATA
 
-    root = Path(os.environ.get("DHP_DATA_DIR") or resolve("../shared/datasets"))
-    f = root / "llmbar_judgments/LLMBar/Natural/evaluators/PaLM2/Vanilla_NoRules/result.json"
+    f = DATA / "llmbar_judgments/LLMBar/Natural/evaluators/PaLM2/Vanilla_NoRules/result.json"
     rows = [{"item_id": i, "subset": "Natural", "strategy": "Vanilla_NoRules", "order": o, "label": str(x["label"]),
              "verdict": x["results"][-1][f"swap = {swap}"]["winner"]}
             for i, x in enumerate(json.loads(f.read_text())) for o, swap in (("12", False), ("21", True))]

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytest.importorskip("mkdocs")
+import mkdocs  # noqa: F401,E402 - a test dependency: missing, the module fails rather than skips
 
 
 def _hooks():
@@ -118,8 +118,14 @@ def test_nbval_keeps_the_executed_notebook(tmp_path):
     assert float(row.split()[1]) > 0 and float(row.split()[2]) > 0 and row.split()[3] == "2"
 
 
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
-                    reason="the browser check needs chromium (make test installs it before running the check)")
+@pytest.fixture
+def chromium():
+    # part of make test, which installs it before pytest: missing, the check fails with the fix rather than skips
+    assert shutil.which("chromium") or shutil.which("chromium-browser"), \
+        "the browser check needs Debian's chromium: apt-get install -y chromium (make test installs it)"
+
+
+@pytest.mark.usefixtures("chromium")
 def test_browser_check_sees_a_broken_figure(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -133,8 +139,7 @@ def test_browser_check_sees_a_broken_figure(tmp_path):
     assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: image gone.png did not load"]
 
 
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
-                    reason="the browser check needs chromium (make test installs it before running the check)")
+@pytest.mark.usefixtures("chromium")
 def test_browser_check_sees_formulas_typeset_by_the_bundled_mathjax_and_their_absence(tmp_path):
     """A notebook page's formulas are typeset by the MathJax the site carries (docs/hooks.py copies it to
     assets/mathjax/, as mkdocs.yml's custom_mathjax_url expects); without those files the check fails."""

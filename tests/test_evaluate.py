@@ -27,7 +27,7 @@ from dhp.judging.strategies import (
 
 def _needs_prompts():
     if not (llmbar_prompts_dir() / "prompts" / "comparison" / "Vanilla.txt").is_file():
-        pytest.skip("LLMBar's templates are not in the data root")
+        pytest.fail("LLMBar's templates are not in the data root: python -m dhp data fetch llmbar_prompts")
 
 
 def _reference_messages(template: str, **fields) -> list[dict]:

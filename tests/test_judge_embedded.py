@@ -20,10 +20,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def real_items():
-    """One real SummEval item (read from ../shared/datasets at run time) with three variants."""
+    """One real SummEval item (from the data root, through the loader) with three variants."""
     from dhp import datasets, perturb
 
-    # CI has ../shared/datasets: a missing copy must fail loudly, not skip the real-data checks.
+    # a missing file is fetched or fails loudly (conftest), never skips the real-data checks
     ds = datasets.load_dataset("summeval", n_items=1, seed=0)
     pt = perturb.perturb(ds, seed=0)
     keep = pt["perturbation"].isin(["original", "char_deletion"]) & (pt["status"] == "ok")
@@ -129,7 +129,7 @@ def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
 
 @pytest.fixture(scope="module")
 def handful():
-    """Two real SummEval items, each original with two perturbations (read from ../shared/datasets)."""
+    """Two real SummEval items, each original with two perturbations (from the data root, through the loader)."""
     from dhp import datasets, perturb
 
     ds = datasets.load_dataset("summeval", n_items=2, seed=0)

@@ -1,7 +1,7 @@
 """The judge leaderboard (dhp.analysis.leaderboard, dhp.leaderboard): values on shared units, tests checked against
 independent computations (scipy's binomial test, dhp.stats' permutation table on the same draws, a hand bootstrap),
 the coverage rule, WMT clusters, and on real recorded judges: LLMBar-Adversarial splits GPT-4 … ChatGPT into
-significance clusters (skipped without ../shared/datasets)."""
+significance clusters (the recorded LLMBar verdicts from the session's data root, conftest.DATA)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,7 @@ from scipy import stats as sps
 
 from dhp.analysis.leaderboard import View, leaderboard
 from dhp.errors import DHPError
-from dhp.io import project_root
 from dhp.stats import permutation, segment
-
-DATA = project_root().parent / "shared" / "datasets"
 
 
 def _mean_view(rates: dict, n: int = 200, seed: int = 0, extra: list | None = None) -> View:
@@ -159,7 +156,6 @@ def test_the_cli_needs_two_judges(tmp_path, capsys):
     assert "judge" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (DATA / "llmbar_judgments").is_dir(), reason="../shared/datasets not present")
 def test_llmbar_adversarial_vanilla_splits_the_published_judges_into_clusters(tmp_path):
     from dhp.leaderboard import run_leaderboard
 

@@ -1,6 +1,6 @@
 """The decompose_aggregate method (dhp.methods.decompose_aggregate): its stages end to end with a scripted judge on
-files of one's own (no shared data needed), live and recorded judges stacked in one run folder, ``--judge
-recorded``, and the agreement of imported real LLMBar verdicts (skipped without ../shared/datasets)."""
+files of one's own (no downloaded data needed), live and recorded judges stacked in one run folder, ``--judge
+recorded``, and the agreement of imported real LLMBar verdicts (from the session's data root, conftest.DATA)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from dhp import methods
 from dhp.analysis.report_card import CARD_COLUMNS, agreement_rows
 from dhp.cli import main as cli_main
 from dhp.errors import DHPError
-from dhp.io import project_root
 from dhp.recorded import import_judgments, verdict_columns
+from conftest import DATA
 from test_dna import Scripted
 
 FIX_LLMBAR = Path(__file__).parent / "fixtures" / "recorded" / "llmbar" / "Dataset"
-REAL_LLMBAR = project_root().parent / "shared" / "datasets" / "llmbar_judgments"
+REAL_LLMBAR = DATA / "llmbar_judgments"
 
 REFERENCES = {
     "a1": "The council approved the new park budget on Monday. Work on the playground starts in spring and "
@@ -210,7 +210,6 @@ def test_judge_recorded_on_an_empty_folder_says_what_to_do(tmp_path):
         methods.run("decompose_aggregate", {"judge": "recorded", "run_dir": str(tmp_path / "run")})
 
 
-@pytest.mark.skipif(not REAL_LLMBAR.is_dir(), reason="../shared/datasets/llmbar_judgments is not here")
 def test_analyze_reproduces_llmbar_statistics_of_imported_real_verdicts(tmp_path):
     """Two judges' recorded verdicts on LLMBar Natural, imported and analysed by ``run --judge recorded``: every
     strategy's row equals LLMBar evaluate.py's statistics recomputed from the raw result.json files (with the

@@ -1,5 +1,5 @@
 """The dual_perspective and human_alignment methods end to end: their stages with a counting judge on real SummEval
-and WMT22 data (skipped without ../shared/datasets), two judges in one run folder, the WMT22 metrics imported and
+and WMT22 data (from the session's data root, conftest.DATA), two judges in one run folder, the WMT22 metrics imported and
 analysed with the judge "recorded" (acc*_eq equal to mt-metrics-eval's), and the pure segment view."""
 
 from __future__ import annotations
@@ -14,12 +14,8 @@ import pytest
 from dhp import methods
 from dhp.analysis.alignment import alignment_tables, segment_rows
 from dhp.backends import Backend, Completion
-from dhp.io import project_root
 from dhp.recorded import import_judgments
-
-DATA = project_root().parent / "shared" / "datasets"
-needs_data = pytest.mark.skipif(not (DATA / "summeval_annotators").is_dir() or not (DATA / "wmt22").is_dir(),
-                                reason="../shared/datasets not present")
+from conftest import DATA
 
 
 class Lengthy(Backend):
@@ -52,7 +48,6 @@ class Lengthy(Backend):
 SMALL = dict(aspects=["relevance"], n_targets=3, n_sources=2, chain_length=2)
 
 
-@needs_data
 def test_dual_perspective_runs_and_keeps_two_judges(tmp_path):
     run = str(tmp_path / "run")
     methods.run("dual_perspective", judge=Lengthy(), run_dir=run, figures=False, **SMALL)
@@ -71,7 +66,6 @@ def test_dual_perspective_runs_and_keeps_two_judges(tmp_path):
     assert any(p.suffix == ".png" for p in map(Path, paths.values()))
 
 
-@needs_data
 def test_human_alignment_judges_summeval_targets_and_wmt_segments(tmp_path):
     run = str(tmp_path / "run")
     paths = methods.run("human_alignment", judge=Lengthy(), run_dir=run, aspects=["relevance"], n_docs=2,
@@ -88,7 +82,6 @@ def test_human_alignment_judges_summeval_targets_and_wmt_segments(tmp_path):
     assert (a.loc[a["view"] == "dataset", "n"] == len(targets)).all()
 
 
-@needs_data
 def test_recorded_wmt_metrics_are_analysed_like_mt_metrics_eval(tmp_path):
     """Imported metric files + the judge "recorded": the segment view's acc*_eq equals mt-metrics-eval's (the values
     recorded in tests/test_stats_meta_wmt.py), and the two metrics of the issue swap places once ties are calibrated."""

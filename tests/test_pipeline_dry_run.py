@@ -8,10 +8,12 @@ from dhp.datasets import load_dataset
 from dhp.io import project_root
 from dhp.perturb import perturb
 from dhp.schema import metrics_for
+from conftest import child_env
 
 
 def test_dry_run_counts_every_call_and_writes_no_table(tmp_path):
-    env = {"OPENAI_API_KEY": "sk-dry-run-test", "PATH": "/usr/bin:/bin"}
+    # the caller's environment (HOME, data root, mirror), with a key of the test's own
+    env = {k: v for k, v in child_env(OPENAI_API_KEY="sk-dry-run-test").items() if not k.startswith("OPENAI_BASE")}
     run_dir = tmp_path / "run"
     out = subprocess.run(
         [sys.executable, "-m", "dhp.pipeline", "--dataset", "summeval", "--n-items", "2",

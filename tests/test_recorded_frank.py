@@ -1,4 +1,4 @@
-"""FRANK (../shared/datasets/frank) imported and its leaderboard views against upstream's evaluation/evaluate.py:
+"""FRANK (the data root's frank/) imported and its leaderboard views against upstream's evaluation/evaluate.py:
 an independent re-implementation of its definition (residuals of a least-squares regression on the one-hot system
 with an intercept, dense numpy lstsq; scipy's pearsonr/spearmanr on the residuals; Williams' formula) to 1e-9, and
 upstream's code itself (scikit-learn's OneHotEncoder + LinearRegression) — whose sparse solver (lsqr) leaves
@@ -15,12 +15,10 @@ import pytest
 from scipy import stats
 
 from dhp.errors import DHPError
-from dhp.io import project_root
 from dhp.recorded import import_judgments
+from conftest import DATA
 
-FOLDER = project_root().parent / "shared" / "datasets" / "frank"
-pytestmark = pytest.mark.skipif(not (FOLDER / "human_annotations.json").is_file(),
-                                reason="../shared/datasets/frank is not here")
+FOLDER = DATA / "frank"
 METRICS = ["Rouge 1", "Rouge 2", "Rouge L", "Bleu", "Meteor", "BertScore P", "BertScore R", "BertScore F1",
            "BertScore P Art", "BertScore R Art", "BertScore F1 Art", "FactCC", "FEQA", "Dep Entail", "QAGS"]
 

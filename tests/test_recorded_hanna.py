@@ -1,4 +1,4 @@
-"""HANNA (../shared/datasets/hanna/hanna_metric_scores_llm.csv) imported and its leaderboard views against an
+"""HANNA (the data root's hanna/hanna_metric_scores_llm.csv) imported and its leaderboard views against an
 independent re-implementation of upstream's data_visualization.ipynb (get_overall_correlation,
 get_system_level_correlation: the Human row dropped, stories pooled or per-system means), to 1e-9."""
 
@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 
 from dhp.errors import DHPError
-from dhp.io import project_root
 from dhp.recorded import import_judgments
+from conftest import DATA
 
-FILE = project_root().parent / "shared" / "datasets" / "hanna" / "hanna_metric_scores_llm.csv"
-pytestmark = pytest.mark.skipif(not FILE.is_file(), reason="../shared/datasets/hanna is not here")
+FILE = DATA / "hanna" / "hanna_metric_scores_llm.csv"
 CRITERIA = ["Relevance", "Coherence", "Empathy", "Surprise", "Engagement", "Complexity"]
 CODES = dict(zip(CRITERIA, ["RE", "CH", "EM", "SU", "EG", "CX"]))
 

@@ -1,4 +1,4 @@
-"""LLMBar's recorded verdicts (../shared/datasets/llmbar_judgments, 349 result.json files) imported and
+"""LLMBar's recorded verdicts (the data root's llmbar_judgments/, 349 result.json files) imported and
 scored by dhp.analysis.decomposition.agreement_table give, for every judge × strategy × data set, the
 statistics LLMBar's LLMEvaluator/evaluate.py computes from the same files (correct_False, correct_True,
 correct_average, correct_both, equal) — recomputed here straight from the raw JSON by a re-implementation of
@@ -20,11 +20,10 @@ import pandas as pd
 import pytest
 
 from dhp.analysis.decomposition import agreement_table
-from dhp.io import project_root
 from dhp.recorded import import_judgments
+from conftest import DATA
 
-ROOT = project_root().parent / "shared" / "datasets" / "llmbar_judgments"
-pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="../shared/datasets/llmbar_judgments is not here")
+ROOT = DATA / "llmbar_judgments"
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 
 
@@ -120,10 +119,7 @@ def test_agreement_reproduces_evaluate_py_for_every_judge_strategy_and_subset(ag
 def test_item_ids_are_the_ids_of_the_llmbar_loader(imported):
     from dhp.datasets.llmbar import SUBSETS, load_llmbar
 
-    try:
-        items = load_llmbar(list(SUBSETS))
-    except Exception as e:  # the loader's own files are part of the same shared data
-        pytest.skip(f"LLMBar dataset files not available: {e}")
+    items = load_llmbar(list(SUBSETS))
     v = imported[2]
     natural = v[~v["subset"].str.startswith("Processed_")]
     ids = set(items["item_id"])
@@ -161,10 +157,7 @@ def test_byo_verdicts_default_to_llmbar_ids_and_labels(tmp_path, raw):
 
     f = tmp_path / "mine.csv"
     f.write_text("item_id,judge,strategy,order,verdict\nNatural-0,me,direct,12,1\nNatural-0,me,direct,21,tie\n")
-    try:
-        import_judgments("table", f, tmp_path / "run")
-    except DHPError as e:
-        pytest.skip(f"LLMBar dataset files not available: {e}")
+    import_judgments("table", f, tmp_path / "run")
     v = pd.read_parquet(tmp_path / "run" / "pairwise_verdicts.parquet")
     assert set(v["subset"]) == {"Natural"} and v["verdict"].tolist() == ["1", "tie"]
     assert set(v["label"]) == {str(raw[("GPT-4", "Vanilla", "Natural")][0]["label"])}

@@ -1,4 +1,4 @@
-"""The WMT22 zh-en metric submissions (../shared/datasets/wmt22/metric-scores_zh-en, 52 mt-metrics-eval
+"""The WMT22 zh-en metric submissions (the data root's wmt22/metric-scores_zh-en/, 52 mt-metrics-eval
 score files) imported as segment_scores.parquet: every number of every file round-trips exactly, and the
 segment ids join the MQM human scores of dhp.datasets.wmt22_human on (system, seg_id)."""
 
@@ -10,12 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dhp.io import project_root
 from dhp.recorded import import_judgments
+from conftest import DATA
 
-WMT = project_root().parent / "shared" / "datasets" / "wmt22"
+WMT = DATA / "wmt22"
 FOLDER = WMT / "metric-scores_zh-en"
-pytestmark = pytest.mark.skipif(not FOLDER.is_dir(), reason="../shared/datasets/wmt22/metric-scores_zh-en is not here")
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +58,7 @@ def test_every_score_round_trips_exactly(imported):
 def test_segment_ids_join_the_mqm_human_scores(imported):
     from dhp.datasets.wmt22_human import load_mqm_zh_en
 
-    try:
-        mqm = load_mqm_zh_en()
-    except Exception as e:
-        pytest.skip(f"WMT22 MQM files not available: {e}")
+    mqm = load_mqm_zh_en()
     s = imported[2]
     comet = s[(s["judge"] == "COMET-22") & (s["reference"] == "refA")]
     joined = mqm.merge(comet, on=["system", "seg_id"], how="inner")

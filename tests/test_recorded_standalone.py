@@ -7,12 +7,11 @@ from __future__ import annotations
 import shutil
 
 import pandas as pd
-import pytest
 
-from dhp.io import project_root
 from dhp.recorded import import_judgments
+from conftest import DATA
 
-WMT = project_root().parent / "shared" / "datasets" / "wmt22"
+WMT = DATA / "wmt22"
 FOLDER = WMT / "metric-scores_zh-en"
 METRICS = ("COMET-22-refA.seg.score", "BLEU-refA.seg.score", "chrF-refA.seg.score", "BERTScore-refA.seg.score")
 
@@ -29,11 +28,6 @@ def _mtme_layout(tmp_path, with_mqm: bool):
     return root / "metric-scores_zh-en"
 
 
-needs_wmt = pytest.mark.skipif(not (WMT / "mqm_zh-en" / "zh-en.mqm.seg.score").is_file() or not FOLDER.is_dir(),
-                               reason="../shared/datasets/wmt22 is not here")
-
-
-@needs_wmt
 def test_mtme_import_then_leaderboard_alone_ranks_the_metrics(tmp_path):
     from dhp.leaderboard import run_leaderboard
 
@@ -54,7 +48,6 @@ def test_mtme_import_then_leaderboard_alone_ranks_the_metrics(tmp_path):
     assert (run / "figures" / "leaderboard_segment.png").is_file()
 
 
-@needs_wmt
 def test_a_view_without_its_human_scores_is_reported_with_the_reason(tmp_path, capsys):
     from dhp.leaderboard import collect_views
     from dhp.analysis.leaderboard import leaderboard

@@ -1,5 +1,5 @@
 """The text loaders of the HANNA and FRANK views, on small files in the upstream formats made here (the real files
-are too large for ../shared; they are checked against upstream's git blob ids)."""
+are large optional sets of the data registry; they are checked against upstream's git blob ids)."""
 
 from __future__ import annotations
 

@@ -7,18 +7,19 @@ the refA / src metric variants — the settings of data.GetCorrelations(level "s
 include_human True). Regenerate with:
     python benchmarks/leaderboard_stats.py --mtme /path/to/mt-metrics-eval --skip-leaderboard
 (columns "acc_eq mtme", "acc*_eq mtme", "epsilon mtme", "tau_b mtme").
-Skipped when ../shared/datasets (or DHP_DATA_DIR) does not hold wmt22/.
+The files come from the session's data root (conftest.DATA, filled by the data layer).
 """
 
-import os
+
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dhp.stats.segment import kendall_tau_b, pairwise_accuracy, tie_calibrated_accuracy
+from conftest import DATA
 
-ROOT = Path(os.environ.get("DHP_DATA_DIR") or Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets") / "wmt22"
+ROOT = DATA / "wmt22"
 MQM = ROOT / "mqm_zh-en" / "zh-en.mqm.seg.score"
 METRICS = ROOT / "metric-scores_zh-en"
 
@@ -33,7 +34,6 @@ MTME = {
     "COMETKiwi-src": (0.372348, 0.509029, 0.16107909002892007, 0.351966),
 }
 
-pytestmark = pytest.mark.skipif(not MQM.is_file(), reason="WMT22 zh-en MQM data not present")
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:

@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import DATA
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "datasets"
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +52,7 @@ def test_pip_install_non_editable_runs_the_cli(tmp_path):
     run = work / "run"
     out = subprocess.run([python, "-m", "dhp", "run", "--dataset", "summeval", "--n-items", "2",
                           "--perturbations", "char_typo,control", "--mode", "likelihood", "--n-boot", "0",
-                          "--data-dir", str(SHARED), "--run-dir", str(run)],
+                          "--data-dir", str(DATA), "--run-dir", str(run)],
                          cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     scores = pd.read_parquet(run / "scores.parquet")

@@ -10,8 +10,7 @@ the sha256 of the files they were drawn from are committed in `dhp/resources/sel
 texts); every file read is declared, with its upstream URL, size and sha256, in
 `dhp/resources/data_registry.json` (dhp.datasets.registry) and fetched on first need (docs/data.md).
 
-Data root: explicit `data_dir` -> env `DHP_DATA_DIR` -> a `shared/datasets` folder beside the project (development
-machines, CI) -> the per-user cache directory.
+Data root: explicit `data_dir` -> env `DHP_DATA_DIR` -> the per-user cache directory.
 Story Cloze is only read from a user-supplied copy (`path=` or env `DHP_STORYCLOZE_PATH`),
 Answer Equivalence from `path=`, env `DHP_AE_PATH` or `<data root>/answer_equivalence/`.
 """

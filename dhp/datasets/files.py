@@ -199,8 +199,8 @@ def _how_to_get(name: str) -> str:
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
-    """Folder holding the dataset files: `data_dir` -> env DHP_DATA_DIR -> ../shared/datasets beside the
-    project when it exists -> the per-user cache (dhp.datasets.registry.data_root)."""
+    """Folder holding the dataset files: `data_dir` -> env DHP_DATA_DIR -> the per-user cache
+    (dhp.datasets.registry.data_root)."""
     return registry.data_root(data_dir)
 
 

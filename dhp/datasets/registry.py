@@ -7,8 +7,9 @@ from it when it is not the upstream bytes (``transform``). Loaders ask :func:`pa
 their files: a file already in the data root is used as it is; a missing one is fetched with ``pooch`` (byte
 progress bar), checked (size and sha256) and moved into place atomically.
 
-Data root: ``data_dir`` argument -> ``DHP_DATA_DIR`` -> ``../shared/datasets`` beside the project when it exists
-(the development machines and CI) -> the per-user cache (``platformdirs.user_cache_dir("dhp")/datasets``).
+Data root: ``data_dir`` argument -> ``DHP_DATA_DIR`` -> the per-user cache (``platformdirs.user_cache_dir("dhp")
+/datasets``). No folder beside the project is looked at: a development copy is used by pointing ``DHP_DATA_DIR`` at
+it, or served as a mirror (``DHP_DATA_MIRROR``, as ``.ci/run`` does).
 
 ``DHP_OFFLINE=1`` never fetches: a missing file is one error listing every missing file and the command that
 fetches them (as is a network failure). ``DHP_DATA_MIRROR=<base url>`` (tests) fetches from a mirror with the
@@ -34,7 +35,7 @@ import platformdirs
 
 from dhp.datasets.transforms import TRANSFORMS
 from dhp.errors import DHPError
-from dhp.io import file_sha256, project_root, resource
+from dhp.io import file_sha256, resource
 
 __all__ = ["DataFile", "DataSet", "files", "sets", "data_root", "path", "ensure", "select", "missing", "fetch",
            "FETCH_COMMAND", "demo_sets", "status", "differing", "markdown", "by_sha256"]
@@ -146,26 +147,17 @@ def demo_sets() -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ data root
 
-def _dev_root() -> Path:
-    """``../shared/datasets`` beside the project: the copy the development machines and CI have."""
-    return project_root().parent / "shared" / "datasets"
-
-
 def _cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "datasets"
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
-    """The folder holding the data files: ``data_dir`` -> ``DHP_DATA_DIR`` -> ``../shared/datasets`` when it
-    exists -> the per-user cache directory."""
+    """The folder holding the data files: ``data_dir`` -> ``DHP_DATA_DIR`` -> the per-user cache directory."""
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get("DHP_DATA_DIR")
     if env:
         return Path(env).expanduser()
-    dev = _dev_root()
-    if dev.is_dir():
-        return dev
     return _cache_root()
 
 
@@ -449,8 +441,7 @@ def markdown() -> str:
         "## Where the data goes",
         "",
         "The data root is, in this order: the `data_dir` parameter of a loader or method; the environment "
-        "variable `DHP_DATA_DIR`; a `shared/datasets` folder beside the project folder (development machines and "
-        "CI keep a complete copy there); else the per-user cache directory (`platformdirs.user_cache_dir(\"dhp\")"
+        "variable `DHP_DATA_DIR`; else the per-user cache directory (`platformdirs.user_cache_dir(\"dhp\")"
         "/datasets`: `~/.cache/dhp/datasets` on Linux, `~/Library/Caches/dhp/datasets` on macOS). "
         "`python -m dhp data list` prints the one in use.",
         "",
@@ -460,7 +451,10 @@ def markdown() -> str:
         "demo`, then copy the folder), and point `DHP_DATA_DIR` at the copy. With `DHP_OFFLINE=1` nothing is "
         "fetched: a missing file is one error that lists every missing file and the command that fetches them "
         "(a network failure gives the same error). A file whose sha256 differs from the declared one is refused, "
-        "naming the file, the expected and the actual sha256.",
+        "naming the file, the expected and the actual sha256. `DHP_DATA_MIRROR=<base url>` fetches from a mirror "
+        "with the upstream layout (`<base>/<repository>/<commit>/<path>`, as raw.githubusercontent.com) instead, "
+        "for example a complete data root served on loopback by `python scripts/serve_data_mirror.py DATA_ROOT` "
+        "(the route `.ci/run` gives the tests).",
         "",
         "Story Cloze is not openly licensed: request it from its owners (cs.rochester.edu/nlp/rocstories) and "
         "pass its path (`path=` or `DHP_STORYCLOZE_PATH`); nothing in the demo needs it.",

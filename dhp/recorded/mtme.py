@@ -108,8 +108,8 @@ def _finite(v: str) -> bool:
 
 def find_mqm(path, lp: str):
     """The MQM file of ``lp`` beside the metric scores in the mt-metrics-eval layout
-    (``<root>/human-scores/<lp>.mqm.seg.score``, or ``<lp>.mqm.seg.score`` in a sibling folder, as
-    ../shared/datasets/wmt22/mqm_zh-en/), searched up to three folders above ``path``; None when absent."""
+    (``<root>/human-scores/<lp>.mqm.seg.score``, or ``<lp>.mqm.seg.score`` in a sibling folder, as the data
+    root's wmt22/mqm_zh-en/), searched up to three folders above ``path``; None when absent."""
     name = f"{lp}.mqm.seg.score"
     for folder in list(path.parents)[:3]:
         for cand in [folder / "human-scores" / name, *sorted(folder.glob(f"*/{name}"))]:

@@ -1,6 +1,6 @@
 """The texts behind the HANNA and FRANK views, for live judges (and the no-LLM baselines) to score the same outputs
-the recorded judges scored. The files are too large for ../shared, so they are downloaded by the user (or the data
-layer) from upstream, and checked here against upstream's git blob ids before use:
+the recorded judges scored. The files are large (optional sets of the data registry), so they are downloaded by the user
+(or the data layer) from upstream, and checked here against upstream's git blob ids before use:
 
 - HANNA ``hanna_stories_annotations.csv`` (github.com/dig-team/hanna-benchmark-asg @ 282f275): one row per
   annotation (3 per story): ``Story ID`` (0..1055, grouped by system in the order of hanna_metric_scores_llm.csv's
