@@ -330,7 +330,7 @@ def test_multiword_connective_replacement_verifies():
 # --- the LLM path's validators on the paper's own examples ------------------------------------------
 # Hu et al. 2024, Table 2 shows each of the 18 attacks applied to one summary. The examples are read from
 # the paper's text at test time, never copied into the repo. The text is no data set of the registry, so these
-# checks are opt-in: DHP_PAPERS_DIR names a folder holding the paper's text extraction (.ci/run sets it).
+# checks are opt-in: DHP_PAPERS_DIR names a folder holding the paper's text extraction (a developer sets it; CI and a user skip them).
 
 PAPER = Path(os.environ.get("DHP_PAPERS_DIR") or "/nonexistent") / "hu2024_llm_evaluators_confusing_criteria.txt"
 TABLE2_NAMES = {  # attack -> its row label in Table 2, in the table's order
