@@ -310,10 +310,34 @@ def course() -> str:
     return note + "\n\n" + "\n".join(lines)
 
 
+#: the page (or pages) of the site each lesson belongs to: the lesson page links there, the page back with lesson()
+LESSON_PAGES = {"00": ["data.md"], "01": ["methods/dhp.md"], "02": ["methods/dhp.md"], "03": ["methods/dhp.md"],
+                "04": ["methods/dhp.md"], "05": ["methods/dhp.md"], "06": ["methods/dhp.md"],
+                "07": ["methods/criteria_confusion.md"], "08": ["methods/decompose_aggregate.md"],
+                "09": ["methods/dual_perspective.md", "methods/human_alignment.md"], "10": ["leaderboard.md"],
+                "11": ["leaderboard.md"], "12": ["your-judge.md"]}
+_PAGE: dict[str, str] = {"src": ""}  # the page whose placeholders are being filled (on_page_markdown sets it)
+
+
+def lesson(*numbers: str) -> str:
+    """Links to the lessons ``numbers`` ("07", ...) from the current page: their executed page in the course, or
+    their notebook's name where this build has no executed copy (a link to a page that is not built would fail)."""
+    executed = {p.name[:2]: p.name for p in _COURSE["notebooks"]}
+    up = "../" * _PAGE["src"].count("/")
+    out = []
+    for n in numbers:
+        src = next(iter(sorted(NOTEBOOKS.glob(f"{n}_*.ipynb"))), None)
+        if src is None:
+            raise PluginError(f"lesson({n!r}): no notebook notebooks/{n}_*.ipynb")
+        title = re.sub(r"[*_`]{1,2}(\S[^*_`]*?)[*_`]{1,2}", r"\1", _notebook_intro(src)[0])
+        out.append(f"[{title}]({up}course/{src.name})" if src.name in executed else f"`notebooks/{src.name}`")
+    return ", ".join(out)
+
+
 # --------------------------------------------------------------------------------------------- the events
 
 FUNCTIONS = {"result": result, "table": table, "count": count, "config_reference": config_reference,
-             "course": course}
+             "course": course, "lesson": lesson}
 
 
 def _call(expr: str, where: str) -> str:
@@ -374,14 +398,22 @@ def _relative_paths(text: str) -> str:
     return text.replace(home + "/", "~/") if home not in ("/", "") else text
 
 
+def _page_title(src: str) -> str:
+    """A Markdown page's title (its first heading, code marks dropped)."""
+    first = (ROOT / "docs" / src).read_text(encoding="utf-8").lstrip().splitlines()[0]
+    return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ").replace("`", "")).strip()
+
+
 def _lesson_header(path: Path) -> str:
     """The Markdown cell each lesson page opens with: which run it shows and where to download the notebook."""
     try:
         where = path.relative_to(ROOT).as_posix()
     except ValueError:
         where = path.name
+    pages = LESSON_PAGES.get(path.name[:2], [])
+    about = ", ".join(f'<a href="../{p.removesuffix(".md")}.html">{html.escape(_page_title(p))}</a>' for p in pages)
     # raw HTML: a notebook's Markdown cells are rendered by nbconvert, without the site's Markdown extensions
-    return (f'<p class="dhp-lesson-source"><a class="md-button md-button--primary" href="{path.name}" download>'
+    return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "") + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary" href="{path.name}" download>'
             f"Download this notebook</a> <small>the executed copy shown on this page, from <code>{html.escape(where)}"
             f"</code>; without outputs it is <code>notebooks/{path.name}</code> (open it with <code>make lab</code>)."
             "</small></p>")
@@ -459,6 +491,7 @@ def on_post_page(output, page, config, **_):
 
 
 def on_page_markdown(markdown, page, **_):
+    _PAGE["src"] = page.file.src_uri
     return PLACEHOLDER.sub(lambda m: _call(m.group(1), page.file.src_uri), markdown)
 
 
