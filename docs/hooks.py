@@ -109,12 +109,22 @@ def count(file: str, **where) -> str:
 
 
 def table(file: str, columns: list, where: dict | None = None, rename: dict | None = None, digits: int = 2,
-          ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None) -> str:
+          ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None,
+          join: dict | None = None) -> str:
     """A Markdown table of the rows of ``results/<file>`` matching ``where``.
 
     ``ci={"value": ["lo", "hi"]}`` writes a column as "value (lo–hi)"; ``rename`` gives a column its header.
+    ``join={"file": F, "on": [...], "column": C}`` adds column C of ``results/F`` (its largest value per ``on``
+    key): e.g. the number of items a judge's row was measured on, so the page labels its unit set in place.
     """
     df = _select(_read(file), file, where or {})
+    if join:
+        other = _read(join["file"])
+        missing = [c for c in [*join["on"], join["column"]] if c not in other.columns]
+        if missing:
+            raise PluginError(f"results/{join['file']} has no column(s) {missing}")
+        df = df.merge(other.groupby(join["on"], dropna=False)[join["column"]].max().reset_index(), on=join["on"],
+                      how="left")
     if df.empty:
         raise PluginError(f"results/{file} has no rows where {where}")
     missing = [c for c in [*columns, *sum((list(v) for v in (ci or {}).values()), [])] if c not in df.columns]
