@@ -462,10 +462,6 @@ MATHJAX = ('<script>window.MathJax = {{config: ["TeX-AMS-MML_HTMLorMML-full.js",
            '}};</script>\n<script src="{root}assets/mathjax/MathJax.js"></script>\n')
 #: the same font setting for a notebook page, which loads MathJax itself (mkdocs.yml's custom_mathjax_url)
 NOTEBOOK_MATHJAX = re.compile(r'<script src="[^"]*assets/mathjax/MathJax\.js[^"]*">')
-#: a figure in a notebook's output (an inline PNG): wrapped in a link to itself, so the lightbox (glightbox) opens it
-INLINE_FIGURE = re.compile(r'(?<!href=")(<img\s[^>]*src="(data:image/(?:png|jpeg|svg\+xml);base64,[^"]+)"[^>]*>)')
-
-
 #: a table in a notebook's output (pandas' HTML): longer than LONG_TABLE rows, the page shows its first SHORT_TABLE
 #: rows and the whole table one click away
 DATAFRAME = re.compile(r'<table[^>]*class="dataframe"[^>]*>.*?</table>', re.S)

@@ -19,6 +19,8 @@ import nbformat
 import pandas as pd
 import pytest
 
+from dhp import plots
+
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("mkdocs")
 
@@ -313,3 +315,15 @@ def test_browser_check_sees_formulas_typeset_by_the_bundled_mathjax_and_their_ab
     (tmp_path / "course" / "01_m.html").write_text(
         page.replace("FONTS", "<script>window.MathJax = {" + hooks.FONTS + "};</script>"))
     assert check_site.check(tmp_path, ["course/01_m.html"], formula_pages=["course/01_m.html"]) == []
+
+
+def test_a_figure_of_many_judges_stays_legible_at_a_page_width():
+    """Issue 36: notebook 05's figure put six judges in one row (3044 x 448 px, shown at 584 x 86): at most three
+    panels a row now, one judge each."""
+    rows = [{"dataset": "summeval", "judge": f"j{j}", "mode": "logprobs", "item_id": f"i{i}", "perturbation": p,
+             "severity": "" if p == "original" else "minor", "metric": "coherence", "score": 3.0 + (i % 3) - (p != "original")}
+            for j in range(6) for i in range(6) for p in ("original", "char_typo")]
+    fig = plots.plot_response_styles(pd.DataFrame(rows), "summeval", "char_typo")
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    width, height = fig.get_size_inches()
+    assert len(panels) == 6 and width / height < 3, (width, height)
