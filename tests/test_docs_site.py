@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from dhp import plots
+from dhp.plots import decomposition as decomposition_plots
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("mkdocs")
@@ -327,3 +328,15 @@ def test_a_figure_of_many_judges_stays_legible_at_a_page_width():
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
     width, height = fig.get_size_inches()
     assert len(panels) == 6 and width / height < 3, (width, height)
+
+
+def test_a_panel_of_zero_shares_shows_its_values():
+    """Issue 36: two of notebook 08's three panels looked empty: the judge's shares were 0, which draws no bar. Every
+    bar now carries its value (n/a where the share could not be computed)."""
+    agreement = pd.DataFrame({"judge": ["embedded:smollm2-135m"] * 2, "mode": ["logprobs"] * 2,
+                              "strategy": ["direct", "dna"], "subset": ["Natural"] * 2, "n": [2, 2],
+                              "agreement": [0.5, 0.25], "agreement_both": [0.0, 0.0],
+                              "position_consistency": [0.0, float("nan")]})
+    fig = decomposition_plots.plot_agreement(agreement)
+    labels = [[t.get_text() for t in ax.texts] for ax in fig.axes]
+    assert labels == [["0.50", "0.25"], ["0.00", "0.00"], ["0.00", "n/a"]], labels
