@@ -213,8 +213,9 @@ def formula_pages(site: Path, pages) -> list[str]:
     out = []
     for page in pages:
         text = (site / page).read_text(encoding="utf-8", errors="replace")
+        prose = re.sub(r"<(style|script|pre|code)\b.*?</\1>", "", text, flags=re.S)  # code, styles, scripts aside
         if 'class="arithmatex"' in text or (page.startswith("course/") and "MathJax.js" in text
-                                            and re.search(r"\$[^$\s<][^$<]*\$", text)):
+                                            and re.search(r"\$[^$\s<][^$<]*\$", prose)):
             out.append(page)
     return out
 

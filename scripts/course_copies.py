@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the notebooks whose inputs an earlier notebook writes (in its temporary run folder)
-NEEDS = {"02": ("01",), "03": ("01", "02")}
+#: the notebooks whose inputs earlier notebooks write (into the notebook check's temporary run folder)
+_METHODS = ("01", "02", "03", "07", "08", "09")
+NEEDS = {"02": ("01",), "03": ("01", "02"), "04": ("01", "02", "03"), "05": ("01", "02"), "10": _METHODS,
+         "11": _METHODS}
 
 
 def _load(name: str, path: Path):
