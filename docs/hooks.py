@@ -310,8 +310,8 @@ def course() -> str:
                 "assert cells that check them): the notebook check's (`build/executed/`, `make test`) where it ran, "
                 "else `make demo`'s run with the SmolLM2 judge asked for a score (`embedded-logprobs`) where the "
                 "lesson is about a judge, else the copy `make docs` executed at the notebook's defaults. The top of "
-                "each page names its copy. Timings are the notebook's own cost on the 2-core development machine "
-                "(an idle 2-CPU x86-64 virtual machine, the judge on one thread).")
+                "each page names its copy. The timings are each notebook's cost at its defaults, measured on the "
+                "project's 2-core x86-64 development machine (AMD EPYC, 2 vCPUs).")
     else:
         note = ("!!! note \"No executed notebooks in this build\"\n    This site was built without executed "
                 "notebooks, so the course lists them without their pages. `make test` executes every notebook "
