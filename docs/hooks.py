@@ -399,9 +399,12 @@ def on_config(config, **_):
 
 def _relative_paths(text: str) -> str:
     """A notebook's JSON text with the build machine's paths made relative: the project's own folder is dropped
-    (``runs/demo/...``, as a reader's clone has it), a temporary file keeps its name under ``$TMPDIR``, the home
-    folder is ``~``."""
+    (``runs/demo/...``, as a reader's clone has it), the data root is ``$DHP_DATA_DIR``, a temporary file keeps its
+    name under ``$TMPDIR``, the home folder is ``~``."""
     text = text.replace(str(ROOT) + "/", "").replace(str(ROOT), ".")
+    data = os.environ.get("DHP_DATA_DIR", "").rstrip("/")
+    if data.startswith("/") and len(data) > 1:  # the data root a reader sets for themselves
+        text = text.replace(data, "$DHP_DATA_DIR")
     tmp = re.escape(tempfile.gettempdir().rstrip("/"))
     text = re.sub(tmp + r"/(?:[^\s\"'\\/,;)]+/)*([^\s\"'\\/,;)]+)", r"$TMPDIR/\1", text)
     home = str(Path.home())

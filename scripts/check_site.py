@@ -26,6 +26,7 @@ import functools
 import html
 import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -118,6 +119,9 @@ def serve(site: Path, missing: list[str]) -> tuple[http.server.ThreadingHTTPServ
 def build_paths() -> list[str]:
     """Absolute paths of the build machine that no page may show (the project folder, home, temporary folders)."""
     out = [str(ROOT)]
+    data = os.environ.get("DHP_DATA_DIR", "").rstrip("/")
+    if data.startswith("/") and len(data) > 1:
+        out.append(data)
     home = str(Path.home())
     if home not in ("/", ""):
         out.append(home + "/")

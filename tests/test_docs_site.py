@@ -213,15 +213,18 @@ def test_make_docs_executes_the_lessons_no_run_left(tmp_path, monkeypatch):
     assert hooks  # the hooks module itself imports (course_copies loads it the same way)
 
 
-def test_lesson_pages_show_paths_relative_to_the_project(tmp_path):
+def test_lesson_pages_show_paths_relative_to_the_project(tmp_path, monkeypatch):
     """Issue 36: no page shows the build machine's paths: the project folder is dropped, a temporary file keeps only
-    its name, the home folder is ~."""
+    its name, the data root is $DHP_DATA_DIR, the home folder is ~."""
     hooks = _hooks()
     tmp = tempfile.gettempdir()
+    monkeypatch.setenv("DHP_DATA_DIR", "/srv/data/dhp")
     text = json.dumps({"source": [f'run_dir = "{hooks.ROOT}/runs/demo/dhp/summeval/embedded-logprobs"\n',
-                                  f'progress = "{tmp}/dhp-progress-x1y2.json"\n', f"root = '{hooks.ROOT}'"]})
+                                  f'progress = "{tmp}/dhp-progress-x1y2.json"\n', f"root = '{hooks.ROOT}'\n",
+                                  "No ae_dev.jsonl found in /srv/data/dhp/answer_equivalence."]})
     out = hooks._relative_paths(text)
-    assert str(hooks.ROOT) not in out and tmp + "/" not in out
+    assert str(hooks.ROOT) not in out and tmp + "/" not in out and "/srv/data" not in out
+    assert "$DHP_DATA_DIR/answer_equivalence" in out
     assert '"run_dir = \\"runs/demo/dhp/summeval/embedded-logprobs\\"\\n"' in out
     assert "$TMPDIR/dhp-progress-x1y2.json" in out and "root = '.'" in out
     assert json.loads(out)  # still a notebook's JSON
