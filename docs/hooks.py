@@ -340,7 +340,7 @@ def lesson(*numbers: str) -> str:
         if src is None:
             raise PluginError(f"lesson({n!r}): no notebook notebooks/{n}_*.ipynb")
         title = re.sub(r"[*_`]{1,2}(\S[^*_`]*?)[*_`]{1,2}", r"\1", _notebook_intro(src)[0])
-        out.append(f"[{title}]({up}course/{src.name})" if src.name in executed else f"`notebooks/{src.name}`")
+        out.append(f"[{title}]({up}course/{src.name})" if executed.get(n) == src.name else f"`notebooks/{src.name}`")
     return ", ".join(out)
 
 

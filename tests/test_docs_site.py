@@ -343,3 +343,14 @@ def test_a_panel_of_zero_shares_shows_its_values():
     fig = decomposition_plots.plot_agreement(agreement)
     labels = [[t.get_text() for t in ax.texts] for ax in fig.axes]
     assert labels == [["0.50", "0.25"], ["0.00", "0.00"], ["0.00", "n/a"]], labels
+
+
+def test_method_pages_link_their_lessons_where_the_course_has_them(monkeypatch):
+    """A method page links its lesson's executed page; without one (a build with no executed notebooks) it names the
+    notebook instead of linking a page that was not built (a strict build would fail on it)."""
+    hooks = _hooks()
+    monkeypatch.setitem(hooks._PAGE, "src", "methods/dhp.md")
+    monkeypatch.setitem(hooks._COURSE, "notebooks", [Path("/x/03_discernment.ipynb")])
+    linked, named = hooks.lesson("03", "07").split(", ")
+    assert linked.startswith("[03 · Discernment") and linked.endswith("](../course/03_discernment.ipynb)")
+    assert named == "`notebooks/07_criteria_confusion.ipynb`"
