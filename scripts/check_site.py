@@ -1,12 +1,21 @@
-"""Open built pages of the documentation site in headless Chromium and check that their figures load.
+"""Open every page of the built documentation site in headless Chromium and check what a reader would see.
 
-    python scripts/check_site.py [--site site] [--screenshot out.png] [PAGE ...]
+    python scripts/check_site.py [--site site] [--screenshots build/site-screenshots] [PAGE ...]
 
-By default it checks the front page, the leaderboard, the DHP page and the executed notebook page with the
-most figures (when the site has the course's notebook pages). The site is served on 127.0.0.1 (a free port) from a thread of this script. For each page a small probe page is
-served beside it that holds the page in a same-origin iframe; when the iframe has loaded, the probe writes every
-image's URL and ``naturalWidth`` (0: the image did not load) into its own DOM, which ``chromium --headless
---dump-dom`` prints. A page with no image, or with one that did not load, fails the check (exit status 1).
+Every HTML page of the site is checked (or the PAGEs given, relative to the site), at 1280 px and at 390 px (a phone):
+
+- no request of the page gets a 404 (its scripts, styles, images, MathJax's fonts and font data included);
+- every image loads (``naturalWidth`` > 0);
+- MathJax typesets every formula of a page that has some (no formula left as raw ``$...$`` or ``\\(...\\)``, no
+  MathJax error) — the site's own copy of MathJax, served with the STIX-Web fonts it carries;
+- at 390 px the page does not scroll sideways (wide tables and code scroll inside their own boxes);
+- the HTML holds no absolute path of the build machine (the project folder, the home folder, a temporary folder).
+
+The site is served on 127.0.0.1 (a free port) from a thread of this script, which records every 404 by the page being
+checked. For each page a small probe page holds it in two same-origin iframes (1280 and 390 px wide); when both have
+loaded and MathJax has finished, the probe writes what it found into its own DOM, which ``chromium --headless
+--dump-dom`` prints. Screenshots of a few pages (home, course index, lessons 03, 07, 09, 11, leaderboard, reference)
+are saved under build/site-screenshots/. Any problem fails the check (exit status 1), each printed on one line.
 Chromium is Debian's ``chromium`` package (`make test` installs it when it is missing).
 """
 
@@ -17,6 +26,7 @@ import functools
 import html
 import http.server
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,28 +36,47 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: three pages with figures: the front page, the leaderboard and a method page
-PAGES = ("index.html", "leaderboard.html", "methods/dhp.html")
+#: pages photographed at 1400 px (globs relative to the site; the first match of each)
+SCREENSHOTS = ("index.html", "course/index.html", "course/03_*.html", "course/07_*.html", "course/09_*.html",
+               "course/11_*.html", "leaderboard.html", "reference.html")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
-         "--virtual-time-budget=15000"]
+         "--hide-scrollbars", "--virtual-time-budget=30000"]
 PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
-<iframe id="page" src="/{page}" style="width:1280px;height:2000px"></iframe>
+<iframe id="wide" src="/{page}" style="width:1280px;height:1600px"></iframe>
+<iframe id="narrow" src="/{page}" style="width:390px;height:800px"></iframe>
 <script>
-document.getElementById("page").addEventListener("load", function () {{
-  var frame = this, tries = 0;
-  // MathJax typesets after the load event (and marks its config script ";executed=true"): wait, in Chromium's
-  // virtual time, until it has, or give up after 10 s
+var found = {{}}, waiting = 2;
+function probe(frame, key) {{
+  var doc = frame.contentDocument, win = frame.contentWindow, tries = 0, queued = false, done = false;
   (function report() {{
-    var doc = frame.contentDocument, win = frame.contentWindow, imgs = Array.prototype.slice.call(doc.images);
-    var wants = !!doc.querySelector('script[type^="text/x-mathjax-config"]');
-    var math = doc.querySelectorAll(".MathJax, .MathJax_Display, .MathJax_SVG").length;
-    if (wants && math === 0 && tries++ < 100) {{ setTimeout(report, 100); return; }}
-    document.getElementById("result").textContent = JSON.stringify({{title: doc.title,
-      mathjax: wants ? (win.MathJax && win.MathJax.version) || null : "not used", formulas: math,
-      images: imgs.map(function (i) {{ return {{src: i.getAttribute("src").slice(0, 120), width: i.naturalWidth,
-                                                 complete: i.complete}}; }})}});
+    // MathJax typesets after the load event: wait (in Chromium's virtual time) until its queue has run
+    var wants = !!doc.querySelector('script[src*="MathJax.js"]');
+    if (wants && !done && tries++ < 200) {{
+      if (win.MathJax && win.MathJax.Hub && win.MathJax.Hub.Queue && !queued) {{
+        queued = true; win.MathJax.Hub.Queue(function () {{ done = true; }});
+      }}
+      setTimeout(report, 100); return;
+    }}
+    var imgs = Array.prototype.slice.call(doc.images);
+    // text MathJax should have typeset but left as it was: $...$ or \\(...\\) outside code, scripts and math
+    var raw = 0, walker = doc.createTreeWalker(doc.body, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {{
+      var n = walker.currentNode, p = n.parentElement;
+      if (p.closest("pre, code, script, style, textarea, .MathJax, .MathJax_Preview, .MathJax_Display")) continue;
+      if (/\\$[^$\\s][^$]*\\$|\\\\\\(.+?\\\\\\)/.test(n.nodeValue)) raw++;
+    }}
+    found[key] = {{title: doc.title, mathjax: wants ? (win.MathJax && win.MathJax.version) || null : "not used",
+      typeset_done: done, formulas: doc.querySelectorAll(".MathJax, .MathJax_Display, .MathJax_SVG").length,
+      errors: doc.querySelectorAll(".MathJax_Error, merror, .mjx-merror").length, raw_math: raw,
+      scroll_width: doc.documentElement.scrollWidth, width: win.innerWidth,
+      images: imgs.map(function (i) {{ return {{src: (i.getAttribute("src") || "").slice(0, 120),
+                                                width: i.naturalWidth}}; }})}};
+    if (--waiting === 0) document.getElementById("result").textContent = JSON.stringify(found);
   }})();
+}}
+["wide", "narrow"].forEach(function (key) {{
+  document.getElementById(key).addEventListener("load", function () {{ probe(this, key); }});
 }});
 </script></body></html>"""
 
@@ -60,7 +89,8 @@ def chromium() -> str:
                      "(make test does this when it runs as root)")
 
 
-def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
+def serve(site: Path, missing: list[str]) -> tuple[http.server.ThreadingHTTPServer, int]:
+    """A server of ``site`` on a free port; every path it answers 404 is appended to ``missing``."""
     class Handler(http.server.SimpleHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
             if self.path.startswith("/__probe__/"):
@@ -73,92 +103,146 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
                 return
             super().do_GET()
 
+        def send_error(self, code, message=None, explain=None):
+            if code == 404 and not self.path.endswith("/favicon.ico"):  # the browser asks for it on its own
+                missing.append(self.path.split("?")[0])
+            super().send_error(code, message, explain)
+
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Handler, directory=str(site)))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, server.server_address[1]
 
 
-def check(site: Path, pages, screenshot: Path | None = None, formula_pages=()) -> list[str]:
-    """Problems found (empty when every page's figures loaded and every page of ``formula_pages`` has formulas
-    typeset by MathJax)."""
-    browser, problems = chromium(), []
-    server, port = serve(site)
+def build_paths() -> list[str]:
+    """Absolute paths of the build machine that no page may show (the project folder, home, temporary folders)."""
+    out = [str(ROOT)]
+    data = os.environ.get("DHP_DATA_DIR", "").rstrip("/")
+    if data.startswith("/") and len(data) > 1:
+        out.append(data)
+    home = str(Path.home())
+    if home not in ("/", ""):
+        out.append(home + "/")
+    tmp = tempfile.gettempdir().rstrip("/")
+    out += [tmp + "/tmp", tmp + "/dhp-"]  # the names Python's tempfile and the notebook check give their folders
+    return out
+
+
+def absolute_paths(text: str, forbidden=None) -> list[str]:
+    """The build machine's absolute paths found in a page's HTML (each once)."""
+    return [p for p in (forbidden or build_paths()) if p in text]
+
+
+def check(site: Path, pages, formula_pages=(), forbidden=None) -> list[str]:
+    """Problems found on ``pages`` (paths relative to ``site``); empty when every page passed. ``formula_pages``
+    must have at least one formula typeset (a page whose MathJax did not load has none)."""
+    browser, problems, missing = chromium(), [], []
+    server, port = serve(site, missing)
     try:
         with tempfile.TemporaryDirectory(prefix="dhp-chromium-") as profile:
             flags = [*FLAGS, f"--user-data-dir={profile}"]
             for page in pages:
-                if not (site / page).is_file():
+                path = site / page
+                if not path.is_file():
                     problems.append(f"{page}: not in the built site")
                     continue
+                problems += [f"{page}: shows the build machine's path {p}"
+                             for p in absolute_paths(path.read_text(encoding="utf-8", errors="replace"), forbidden)]
+                before = len(missing)
                 out = subprocess.run([browser, *flags, "--dump-dom", f"http://127.0.0.1:{port}/__probe__/{page}"],
-                                     capture_output=True, text=True, timeout=120)
+                                     capture_output=True, text=True, timeout=180)
                 m = re.search(r'<pre id="result">(.*?)</pre>', out.stdout, re.S)
+                problems += [f"{page}: {p} is missing (404)" for p in dict.fromkeys(missing[before:])]
                 if not m or m.group(1) == "pending":
                     problems.append(f"{page}: the page did not finish loading ({out.stderr.strip()[-300:]})")
                     continue
                 found = json.loads(html.unescape(m.group(1)))
-                images = found["images"]
+                wide, narrow = found["wide"], found["narrow"]
+                images = wide["images"]
                 broken = [i["src"] for i in images if not i["width"]]
-                print(f"{page}: {found['title']!r}: {len(images)} images, {len(images) - len(broken)} loaded; "
-                      f"MathJax {found['mathjax']}, {found['formulas']} formulas typeset")
-                if page in formula_pages and not found["formulas"]:
-                    problems.append(f"{page}: no formula was typeset (MathJax {found['mathjax']}: is "
-                                    "site/assets/mathjax/ there? docs/hooks.py copies it)")
-                if images == [] and page not in formula_pages:
-                    problems.append(f"{page}: no image on the page")
+                print(f"{page}: {wide['title']!r}: {len(images)} images, {len(images) - len(broken)} loaded; "
+                      f"MathJax {wide['mathjax']}, {wide['formulas']} formulas typeset; "
+                      f"{narrow['scroll_width']} px wide at {narrow['width']} px")
                 problems += [f"{page}: image {src} did not load" for src in broken]
-            if screenshot is not None:
-                subprocess.run([browser, *flags, "--window-size=1280,1600", f"--screenshot={screenshot}",
-                                f"http://127.0.0.1:{port}/{pages[0]}"], capture_output=True, timeout=120)
+                if page in formula_pages and not wide["formulas"]:
+                    problems.append(f"{page}: no formula was typeset (MathJax {wide['mathjax']}: is "
+                                    "site/assets/mathjax/ there? docs/hooks.py copies it)")
+                if wide["mathjax"] != "not used" and not wide["typeset_done"]:
+                    problems.append(f"{page}: MathJax did not finish typesetting (MathJax {wide['mathjax']})")
+                if wide["raw_math"]:
+                    problems.append(f"{page}: {wide['raw_math']} text(s) with formulas MathJax did not typeset")
+                if wide["errors"]:
+                    problems.append(f"{page}: {wide['errors']} formula(s) with a MathJax error")
+                if narrow["scroll_width"] > narrow["width"] + 1:
+                    problems.append(f"{page}: scrolls sideways at {narrow['width']} px (the page is "
+                                    f"{narrow['scroll_width']} px wide)")
     finally:
         server.shutdown()
     return problems
 
 
-def course_page(site: Path) -> str | None:
-    """The executed notebook page with the most images (None when the site has no notebook pages)."""
-    pages = [p for p in (site / "course").glob("[0-9][0-9]_*.html")] if (site / "course").is_dir() else []
-    if not pages:
-        return None
-    best = max(pages, key=lambda p: (p.read_text(encoding="utf-8", errors="replace").count("<img"), p.name))
-    return best.relative_to(site).as_posix()
+def screenshots(site: Path, out: Path, patterns=SCREENSHOTS, width: int = 1400) -> list[Path]:
+    """PNG screenshots (``width`` px wide) of the first page matching each pattern, written to ``out``."""
+    browser, saved = chromium(), []
+    out.mkdir(parents=True, exist_ok=True)
+    server, port = serve(site, [])
+    try:
+        with tempfile.TemporaryDirectory(prefix="dhp-chromium-") as profile:
+            for pattern in patterns:
+                page = next(iter(sorted(site.glob(pattern))), None)
+                if page is None:
+                    continue
+                rel = page.relative_to(site).as_posix()
+                dest = out / (rel.replace("/", "_").removesuffix(".html") + ".png")
+                subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},2200",
+                                f"--screenshot={dest}", f"http://127.0.0.1:{port}/{rel}"],
+                               capture_output=True, timeout=180)
+                if dest.is_file():
+                    saved.append(dest)
+    finally:
+        server.shutdown()
+    return saved
 
 
-def formula_page(site: Path) -> str | None:
-    """The executed notebook page with the most inline formulas ($...$ in its Markdown), or None."""
-    pages = sorted((site / "course").glob("[0-9][0-9]_*.html")) if (site / "course").is_dir() else []
-    counts = {p: len(re.findall(r"\$[^$\s][^$]*\$", p.read_text(encoding="utf-8", errors="replace")))
-              for p in pages}
-    best = max(counts, key=lambda p: (counts[p], p.name), default=None)
-    return best.relative_to(site).as_posix() if best is not None and counts[best] else None
+def all_pages(site: Path) -> list[str]:
+    """Every HTML page of the site (its 404 page aside), relative to it."""
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if p.name != "404.html" and "assets" not in p.relative_to(site).parts)
+
+
+def formula_pages(site: Path, pages) -> list[str]:
+    """The pages whose HTML holds formulas: Markdown pages' arithmatex spans, notebooks' $...$ in Markdown cells."""
+    out = []
+    for page in pages:
+        text = (site / page).read_text(encoding="utf-8", errors="replace")
+        prose = re.sub(r"<(style|script|pre|code)\b.*?</\1>", "", text, flags=re.S)  # code, styles, scripts aside
+        if 'class="arithmatex"' in text or (page.startswith("course/") and "MathJax.js" in text
+                                            and re.search(r"\$[^$\s<][^$<]*\$", prose)):
+            out.append(page)
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("pages", nargs="*", default=list(PAGES))
+    ap.add_argument("pages", nargs="*", help="pages to check (default: every page of the site)")
     ap.add_argument("--site", default=str(ROOT / "site"))
-    ap.add_argument("--screenshot", default=None, help="also save a screenshot of the first page here")
-    ap.add_argument("--no-course", action="store_true", help="do not add the course page with the most figures")
+    ap.add_argument("--screenshots", default=str(ROOT / "build" / "site-screenshots"),
+                    help="folder for the screenshots ('' for none)")
     args = ap.parse_args(argv)
     site = Path(args.site)
     if not (site / "index.html").is_file():
         print(f"error: no built site in {site}. Fix: run `make docs` first.", file=sys.stderr)
         return 2
-    pages = list(args.pages)
-    course = course_page(site)
-    if course and not args.no_course and course not in pages:
-        pages.append(course)  # the executed notebooks' figures are inline images: check one such page too
-    formulas = formula_page(site) if not args.no_course else None
-    if formulas and formulas not in pages:
-        pages.append(formulas)  # the course's formulas: MathJax from the site itself must typeset them
-    problems = check(site, pages, Path(args.screenshot).resolve() if args.screenshot else None,
-                     formula_pages=[formulas] if formulas else [])
+    pages = list(args.pages) or all_pages(site)
+    problems = check(site, pages, formula_pages=formula_pages(site, [p for p in pages if (site / p).is_file()]))
+    if args.screenshots:
+        saved = screenshots(site, Path(args.screenshots))
+        print(f"{len(saved)} screenshots in {args.screenshots}")
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
+    print(f"{len(pages)} pages checked, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -17,6 +17,7 @@ a table at the end: each notebook's wall time, its kernel's CPU seconds and its 
 notebook runs in at most 3 minutes at its defaults, timings listed).
 
     python scripts/nbval.py 00 04      only the notebooks whose names start with these (a quick check)
+    python scripts/nbval.py --add 06   the same, keeping the other copies in build/executed/ (scripts/course_copies.py)
 """
 
 from __future__ import annotations
@@ -59,14 +60,16 @@ def snapshot() -> dict[str, float]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    add = "--add" in argv  # keep build/executed/'s other copies (the course's missing lessons only)
+    only = tuple(a for a in argv if a != "--add")
     before = snapshot()
     with tempfile.TemporaryDirectory(prefix="dhp-nbval-") as tmp:
         tmp = Path(tmp)
         values = {"run_dir": str(tmp / "runs" / "nb"), "cache_path": str(tmp / "runs" / "cache.sqlite"),
                   "figures_dir": str(tmp / "figures"), "output_path": str(tmp / "runs" / "expert_weights.csv")}
         copies = []
-        only = tuple(sys.argv[1:])
         for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
             if only and not src.name.startswith(only):
                 continue
@@ -77,7 +80,8 @@ def main() -> int:
             dst = tmp / src.name
             nbformat.write(nb, dst)
             copies.append(str(dst))
-        shutil.rmtree(KEEP, ignore_errors=True)  # no stale page survives a notebook that was renamed or failed
+        if not add:
+            shutil.rmtree(KEEP, ignore_errors=True)  # no stale page survives a notebook that was renamed or failed
         # the plugin as the temporary folder's conftest.py (a folder of scripts on sys.path would shadow nbval)
         shutil.copy(ROOT / "scripts" / "keep_executed.py", tmp / "conftest.py")
         env = {**os.environ, "DHP_NBVAL_KEEP": str(KEEP), "DHP_NBVAL_TMP": str(tmp)}

@@ -5,17 +5,22 @@ and the notebook check keeping its executed copies for the site (the build itsel
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jupyter_server_mathjax
 import nbformat
 import pandas as pd
 import pytest
+
+from dhp import plots
+from dhp.plots import decomposition as decomposition_plots
 
 ROOT = Path(__file__).resolve().parents[1]
 import mkdocs  # noqa: F401,E402 - a test dependency: missing, the module fails rather than skips
@@ -118,6 +123,141 @@ def test_nbval_keeps_the_executed_notebook(tmp_path):
     assert float(row.split()[1]) > 0 and float(row.split()[2]) > 0 and row.split()[3] == "2"
 
 
+def _check_site():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import check_site
+    finally:
+        sys.path.pop(0)
+    return check_site
+
+
+def _site_tree(tmp_path: Path) -> Path:
+    """A copy of the site's sources (docs/, mkdocs.yml) beside the real results/, figures/ and notebooks/."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copytree(ROOT / "docs", tree / "docs", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "mkdocs.yml", tree / "mkdocs.yml")
+    for d in ("results", "figures", "notebooks"):
+        (tree / d).symlink_to(ROOT / d)
+    return tree
+
+
+def _make_docs(tree: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The Makefile's `docs` recipe's mkdocs command, run on ``tree`` (the course without executed notebooks)."""
+    recipe = re.search(r"^docs:.*?\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    line = next(ln.strip() for ln in recipe.splitlines() if "mkdocs build" in ln)
+    command = line.replace("$(BIN)/", str(Path(sys.executable).parent) + "/") + f" -d {tmp_path / 'site'}"
+    empty = tmp_path / "no-notebooks"
+    empty.mkdir(exist_ok=True)
+    env = {**os.environ, "DHP_DOCS_NOTEBOOKS": str(empty), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, shell=True, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_make_docs_fails_on_a_broken_link_or_a_page_missing_from_nav(tmp_path):
+    """Issue 36: `make docs` is a strict build that really fails (no --quiet hiding the warnings from strict mode);
+    the tree passes it with every page in nav. Controls: a link to a page that does not exist, a page not in nav."""
+    tree = _site_tree(tmp_path)
+    ok = _make_docs(tree, tmp_path)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    with open(tree / "docs" / "index.md", "a", encoding="utf-8") as f:
+        f.write("\nSee [a page that does not exist](no-such-page.md).\n")
+    (tree / "docs" / "orphan.md").write_text("# A page nobody put in nav\n", encoding="utf-8")
+    bad = _make_docs(tree, tmp_path)
+    assert bad.returncode != 0
+    assert "no-such-page.md" in bad.stderr and "orphan.md" in bad.stderr, bad.stderr[-3000:]
+
+
+def test_the_course_shows_an_llm_judges_run_never_the_newest_baselines(tmp_path, monkeypatch):
+    """Issue 36: make demo leaves one copy of 02/03 per judge x mode; the course shows the LLM judge's (SmolLM2 asked
+    for a score), whichever was written last, and the notebook check's copy where there is one."""
+    hooks = _hooks()
+    monkeypatch.setattr(hooks, "ROOT", tmp_path)
+    monkeypatch.setattr(hooks, "EXECUTED", tmp_path / "build" / "executed")
+    monkeypatch.delenv("DHP_DOCS_NOTEBOOKS", raising=False)
+    base = tmp_path / "runs" / "demo" / "dhp" / "summeval"
+    for i, judge in enumerate(["embedded-logprobs", "embedded_gemma-3-270m-likelihood", "baseline_chrf_src-metric",
+                               "baseline_length_ratio-metric"]):
+        (base / judge).mkdir(parents=True)
+        for name in ("02_judge.ipynb", "03_discernment.ipynb"):
+            (base / judge / name).write_text("{}")
+            os.utime(base / judge / name, (1e9 + i, 1e9 + i))  # the baselines are the newest
+    (base / "01_perturb.ipynb").write_text("{}")
+    chosen = hooks.course_sources()
+    assert chosen["02_judge.ipynb"] == base / "embedded-logprobs" / "02_judge.ipynb"
+    assert chosen["03_discernment.ipynb"] == base / "embedded-logprobs" / "03_discernment.ipynb"
+    assert chosen["01_perturb.ipynb"] == base / "01_perturb.ipynb"
+    # without the SmolLM2 score run, another LLM judge's, still never a baseline's
+    shutil.rmtree(base / "embedded-logprobs")
+    assert hooks.course_sources()["02_judge.ipynb"].parent.name == "embedded_gemma-3-270m-likelihood"
+    (tmp_path / "build" / "executed").mkdir(parents=True)
+    (tmp_path / "build" / "executed" / "02_judge.ipynb").write_text("{}")
+    assert hooks.course_sources()["02_judge.ipynb"] == tmp_path / "build" / "executed" / "02_judge.ipynb"
+
+
+def test_make_docs_executes_the_lessons_no_run_left(tmp_path, monkeypatch):
+    """After make demo alone (no 00, 06, 12 in runs/), scripts/course_copies.py names the notebooks to execute, with
+    the ones they read from."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import course_copies
+    finally:
+        sys.path.pop(0)
+    hooks = _hooks()
+    names = [p.name for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    have = {n: tmp_path / n for n in names if n[:2] not in ("00", "06", "12")}
+    monkeypatch.setattr(course_copies, "_load", lambda name, path: type("H", (), {"course_sources": lambda: have}))
+    assert course_copies.missing() == ["00", "06", "12"]
+    del have["03_discernment.ipynb"]
+    assert course_copies.missing() == ["00", "01", "02", "03", "06", "12"]
+    assert hooks  # the hooks module itself imports (course_copies loads it the same way)
+
+
+def test_lesson_pages_show_paths_relative_to_the_project(tmp_path, monkeypatch):
+    """Issue 36: no page shows the build machine's paths: the project folder is dropped, a temporary file keeps only
+    its name, the data root is $DHP_DATA_DIR, the home folder is ~."""
+    hooks = _hooks()
+    tmp = tempfile.gettempdir()
+    monkeypatch.setenv("DHP_DATA_DIR", "/srv/data/dhp")
+    text = json.dumps({"source": [f'run_dir = "{hooks.ROOT}/runs/demo/dhp/summeval/embedded-logprobs"\n',
+                                  f'progress = "{tmp}/dhp-progress-x1y2.json"\n', f"root = '{hooks.ROOT}'\n",
+                                  "No ae_dev.jsonl found in /srv/data/dhp/answer_equivalence."]})
+    out = hooks._relative_paths(text)
+    assert str(hooks.ROOT) not in out and tmp + "/" not in out and "/srv/data" not in out
+    assert "$DHP_DATA_DIR/answer_equivalence" in out
+    assert '"run_dir = \\"runs/demo/dhp/summeval/embedded-logprobs\\"\\n"' in out
+    assert "$TMPDIR/dhp-progress-x1y2.json" in out and "root = '.'" in out
+    assert json.loads(out)  # still a notebook's JSON
+
+
+def test_reference_is_markdown_with_its_placeholders_escaped():
+    """Issue 36: "<model>", "<run_dir>" would be read as HTML tags and vanish; reStructuredText roles showed raw."""
+    hooks = _hooks()
+    assert hooks.md_text("openai:<model>[@<url>] (None: <run_dir>/cache.sqlite)") == \
+        "openai:&lt;model&gt;[@&lt;url&gt;] (None: &lt;run_dir&gt;/cache.sqlite)"
+    assert hooks.md_text("``python -m dhp <command>`` is :func:`dhp.methods.run`") == \
+        "`python -m dhp <command>` is `dhp.methods.run`"
+    ref = hooks.config_reference()
+    prose = re.sub(r"```.*?```", "", ref, flags=re.S)
+    assert "``" not in prose and ":func:" not in prose
+    prose = re.sub(r"`[^`]*`", "", prose)
+    assert "``" not in prose and ":func:" not in prose and ":mod:" not in prose
+    assert not re.search(r"<[a-z_]+>", prose), re.findall(r".{30}<[a-z_]+>.{10}", prose)[:3]
+    assert "openai:&lt;model&gt;" in ref
+
+
+def test_long_tables_of_a_lesson_are_trimmed_with_the_whole_table_one_click_away():
+    hooks = _hooks()
+    rows = "".join(f"<tr><th>{i}</th><td>{i * 2}</td></tr>" for i in range(40))
+    page = f'<p>x</p><table border="1" class="dataframe"><thead><tr><th>a</th></tr></thead><tbody>{rows}</tbody></table>'
+    out = hooks.trim_long_tables(page)
+    shown, hidden = out.split("<details", 1)
+    assert shown.count("<tr>") == 1 + hooks.SHORT_TABLE and "<th>39</th>" not in shown
+    assert "show all 40 rows" in hidden and hidden.count("<tr>") == 41
+    short = page.replace(rows, rows[: rows.index("<tr><th>5</th>")])
+    assert hooks.trim_long_tables(short) == short  # a short table is left as it is
+
+
 @pytest.fixture
 def chromium():
     # part of make test, which installs it before pytest: missing, the check fails with the fix rather than skips
@@ -127,36 +267,94 @@ def chromium():
 
 @pytest.mark.usefixtures("chromium")
 def test_browser_check_sees_a_broken_figure(tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import check_site
-    finally:
-        sys.path.pop(0)
+    check_site = _check_site()
     shutil.copy(next((ROOT / "figures").glob("*.png")), tmp_path / "ok.png")
-    (tmp_path / "index.html").write_text('<html><head><title>t</title></head><body><img src="ok.png"></body></html>')
-    (tmp_path / "broken.html").write_text('<html><body><img src="ok.png"><img src="gone.png"></body></html>')
+    (tmp_path / "index.html").write_text('<html><head><title>t</title></head><body><img src="ok.png" width="100"></body></html>')
+    (tmp_path / "broken.html").write_text('<html><body><img src="ok.png" width="100"><img src="gone.png"></body></html>')
     assert check_site.check(tmp_path, ["index.html"]) == []
-    assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: image gone.png did not load"]
+    assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: /gone.png is missing (404)",
+                                                           "broken.html: image gone.png did not load"]
+
+
+@pytest.mark.usefixtures("chromium")
+def test_browser_check_sees_a_missing_font_an_absolute_path_and_a_page_wider_than_a_phone(tmp_path):
+    """Issue 36: every page is checked for 404s (a web font included), the build machine's paths and sideways
+    scrolling at 390 px; each control page fails for its one reason, the good page passes."""
+    check_site = _check_site()
+    (tmp_path / "fonts").mkdir()
+    shutil.copy(next((Path(jupyter_server_mathjax.__file__).parent / "static").rglob("*.woff")),
+                tmp_path / "fonts" / "ok.woff")
+    style = ("<style>@font-face {{font-family: F; src: url(fonts/{0}.woff) format('woff');}} "
+             "p {{font-family: F;}}</style>")
+    (tmp_path / "good.html").write_text(f"<html><head>{style.format('ok')}</head><body><p>text</p></body></html>")
+    (tmp_path / "font.html").write_text(f"<html><head>{style.format('gone')}</head><body><p>text</p></body></html>")
+    (tmp_path / "path.html").write_text(f"<html><body><pre>{ROOT}/runs/demo</pre></body></html>")
+    (tmp_path / "wide.html").write_text('<html><head><meta name="viewport" content="width=device-width"></head>'
+                                        '<body><div style="width:900px">wide</div></body></html>')
+    assert check_site.check(tmp_path, ["good.html"]) == []
+    assert check_site.check(tmp_path, ["font.html"]) == ["font.html: /fonts/gone.woff is missing (404)"]
+    assert check_site.check(tmp_path, ["path.html"]) == [f"path.html: shows the build machine's path {ROOT}"]
+    wide = check_site.check(tmp_path, ["wide.html"])
+    assert len(wide) == 1 and wide[0].startswith("wide.html: scrolls sideways at 390 px"), wide
 
 
 @pytest.mark.usefixtures("chromium")
 def test_browser_check_sees_formulas_typeset_by_the_bundled_mathjax_and_their_absence(tmp_path):
     """A notebook page's formulas are typeset by the MathJax the site carries (docs/hooks.py copies it to
-    assets/mathjax/, as mkdocs.yml's custom_mathjax_url expects); without those files the check fails."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import check_site
-    finally:
-        sys.path.pop(0)
+    assets/mathjax/, as mkdocs.yml's custom_mathjax_url expects), with its STIX-Web fonts (hooks.FONTS: MathJax's
+    default TeX fonts are not in the bundle, a 404); without those files the check fails."""
+    check_site = _check_site()
+    hooks = _hooks()
     config = ('<script type="text/x-mathjax-config">MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"]]}});'
               "</script>")
+    page = ('<html><head><title>m</title>FONTS<script src="../assets/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-'
+            'full,Safe"></script>' + config + '</head><body><p>D = $\\log_{0.05} p$ and $\\sum_i x_i$</p></body></html>')
     (tmp_path / "course").mkdir()
-    (tmp_path / "course" / "01_m.html").write_text(
-        '<html><head><title>m</title><script src="../assets/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,'
-        f'Safe"></script>{config}</head><body><p>D = $\\log_{{0.05}} p$</p></body></html>')
-    assert check_site.formula_page(tmp_path) == "course/01_m.html"
+    (tmp_path / "index.html").write_text("<html><body>x</body></html>")
+    (tmp_path / "course" / "01_m.html").write_text(page.replace("FONTS", ""))
+    assert check_site.formula_pages(tmp_path, check_site.all_pages(tmp_path)) == ["course/01_m.html"]
     problems = check_site.check(tmp_path, ["course/01_m.html"], formula_pages=["course/01_m.html"])
-    assert problems == ["course/01_m.html: no formula was typeset (MathJax None: is site/assets/mathjax/ there? "
-                        "docs/hooks.py copies it)"]
+    assert "course/01_m.html: /assets/mathjax/MathJax.js is missing (404)" in problems
+    assert any("no formula was typeset" in p for p in problems)
     shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", tmp_path / "assets" / "mathjax")
+    # MathJax's own default (TeX fonts) asks for a font data file the bundle lacks: a 404
+    problems = check_site.check(tmp_path, ["course/01_m.html"], formula_pages=["course/01_m.html"])
+    assert any("fonts/TeX" in p and "404" in p for p in problems), problems
+    (tmp_path / "course" / "01_m.html").write_text(
+        page.replace("FONTS", "<script>window.MathJax = {" + hooks.FONTS + "};</script>"))
     assert check_site.check(tmp_path, ["course/01_m.html"], formula_pages=["course/01_m.html"]) == []
+
+
+def test_a_figure_of_many_judges_stays_legible_at_a_page_width():
+    """Issue 36: notebook 05's figure put six judges in one row (3044 x 448 px, shown at 584 x 86): at most three
+    panels a row now, one judge each."""
+    rows = [{"dataset": "summeval", "judge": f"j{j}", "mode": "logprobs", "item_id": f"i{i}", "perturbation": p,
+             "severity": "" if p == "original" else "minor", "metric": "coherence", "score": 3.0 + (i % 3) - (p != "original")}
+            for j in range(6) for i in range(6) for p in ("original", "char_typo")]
+    fig = plots.plot_response_styles(pd.DataFrame(rows), "summeval", "char_typo")
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    width, height = fig.get_size_inches()
+    assert len(panels) == 6 and width / height < 3, (width, height)
+
+
+def test_a_panel_of_zero_shares_shows_its_values():
+    """Issue 36: two of notebook 08's three panels looked empty: the judge's shares were 0, which draws no bar. Every
+    bar now carries its value (n/a where the share could not be computed)."""
+    agreement = pd.DataFrame({"judge": ["embedded:smollm2-135m"] * 2, "mode": ["logprobs"] * 2,
+                              "strategy": ["direct", "dna"], "subset": ["Natural"] * 2, "n": [2, 2],
+                              "agreement": [0.5, 0.25], "agreement_both": [0.0, 0.0],
+                              "position_consistency": [0.0, float("nan")]})
+    fig = decomposition_plots.plot_agreement(agreement)
+    labels = [[t.get_text() for t in ax.texts] for ax in fig.axes]
+    assert labels == [["0.50", "0.25"], ["0.00", "0.00"], ["0.00", "n/a"]], labels
+
+
+def test_method_pages_link_their_lessons_where_the_course_has_them(monkeypatch):
+    """A method page links its lesson's executed page; without one (a build with no executed notebooks) it names the
+    notebook instead of linking a page that was not built (a strict build would fail on it)."""
+    hooks = _hooks()
+    monkeypatch.setitem(hooks._PAGE, "src", "methods/dhp.md")
+    monkeypatch.setitem(hooks._COURSE, "notebooks", [Path("/x/03_discernment.ipynb")])
+    linked, named = hooks.lesson("03", "07").split(", ")
+    assert linked.startswith("[03 · Discernment") and linked.endswith("](../course/03_discernment.ipynb)")
+    assert named == "`notebooks/07_criteria_confusion.ipynb`"

@@ -28,7 +28,8 @@ def pooled_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES) -> pd
         raise DHPError(f"The agreement table lacks column(s) {missing}.",
                        "pass pairwise_agreement.csv (dhp.analysis.decomposition.agreement_table).")
     a = agreement.assign(**{m: agreement[m] * agreement["n"] for m in measures})
-    g = a.groupby(["judge", "mode", "strategy"], sort=False)[["n", *measures]].sum().reset_index()
+    # min_count=1: a measure no subset could compute stays NaN (shown "n/a"), never a share of 0
+    g = a.groupby(["judge", "mode", "strategy"], sort=False)[["n", *measures]].sum(min_count=1).reset_index()
     return g.assign(**{m: g[m] / g["n"] for m in measures})
 
 
@@ -56,7 +57,10 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
     for ax, measure in zip(axes[:, 0], measures):
         for start, g in zip(starts, per_group):
             x = start + np.arange(len(g))
-            ax.bar(x, g[measure].to_numpy(float), width=0.9, color=[colour[s] for s in g["strategy"]])
+            values = g[measure].to_numpy(float)
+            bars = ax.bar(x, np.nan_to_num(values), width=0.9, color=[colour[s] for s in g["strategy"]])
+            # the value on every bar: a share of 0 draws no bar, and a panel of zeros looked empty, not measured
+            ax.bar_label(bars, labels=["n/a" if np.isnan(v) else f"{v:.2f}" for v in values], fontsize=6, padding=1)
         ax.axhline(0.5, ls=":", color="grey", lw=1)
         ax.set(ylim=(0, 1), ylabel="share of items")
         ax.set_title(_TITLES.get(measure, measure), fontsize=9)

@@ -163,8 +163,13 @@ def plot_response_styles(scores: pd.DataFrame, dataset: str, perturbation: str =
     if not groups:
         raise DHPError(f"No paired scores for {perturbation!r} on {dataset!r}.", "check that notebook 02 scored both sides.")
     n = len(groups)
-    fig, axes = plt.subplots(1, n, figsize=(3.4 * n, 3.0), squeeze=False)
-    for ax, ((judge, mode), g) in zip(axes[0], groups):
+    # at most three panels a row: six judges in one row were 3044 px wide and unreadable at a page's width
+    ncols = min(n, 3)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows + 0.4), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, ((judge, mode), g) in zip(axes.flat, groups):
         long = pd.concat([
             pd.DataFrame({"score": g["original"], "text": "original"}),
             pd.DataFrame({"score": g["perturbed"], "text": perturbation}),
