@@ -7,6 +7,7 @@ from test_stats_fixtures import synth_scores
 from dhp import plots
 from dhp.errors import DHPError
 from dhp.analysis.discernment import discernment, summarize
+from dhp.perturb.registry import PERTURBATIONS
 from dhp.weights import load_expert_weights
 
 
@@ -92,3 +93,20 @@ def test_heatmap_cells_are_the_discernment_values(tables):
     want = sorted(round(v, 2) for v in d.loc[d["dataset"] == "summeval", "D"])
     assert shown == pytest.approx(want, abs=0.006)
     assert [t.get_text() for t in ax.get_xticklabels()][-1] == "control"  # the control is the last column
+
+
+def test_the_expert_weights_figure_shows_dhps_perturbations_only(tables):
+    """The weights of the criteria-confusion attacks (family hu2024, equal weights: no votes) are in the shipped file
+    but are not DHP's: the figure of DHP's weights (paper Fig. 8) leaves them out. Control: the whole file, drawn by
+    the same plot function, does show them."""
+    s, d, sm = tables
+    ew = load_expert_weights()
+    others = {n for n, p in PERTURBATIONS.items() if p.family != "dhp"}
+    assert others & set(ew["perturbation"])  # the file holds them (else this test proves nothing)
+
+    def labels(fig):
+        return {t.get_text() for ax in fig.axes for t in ax.get_yticklabels()}
+
+    shown = labels(plots.discernment_figures(sm, d, ew=ew)["expert_weights"])
+    assert "char_deletion" in shown and not shown & others
+    assert labels(plots.plot_expert_weights(ew)) & others  # control

@@ -18,6 +18,7 @@ import seaborn as sns  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
 from dhp.io import read_table, resolve  # noqa: E402
+from dhp.perturb.registry import PERTURBATIONS  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
 from dhp.plots.save import save_figure  # noqa: E402  (one writer for every figure)
 
@@ -228,8 +229,9 @@ def discernment_figures(summary: pd.DataFrame, discernment: pd.DataFrame, ew: pd
         figs[f"discernment_{ds}"] = plot_discernment_bars(summary, ds, item_sets(scores, ds) if scores is not None
                                                           else None)
         figs[f"heatmap_D_{ds}"] = plot_discernment_heatmap(discernment, ds)
-    if ew is not None:
-        figs["expert_weights"] = plot_expert_weights(ew)
+    if ew is not None:  # the weights DHP's discernment uses: its family's perturbations (Fig. 8), not other methods'
+        dhp_family = [n for n, p in PERTURBATIONS.items() if p.family == "dhp"]
+        figs["expert_weights"] = plot_expert_weights(ew[ew["perturbation"].isin(dhp_family)])
     return figs
 
 
