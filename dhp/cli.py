@@ -32,8 +32,8 @@ from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.evaluate import PROFILES, evaluate
 from dhp.io import resolve, write_text
-from dhp.leaderboard import RECORDED_SOURCES, LeaderboardParams, run_leaderboard
-from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, import_judgments
+from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.recorded import DEFAULT_PATHS, IMPORTERS, MAX_FILE_BYTES, import_judgments
 
 __all__ = ["main", "method_parser", "config_from_argv"]
 
@@ -116,10 +116,8 @@ def _import_judgments(rest: list[str]) -> int:
                                        "id check")
     ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")
     args = ap.parse_args(rest)
-    if args.path is None:
-        if args.kind not in RECORDED_SOURCES:
-            ap.error(f"{args.kind}: name the file or folder to import")
-        args.path = registry.path(RECORDED_SOURCES[args.kind][0], args.data_dir)
+    if args.path is None and args.kind not in DEFAULT_PATHS:  # None: import_judgments reads the data root's copy
+        ap.error(f"{args.kind}: name the file or folder to import")
     report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
                               lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
     print(report.describe())

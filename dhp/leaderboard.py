@@ -56,12 +56,12 @@ class LeaderboardParams(Params):
     seed: int = Field(0, ge=0, description="seed of the resampling draws")
     early_stop: bool = Field(True, description="segment views: stop a pair's permutation test once its p is clearly "
                                                "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT)")
-    recorded: list[Literal["llmbar", "mtme", "hanna", "frank"]] = Field(
+    recorded: list[Literal["llmbar", "mtme", "hanna", "frank", "gemba"]] = Field(
         ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
                                 "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
                                 "'mtme' (the WMT22 zh-en metrics' segment scores and MQM; ~10 s), 'hanna' (HANNA "
                                 "story ratings of 20 LLM judge settings and 72 metrics; ~1 s), 'frank' (FRANK "
-                                "factuality metrics; <1 s); read from data_dir; an empty list (--recorded '') "
+                                "factuality metrics; <1 s), 'gemba' (GEMBA's 56 LLM judges on WMT22 zh-en and MQM); read from data_dir; an empty list (--recorded '') "
                                 "imports nothing")
     recorded_views: Literal["headline", "all"] = Field(
         "headline", description="HANNA and FRANK views: 'headline' (HANNA overall Kendall per criterion with the "
@@ -139,7 +139,8 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
 #: Where each kind of recorded judgment lies under the dataset root (dhp.recorded.DEFAULT_PATHS), and the method
 #: whose reference tables it adds (mtme: human_alignment's MQM and DA; the import itself brings MQM).
 RECORDED_SOURCES = {"llmbar": ("llmbar_judgments", None), "mtme": ("wmt22/metric-scores_zh-en", "human_alignment"),
-                    "hanna": ("hanna", None), "frank": ("frank", None)}
+                    "hanna": ("hanna", None), "frank": ("frank", None),
+                    "gemba": ("gemba/mt-metrics-eval-v2/wmt22/metric-scores/zh-en", "human_alignment")}
 
 
 def import_recorded(config: LeaderboardParams) -> None:

@@ -10,11 +10,13 @@ Notebook 09 runs its stages (with the dual_perspective method).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
 from dhp.analysis import alignment as al
-from dhp.analysis.leaderboard import View
+from dhp.analysis.leaderboard import RECORDED_MODE, View
+from dhp.analysis.system_level import system_accuracy_view
 from dhp.analysis.report_card import alignment_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
@@ -139,6 +141,40 @@ class HumanAlignment(Method):
     def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return alignment_rows(tables["alignment.csv"]) if "alignment.csv" in tables else pd.DataFrame()
 
+    @staticmethod
+    def _segment_views(scores: pd.DataFrame, human: pd.DataFrame) -> list:
+        """Per language pair: the segment views (main reference and source variants; one more per other reference
+        variant, e.g. refB), recorded judges that left outputs unscored (GEMBA's None) in a view of their own, and
+        the system-level pairwise accuracy of every judge of the main view."""
+        out = []
+        cols = ["judge", "mode", "unit", "system", "score", "human"]
+        rows = al.segment_rows(scores, human)
+        others = al.other_reference_rows(scores, human)
+        for lp, g in rows.groupby("lp", sort=True):
+            data = g.rename(columns={"seg_id": "unit", "mqm": "human"})[cols]
+            scope = f"WMT22 {lp} vs MQM"
+            # a recorded judge with unscored outputs would shrink every judge's comparison to the outputs it
+            # scored (mt-metrics-eval has no rule for a metric's None at the segment level): its own view
+            gaps = data[(data["mode"] == RECORDED_MODE) & ~np.isfinite(data["score"].astype(float))]["judge"]
+            partial = data["judge"].isin(set(gaps))
+            parts = [(scope, data[~partial], "variants: main reference refA and source-only; systems: all but refA")]
+            if partial.any():
+                parts.append((f"{scope}, unscored outputs", data[partial],
+                              "recorded judges with unscored outputs (None in their file), compared on the outputs "
+                              "all of them scored"))
+            for ref, r in others.items():
+                part = r[r["lp"] == lp].rename(columns={"seg_id": "unit", "mqm": "human"})[cols]
+                if len(part):
+                    parts.append((f"{scope}, reference {ref}", part,
+                                  f"variants: reference {ref}; systems: all but {ref}"))
+            for name, d, variants in parts:
+                out += [View("segment", name, measure, "segment", d.reset_index(drop=True),
+                             notes={"variants": variants}) for measure in ("acc_eq_calibrated", "tau_b")]
+            sysview = system_accuracy_view(data, f"WMT22 {lp} vs MQM")
+            if sysview is not None:
+                out.append(sysview)
+        return out
+
     def views(self, tables: dict[str, pd.DataFrame]) -> list:
         """The segment view per language pair (acc*_eq and τ_b against MQM; units: segments, every scored system of
         a segment) and the summary-level Spearman ρ per SummEval aspect: the mean over documents of each document's
@@ -146,12 +182,7 @@ class HumanAlignment(Method):
         out = []
         scores, human = tables.get(SEGMENTS.name), tables.get(HUMAN.name)
         if scores is not None and human is not None and len(scores):
-            rows = al.segment_rows(scores, human)
-            for lp, g in rows.groupby("lp", sort=True):
-                data = g.rename(columns={"seg_id": "unit", "mqm": "human"})[["judge", "mode", "unit", "system",
-                                                                             "score", "human"]]
-                out += [View("segment", f"WMT22 {lp} vs MQM", measure, "segment", data)
-                        for measure in ("acc_eq_calibrated", "tau_b")]
+            out += self._segment_views(scores, human)
         targets = tables.get(TARGETS.name)
         if targets is not None and len(targets):
             scored = targets.dropna(subset=["human", "judge_score"])  # a target without a usable score is no unit

@@ -40,7 +40,7 @@ import pandas as pd
 from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.io import resolve, write_manifest, write_parquet
-from dhp.recorded import frank, hanna, llmbar, mtme, table  # noqa: F401 - the built-in importers register themselves
+from dhp.recorded import frank, gemba, hanna, llmbar, mtme, table  # noqa: F401 - the built-in importers register themselves
 # the registry and the names importers share, re-exported: dhp.recorded.<name> stays their public name
 from dhp.recorded.importers import (IMPORTERS, ITEM_COLUMNS, ITEM_HUMAN_COLUMNS, MAX_FILE_BYTES, RECORDED_MODE,
                                     SEGMENT_COLUMNS, SEGMENT_HUMAN_COLUMNS, TABLE_KEYS, ImportContext, Importer,
@@ -55,9 +55,10 @@ MANIFEST_STAGE = "import_judgments"
 #: Where each recorded source lies under the data root (dhp.datasets.data_root): the PATH an import of that kind
 #: reads when none is given.
 DEFAULT_PATHS = {"llmbar": "llmbar_judgments", "mtme": "wmt22/metric-scores_zh-en",
-                 "hanna": "hanna/hanna_metric_scores_llm.csv", "frank": "frank"}
+                 "hanna": "hanna/hanna_metric_scores_llm.csv", "frank": "frank",
+                 "gemba": "gemba/mt-metrics-eval-v2/wmt22/metric-scores/zh-en"}
 # what a default import also reads from the data root: the MQM scores beside the metric scores (mtme.find_mqm)
-_DEFAULT_COMPANIONS = {"mtme": ["wmt22_mqm_zh_en"]}
+_DEFAULT_COMPANIONS = {"mtme": ["wmt22_mqm_zh_en"], "gemba": ["wmt22_mqm_zh_en"]}
 
 
 def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
