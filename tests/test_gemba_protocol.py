@@ -45,17 +45,17 @@ def upstream():
 
 def _replies() -> list[str]:
     """Hand-picked and generated replies: numbers in GEMBA's accepted forms and out of range, stars and star words,
-    class names (one, two, none, other case), mixtures and junk."""
+    GEMBA's class names (read from the data root, never written here: one, two, none, other case), mixtures, junk."""
     rng = random.Random(35)
+    classes = list(gemba_protocol("gemba:classes").classes)
     fixed = ["85", "Score: 85", "85/100", "['85']", '["85"]', "[85]", "100", "101", "-5", "0", "", "  42 ",
              "I'd give it 85 out of 100", "85.5", "Score: 85/100", "٣", "['٣']", "4 stars", "****", "★★★", "five",
-             "Five stars: perfect translation", "1 star", "one star, two stars", "Stars: 3", "3 stars (out of 5)",
-             "no meaning preserved", "Perfect translation", "PERFECT TRANSLATION.", "Some meaning preserved",
-             "Some meaning preserved and understandable", "Most meaning preserved, minor issues / Perfect translation",
-             "Class: Some meaning preserved, but not understandable", "six", "0 stars", "*****\n5 stars"]
-    words = ["85", "100", "/100", "3", "stars", "star", "five", "two", "*", "★", "Score:", "Perfect translation",
-             "No meaning preserved", "\n", "the", "[", "'", "]", "0", "out of", "one", "Most meaning preserved, minor "
-             "issues", "-", "/", "5"]
+             "Five stars: the best", "1 star", "one star, two stars", "Stars: 3", "3 stars (out of 5)", "six",
+             "0 stars", "*****\n5 stars"]
+    fixed += [c for c in classes] + [c.upper() + "." for c in classes] + [f"Class: {c.lower()}" for c in classes]
+    fixed += [f"{a} / {b}" for a, b in zip(classes, classes[1:])] + [c.split(",")[0] for c in classes]
+    words = ["85", "100", "/100", "3", "stars", "star", "five", "two", "*", "★", "Score:", "\n", "the", "[", "'",
+             "]", "0", "out of", "one", "-", "/", "5", *classes]
     generated = ["".join(rng.choice([" ", ""]) + rng.choice(words) for _ in range(rng.randint(1, 5)))
                  for _ in range(3000)]
     return fixed + generated
@@ -140,10 +140,10 @@ def test_messages_temperatures_and_retries_equal_what_gemba_sends(upstream, name
             "source_lang": prompt.language_codes["zh"], "target_lang": prompt.language_codes["en"]}
     entry = prompt.prompts[f"GEMBA-{name}"]
     text = entry["prompt"].format(**data)
-    good = {"DA_ref": "85", "SQM": "Score: 70", "stars_ref": "four stars", "classes_ref": "Perfect translation"}[name]
+    proto = gemba_protocol(f"gemba:{name}")
+    good = {"DA_ref": "85", "SQM": "Score: 70", "stars_ref": "four stars"}.get(name) or proto.classes[-1]
     replies = ["I cannot judge this.", "Hmm, 1 or 2 or 3?", good]
     sent, answer = _upstream_calls(gpt_api, text, entry["validate_answer"], replies, entry.get("max_tokens"))
-    proto = gemba_protocol(f"gemba:{name}")
     assert gemba_messages(proto, **seg) == sent[0]["messages"] == [{"role": "user", "content": text}]
     judge = Scripted(replies)
     out = gemba_score(pd.DataFrame([seg]), judge, proto, cache=tmp_path / "cache.sqlite")
