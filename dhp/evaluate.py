@@ -38,6 +38,7 @@ from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
+from dhp.judging.gemba import gemba_protocol
 from dhp.judging.strategies import llmbar_protocol, llmbar_requests
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.methods import Method
@@ -77,6 +78,34 @@ PROFILE_PARAMS: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
+#: ``--protocol gemba:<name>``: the WMT22 zh-en segments judged with GEMBA's protocol (human_alignment, no SummEval),
+#: beside GEMBA's recorded judges — quick: 6 segments (the fewest a paired test resamples, dhp.stats.resample) x every
+#: MQM-scored system; paper: every MQM-scored segment x system, GEMBA's own units.
+GEMBA_SEGMENTS = {"quick": 6, "standard": 50, "paper": 100_000}
+
+
+def _with_protocols(params: dict[str, dict[str, Any]], protocols, profile: str) -> dict[str, dict[str, Any]]:
+    """The profile's steps for the named protocols only: llmbar:<Strategy> -> LLMBar pairs with those strategies,
+    gemba:<name> -> WMT22 segments with that GEMBA protocol (one per run folder: its judge's rows carry no
+    protocol column)."""
+    llmbar = [p for p in protocols if p.startswith("llmbar:")]
+    gemba = [p for p in protocols if p.startswith("gemba:")]
+    other = [p for p in protocols if p not in llmbar and p not in gemba]
+    if other:
+        raise DHPError(f"Unknown judge protocol(s) {other}.", "use llmbar:<Strategy> or gemba:<name> "
+                       "(gemba:DA ... gemba:classes_ref).")
+    if len(gemba) > 1:
+        raise DHPError(f"Several GEMBA protocols in one run ({gemba}).", "run each into its own --run-dir.")
+    out = {}
+    if llmbar:
+        base = params.get("decompose_aggregate", PROFILE_PARAMS["quick"]["decompose_aggregate"])
+        out["decompose_aggregate"] = {**base, "strategies": llmbar}
+    if gemba:
+        out["human_alignment"] = {"n_docs": 0, "n_segments": GEMBA_SEGMENTS[profile], "mt_systems": ALL_SYSTEMS,
+                                  "segment_protocol": gemba[0]}
+    return out
+
+
 #: Leaderboard settings per profile (fewer draws for the quick look)
 LEADERBOARD = {"quick": {"n_resamples": 200, "n_resamples_statistic": 100},
                "standard": {"n_resamples": 1000, "n_resamples_statistic": 200},
@@ -111,9 +140,10 @@ def _under(path: Path, folder: str) -> bool:
 
 
 def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
-         data_dir: str | None = None, seed: int = 0, backend=None) -> list[Step]:
-    """The steps of an evaluation (no model call): each supported method with the profile's parameters, the units it
-    puts the judge on and the calls still to make (from the run's cache)."""
+         data_dir: str | None = None, seed: int = 0, backend=None, protocols=None) -> list[Step]:
+    """The steps of an evaluation (no model call): each supported method with the profile's parameters (with
+    ``protocols``: only the steps of those judge protocols, :func:`_with_protocols`), the units it puts the judge on
+    and the calls still to make (from the run's cache)."""
     if profile not in PROFILES:
         raise DHPError(f"Unknown profile {profile!r}.", f"use one of {list(PROFILES)}.")
     run_dir = run_dir or default_run_dir(str(judge))
@@ -122,7 +152,8 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
             raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
                            "use another --run-dir (default runs/evaluate/<judge>).")
     steps = []
-    for name, values in PROFILE_PARAMS[profile].items():
+    chosen = _with_protocols(PROFILE_PARAMS[profile], protocols, profile) if protocols else PROFILE_PARAMS[profile]
+    for name, values in chosen.items():
         m = methods.get(name)
         if mode not in m.modes:
             continue
@@ -170,11 +201,16 @@ def _estimate(m, config, backend) -> Step:
             names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
             step.units.append(f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
                               f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside the WMT22 "
-                              "metrics' recorded scores")
+                              "metrics' recorded scores" + (f" and GEMBA's recorded judges, protocol "
+                                                            f"{config.segment_protocol}" if config.segment_protocol
+                                                            else ""))
             step.units.append(f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
                               f"{len(config.aspects)} aspects")
             step.calls = outputs + n_docs * per_doc * len(config.aspects)
             step.note = "calls: one per judged output and aspect, before the cache (tokens not estimated)"
+            if config.segment_protocol:
+                step.note += ("; GEMBA asks again at a higher temperature (up to 10 more calls) where a reply has "
+                              f"no valid answer; protocol {gemba_protocol(config.segment_protocol, config.data_dir).identity}")
         elif m.name == "dhp":
             step.units.append(f"DHP {config.dataset}: {config.n_items} items (the paper's N = 100)")
             for est in m.estimate(config, backend).values():
@@ -240,14 +276,14 @@ def _last_rate(run_dir) -> float | None:
 
 def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
              data_dir: str | None = None, yes: bool = False, dry_run: bool = False, seed: int = 0,
-             allow_insecure_key: bool = False, out=None, confirm=input) -> dict[str, Any]:
+             allow_insecure_key: bool = False, out=None, confirm=input, protocols=None) -> dict[str, Any]:
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
     out = out or sys.stdout
     options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
     backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
     run_dir = run_dir or default_run_dir(backend.identity)
-    steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend)
+    steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
     print(describe(steps, backend.identity, profile), file=out)
     if dry_run:
         return {"plan": steps, "calls_made": 0}
@@ -268,6 +304,7 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
         seconds[s.method] = round(time.perf_counter() - start, 1)
         print(f"{s.method}: done, {made[s.method]} calls made", file=out)
     recorded = ["llmbar"] + (["mtme"] if any(s.method == "human_alignment" for s in steps) else [])
+    recorded += ["gemba"] if any(getattr(s.config, "segment_protocol", "") for s in steps) else []
     # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
     lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
                            **LEADERBOARD[profile])

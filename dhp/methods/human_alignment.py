@@ -23,6 +23,7 @@ from dhp.config import RunParams
 from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
 from dhp.judging import Judged, build_prompt, score_prompts
+from dhp.judging.gemba import gemba_protocol, gemba_score
 from dhp.methods import Method, StageResult, Table, register
 from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
 from dhp.recorded import SEGMENT_COLUMNS
@@ -45,6 +46,10 @@ class HumanAlignmentParams(RunParams):
                                                     "setting): metric variants using it or the source are compared, "
                                                     "on every MQM-scored system but it")
     n_boot: int = Field(200, ge=0, description="bootstrap resamples over documents / segments (0: no intervals)")
+    segment_protocol: str = Field("", description="how WMT22 segments are judged: '' (the project's translation "
+                                                  "prompt) or a GEMBA protocol, gemba:DA ... gemba:classes_ref "
+                                                  "(dhp.judging.gemba: GEMBA's own prompt, read from the data root, "
+                                                  "beside GEMBA's recorded judges)")
 
     @field_validator("aspects")
     @classmethod
@@ -120,11 +125,28 @@ class HumanAlignment(Method):
         segs = sorted(mqm["seg_id"].unique())
         pick = pd.Series(segs).sample(n=min(config.n_segments, len(segs)), random_state=config.seed).tolist()
         rows = [{"seg_id": r.seg_id, "system": r.system, "aspect": "accuracy", "task": "translation",
-                 "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target}
+                 "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target,
+                 "reference": r.reference}
                 for r in mqm[mqm["seg_id"].isin(pick)].sort_values(["seg_id", "system"]).itertuples()]
+        if config.segment_protocol:
+            return self._gemba_segments(rows, backend, config)
         scored, stats = self._score(rows, backend, config)
         table = scored.assign(judge=backend.identity, mode=config.mode, lp=LP, reference="src", source="")
         return Judged(table.reindex(columns=list(SEGMENTS.columns)), stats)
+
+    @staticmethod
+    def _gemba_segments(rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
+        """The segments judged with a GEMBA protocol: reference "refA" for a _ref one (it reads reference A, GEMBA's
+        main reference), else "src"."""
+        proto = gemba_protocol(config.segment_protocol, config.data_dir)
+        frame = pd.DataFrame([{"seg_id": r["seg_id"], "system": r["system"], "source": r["item"]["source"],
+                               "target": r["candidate"], "reference": r["reference"]} for r in rows])
+        if frame.empty:
+            return Judged(pd.DataFrame(columns=list(SEGMENTS.columns)), {})
+        scored = gemba_score(frame, backend, proto, cache=config.cache, progress=config.progress)
+        table = scored.drop(columns=["source"]).assign(judge=backend.identity, mode=config.mode, lp=LP,
+                                                       reference="refA" if proto.use_ref else "src", source="")
+        return Judged(table.reindex(columns=list(SEGMENTS.columns)), {})
 
     def collect(self, config: HumanAlignmentParams, judge=None) -> StageResult:
         backend = self.backend(config, judge)
