@@ -39,7 +39,7 @@ from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
 from dhp.judging.gemba import gemba_protocol
-from dhp.judging.strategies import llmbar_protocol, llmbar_requests
+from dhp.judging.strategies import llmbar_auxiliary_requests, llmbar_protocol, llmbar_requests
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.methods import Method
 from dhp.plots.report_card import save_report_card_pages
@@ -182,8 +182,9 @@ def _estimate(m, config, backend) -> Step:
             pairs = m.load_pairs(config)
             for s in (x for x in config.strategies if x.startswith("llmbar:")):
                 protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
-                est = calls.chat(backend or config.judge, llmbar_requests(pairs, protocol, config.seed), config.cache,
-                                 dry_run=True, progress=False)
+                requests = (llmbar_auxiliary_requests(pairs, protocol, config.seed)
+                            + llmbar_requests(pairs, protocol, config.seed))
+                est = calls.chat(backend or config.judge, requests, config.cache, dry_run=True, progress=False)
                 _add(step, est)
                 step.note = f"protocol {protocol.identity}"
             for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):

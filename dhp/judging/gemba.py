@@ -194,6 +194,7 @@ def gemba_protocol(name: str, data_dir=None) -> GembaProtocol:
                    f"max_tokens {max_tokens} on every attempt (GEMBA's GptApi.request drops it on its retries, and "
                    "gemba_da.py passes none)"]
     differences += ["a cut-off reply is parsed as it is (GEMBA re-asks with 200 more tokens or drops it)",
+                    "seed 0 sent (every request of this project carries one; GEMBA sends none)",
                     "top_p/n/penalties/stop not sent: " + ", ".join(f"{k}={v}" for k, v in sorted(constants.items()))
                     + " (the servers' defaults)"]
     digest = hashlib.sha256(template.encode("utf-8")).hexdigest()[:12]
