@@ -9,7 +9,7 @@
     python -m dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
     python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
     python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
-    python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--yes] [--dry-run] [--run-dir R]
+    python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--protocol P ...] [--yes] [--dry-run] [--run-dir R]
                                                                  your judge beside the published ones (dhp.evaluate)
     python -m dhp extensions                                     every registered extension of every kind
     python -m dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
@@ -203,9 +203,12 @@ def _evaluate(argv: list[str]) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan only; call nothing, write nothing")
     ap.add_argument("--allow-insecure-key", action="store_true",
                     help="allow sending OPENAI_API_KEY over plain http to a non-loopback host")
+    ap.add_argument("--protocol", action="append", dest="protocols", metavar="P",
+                    help="run only this judge protocol (repeatable): llmbar:<Strategy> (LLMBar pairs) or "
+                         "gemba:DA ... gemba:classes_ref (WMT22 segments beside GEMBA's recorded judges)")
     a = ap.parse_args(argv)
     evaluate(a.judge, a.profile, a.mode, a.run_dir, a.data_dir, yes=a.yes, dry_run=a.dry_run, seed=a.seed,
-             allow_insecure_key=a.allow_insecure_key)
+             allow_insecure_key=a.allow_insecure_key, protocols=a.protocols)
     return 0
 
 

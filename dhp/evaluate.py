@@ -37,6 +37,8 @@ from dhp.backends import get_backend
 from dhp.cache import open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
+from dhp.judging import PROTOCOLS
+from dhp.judging.strategies import STRATEGIES
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.plots.report_card import save_report_card_pages
 from dhp.recorded import IMPORTERS
@@ -82,9 +84,11 @@ def _under(path: Path, folder: str) -> bool:
 
 
 def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
-         data_dir: str | None = None, seed: int = 0, backend=None) -> list[Step]:
-    """The steps of an evaluation (no model call): each supported method with the profile's parameters, the units it
-    puts the judge on and the calls still to make (from the run's cache)."""
+         data_dir: str | None = None, seed: int = 0, backend=None, protocols=None) -> list[Step]:
+    """The steps of an evaluation (no model call): each supported method with the profile's parameters (with
+    ``protocols``: only the methods that run those judge protocols, with their parameters:
+    Method.protocol_params), the units it puts the judge on
+    and the calls still to make (from the run's cache)."""
     if profile not in PROFILES:
         raise DHPError(f"Unknown profile {profile!r}.", f"use one of {list(PROFILES)}.")
     run_dir = run_dir or default_run_dir(str(judge))
@@ -92,16 +96,28 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
         if _under(Path(run_dir), forbidden):
             raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
                            "use another --run-dir (default runs/evaluate/<judge>).")
-    steps = []
+    protocols = list(dict.fromkeys(protocols or ()))
+    published = [n for n in (*STRATEGIES, *PROTOCOLS) if ":" in n]  # a published protocol: <source>:<name>
+    unknown = [p for p in protocols if p not in published]
+    if unknown:
+        raise DHPError(f"Unknown judge protocol(s) {unknown}.", f"use one of {', '.join(published)}.")
+    steps, claimed = [], set()
     for m in methods.all_methods():
         if mode not in m.modes:
             continue
-        values = m.profile_params(profile, data_dir)
+        if protocols:  # only the methods that run those protocols, with the protocols' parameters
+            values = m.protocol_params(profile, protocols, data_dir)
+            claimed |= {p for p in protocols if values is not None and m.protocol_params(profile, [p], data_dir)}
+        else:
+            values = m.profile_params(profile, data_dir)
         if values is None:
             continue
         config = m.config({**values, "judge": str(getattr(backend, "identity", judge)), "mode": mode,
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
+    if protocols and set(protocols) - claimed:
+        raise DHPError(f"No method runs the protocol(s) {sorted(set(protocols) - claimed)} in mode {mode!r}.",
+                       "use mode logprobs or sample for a judge protocol (python -m dhp extensions lists them).")
     if not steps:
         raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
                        "use --profile standard or paper (DHP and human alignment also take likelihood and metric "
@@ -173,14 +189,14 @@ def _last_rate(run_dir) -> float | None:
 
 def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
              data_dir: str | None = None, yes: bool = False, dry_run: bool = False, seed: int = 0,
-             allow_insecure_key: bool = False, out=None, confirm=input) -> dict[str, Any]:
+             allow_insecure_key: bool = False, out=None, confirm=input, protocols=None) -> dict[str, Any]:
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
     out = out or sys.stdout
     options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
     backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
     run_dir = run_dir or default_run_dir(backend.identity)
-    steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend)
+    steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
     print(describe(steps, backend.identity, profile), file=out)
     if dry_run:
         return {"plan": steps, "calls_made": 0}
@@ -200,9 +216,11 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
         made[s.method] = _calls_so_far(backend, s.config.cache) - before
         seconds[s.method] = round(time.perf_counter() - start, 1)
         print(f"{s.method}: done, {made[s.method]} calls made", file=out)
-    # the recorded sources whose judges stand in the views of the methods run (each source says which it feeds)
+    # the recorded sources whose judges stand in the views of the methods run (each source says which it feeds), and
+    # the source of each published protocol run (``<source>:<name>``: your judge beside the judges it recorded)
     ran = {s.method for s in steps}
-    recorded = [k for k, imp in IMPORTERS.items() if imp.default and ran & set(imp.feeds)]
+    sources = {p.split(":", 1)[0] for p in protocols or ()}
+    recorded = [k for k, imp in IMPORTERS.items() if imp.default and (ran & set(imp.feeds) or k in sources)]
     # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
     lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
                            **LEADERBOARD[profile])

@@ -61,7 +61,8 @@ class LeaderboardParams(Params):
                                 "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
                                 "'mtme' (the WMT22 zh-en metrics' segment scores and MQM; ~10 s), 'hanna' (HANNA "
                                 "story ratings of 20 LLM judge settings and 72 metrics; ~1 s), 'frank' (FRANK "
-                                "factuality metrics; <1 s); read from data_dir; an empty list (--recorded '') "
+                                "factuality metrics; <1 s), 'gemba' (GEMBA's 56 LLM judges on WMT22 zh-en, with MQM; ~11 s); read from "
+                                "data_dir; an empty list (--recorded '') "
                                 "imports nothing; any registered recorded source with a default path "
                                 "(python -m dhp extensions)")
     recorded_views: Literal["headline", "all"] = Field(

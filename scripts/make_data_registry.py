@@ -35,6 +35,7 @@ SOURCES = {
     "llmbar": ("princeton-nlp/LLMBar", "900616bff90b6c6c8e1681f7d079250637c55992", "MIT"),
     "hanna": ("dig-team/hanna-benchmark-asg", "282f27536a5d05ad4ce14298abcd70c45668fed2", "MIT"),
     "frank": ("artidoro/frank", "80a88fb12cc0bfc17ff6ee2c5ebb0c4f4dd8a5f4", "MIT"),
+    "gemba": ("MicrosoftTranslator/GEMBA", "a7a7eff8e46998447c6cbf09d06affc8f1b99ab4", "CC BY-SA 4.0"),
     "ae": ("google-research-datasets/answer-equivalence-dataset", "5032298f3fe69bebab4a013de5606231a948cebc",
            "Apache-2.0"),
 }
@@ -83,6 +84,11 @@ SETS = {
               "leaderboard hanna view", "open", True, False),
     "frank": ("FRANK factuality annotations and 15 metrics' outputs (Pagnoni et al. 2021)", "MIT",
               "leaderboard frank view", "open", True, False),
+    "gemba": ("GEMBA (Kocmi & Federmann 2023): 7 LLM judges x 4 prompt styles x {src, refA} on WMT22 zh-en, "
+              "segment and system scores (112 files), and the prompts, parsing and retry rule that made them",
+              "CC BY-SA 4.0: attribute; share derived data alike",
+              "import-judgments gemba; leaderboard recorded gemba; live gemba:* protocols (read at run time)",
+              "open", False, False),
     "hanna_texts": ("HANNA story texts and per-worker annotations", "MIT",
                     "live judges on hanna/frank views", "open", False, True),
     "frank_texts": ("FRANK articles and summaries (benchmark_data.json)", "MIT",
@@ -139,6 +145,8 @@ def classify(rel: str) -> tuple[str, str, str | None, str | None]:
         return "hanna", "hanna", name, None
     if top == "frank":
         return "frank", "frank", name if name == "LICENSE" else f"data/{name}", None
+    if top == "gemba":  # upstream layout kept: the path below gemba/ is the repository path
+        return "gemba", "gemba", rest, None
     if top == "wmt22":
         sub, _, inner = rest.partition("/")
         pair = "zh_en" if "zh-en" in name or sub in ("mqm_zh-en", "metric-scores_zh-en") else "de_en"
@@ -156,6 +164,10 @@ def classify(rel: str) -> tuple[str, str, str | None, str | None]:
         if sub == "metric-scores_zh-en":
             return "wmt22_metric_scores_zh_en", "mtme", f"raw_wmt22/metric-scores/zh-en_all/{name}", None
     raise SystemExit(f"no rule for {rel}: add one to classify()")
+
+
+#: the registry as last written: a run without MIRRORS keeps the upstream paths an earlier run found by blob id
+_PREVIOUS = json.loads(OUT.read_text(encoding="utf-8"))["files"] if OUT.is_file() else {}
 
 
 def git_blob(data: bytes) -> str:
@@ -189,8 +201,11 @@ class Trees:
     def resolve(self, rel: str, src: str, path: str | None, blob: str, transform: str | None) -> str:
         tree = self.tree(src)
         if tree is None:
-            if path is None:
-                raise SystemExit(f"{rel}: its upstream path is found by blob id; pass MIRRORS")
+            if path is None:  # found by blob id on an earlier run with MIRRORS: keep what it found
+                known = _PREVIOUS.get(rel, {}).get("path")
+                if known is None:
+                    raise SystemExit(f"{rel}: its upstream path is found by blob id; pass MIRRORS")
+                return known
             return path
         if path is None:  # same bytes somewhere in the tree: prefer the same file name
             hits = [p for p, b in tree.items() if b == blob]
@@ -222,6 +237,8 @@ def main(data_root: Path, mirrors: Path | None) -> None:
             upstream = trees.blob(src, entry["path"])
             if upstream is not None:
                 entry |= {"upstream_bytes": len(upstream), "upstream_sha256": hashlib.sha256(upstream).hexdigest()}
+            else:  # without MIRRORS: what an earlier run measured on the upstream file
+                entry |= {k: v for k, v in _PREVIOUS.get(rel, {}).items() if k.startswith("upstream_")}
         files[rel] = entry
     for dset, rel, src, path, blob, size, sha in EXTRA:
         tree = trees.tree(src)

@@ -94,10 +94,11 @@ def test_recorded_wmt_metrics_are_analysed_like_mt_metrics_eval(tmp_path):
     paths = methods.run("human_alignment", run_dir=run, judge="recorded", n_boot=0)
     a = pd.read_csv(paths["alignment.csv"])
     mqm = a[a["aspect"] == "mqm_zh_en"].set_index(["judge", "statistic"])["value"]
-    assert mqm[("COMET-22", "acc_eq_calibrated")] == pytest.approx(0.535589, abs=2e-6)
-    assert mqm[("BLEURT-20", "acc_eq_calibrated")] == pytest.approx(0.489458, abs=2e-6)
-    assert mqm[("COMET-22", "acc_eq")] < mqm[("BLEURT-20", "acc_eq")]  # exact ties: COMET-22 below BLEURT-20
-    assert "BLEU" not in set(a["judge"])  # a refB variant is not in the main-reference comparison
+    assert mqm[("COMET-22-refA", "acc_eq_calibrated")] == pytest.approx(0.535589, abs=2e-6)
+    assert mqm[("BLEURT-20-refA", "acc_eq_calibrated")] == pytest.approx(0.489458, abs=2e-6)
+    # exact ties: COMET-22 below BLEURT-20
+    assert mqm[("COMET-22-refA", "acc_eq")] < mqm[("BLEURT-20-refA", "acc_eq")]
+    assert "BLEU-refB" not in set(a["judge"])  # a refB variant is not in the main-reference comparison
     assert (a.loc[(a["statistic"] == "acc_eq_calibrated") & (a["aspect"] == "mqm_zh_en"), "n"] == 15 * 14 // 2 * 1875).all()
 
 
@@ -115,8 +116,8 @@ def test_segment_view_of_several_judges_is_per_judge_and_leaves_out_the_referenc
     assert "refA" not in set(joined["system"])  # the main reference is not a system here
     out = alignment_tables(None, scores, human, n_boot=0)
     acc = out[out["statistic"] == "acc_eq"].set_index("judge")["value"]
-    assert acc["good"] > acc["bad"]
+    assert acc["good-refA"] > acc["bad-refA"]  # recorded judges are named with their reference variant
     tau = out[out["statistic"] == "tau_b"].set_index("judge")["value"]
-    assert tau["good"] == pytest.approx(-tau["bad"])
+    assert tau["good-refA"] == pytest.approx(-tau["bad-refA"])
     assert set(out["aspect"]) == {"mqm_zh_en"}  # no DA score: no DA rows
     assert math.isnan(out[out["statistic"] == "acc_eq"]["ci_lo"].iloc[0])  # n_boot 0: no interval

@@ -41,10 +41,10 @@ def test_mtme_import_then_leaderboard_alone_ranks_the_metrics(tmp_path):
     seg = board[(board["view"] == "segment") & (board["status"] == "ok")]
     assert set(seg["measure"]) == {"acc_eq_calibrated", "tau_b"}
     for measure, g in seg.groupby("measure"):
-        assert set(g["judge"]) == {"COMET-22", "BLEU", "chrF", "BERTScore"}
+        assert set(g["judge"]) == {"COMET-22-refA", "BLEU-refA", "chrF-refA", "BERTScore-refA"}
         # COMET-22 tracks MQM far better than BLEU (WMT22 findings): ranked above it on both measures
         rank = g.set_index("judge")["rank"]
-        assert rank["COMET-22"] < rank["BLEU"], measure
+        assert rank["COMET-22-refA"] < rank["BLEU-refA"], measure
     assert (run / "figures" / "leaderboard_segment.png").is_file()
 
 

@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from dhp.analysis.leaderboard import RECORDED_MODE
 from dhp.errors import DHPError
 from dhp.stats import paired
 from dhp.stats import segment as seg
 
 __all__ = ["document_correlations", "summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
-           "segment_rows", "alignment_tables", "ALIGNMENT_COLUMNS"]
+           "segment_rows", "other_reference_rows", "variant_label", "alignment_tables", "ALIGNMENT_COLUMNS"]
 
 STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
 COLUMNS = ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
@@ -163,11 +164,29 @@ ALIGNMENT_COLUMNS = ["judge", "mode", *SEGMENT_COLUMNS]
 SEGMENT_HUMAN = {"mqm": "mqm", "da_z": "da"}
 
 
+def variant_label(judge: str, reference: str) -> str:
+    """A recorded metric's name with its reference variant, as mt-metrics-eval names its files
+    (``GEMBA-GPT4-DA-refA``, ``GEMBA-GPT4-DA-src``): one judge per metric × variant."""
+    return f"{judge}-{reference}" if reference else judge
+
+
+def _labelled(scores: pd.DataFrame) -> pd.DataFrame:
+    """Recorded rows named by metric and reference variant (live judges keep their identity: they read the
+    source), so two variants of one metric are two judges, never one judge with two rows per output."""
+    rec = (scores["mode"] == RECORDED_MODE).to_numpy()
+    if not rec.any():
+        return scores
+    ref = scores["reference"].fillna("").astype(str)
+    judge = scores["judge"].astype(str).where(~rec, [variant_label(j, r) for j, r in zip(scores["judge"], ref)])
+    return scores.assign(judge=judge)
+
+
 def segment_rows(scores: pd.DataFrame, human: pd.DataFrame, main_reference: str = "refA") -> pd.DataFrame:
     """The judges' segment scores joined to the human scores, as the segment view compares them: the variants of a
     metric that use the main reference or the source (``reference`` in {main_reference, "src", ""}: live judges read
     the source), and every scored system but the main reference itself (a metric cannot be judged on the text it
     takes as its reference) — mt-metrics-eval's primary setting (main reference refA; refB kept as a system).
+    Recorded judges are named with their variant (:func:`variant_label`: ``BLEURT-20-refA``, ``COMETKiwi-src``).
     ``scores``: segment_scores.parquet (judge, mode, lp, reference, system, seg_id, score); ``human``:
     segment_human.parquet (lp, system, seg_id, mqm, da_z). Returns the scores with mqm and da_z beside them."""
     missing = {"judge", "mode", "lp", "reference", "system", "seg_id", "score"} - set(scores.columns)
@@ -175,7 +194,22 @@ def segment_rows(scores: pd.DataFrame, human: pd.DataFrame, main_reference: str 
         raise DHPError(f"The segment scores lack columns {sorted(missing)}.",
                        "pass segment_scores.parquet (live judges, or imported with import-judgments mtme).")
     keep = scores["reference"].fillna("").isin([main_reference, "src", ""]) & (scores["system"] != main_reference)
-    return scores[keep].merge(human, on=["lp", "system", "seg_id"], how="inner")
+    return _labelled(scores[keep]).merge(human, on=["lp", "system", "seg_id"], how="inner")
+
+
+def other_reference_rows(scores: pd.DataFrame, human: pd.DataFrame, main_reference: str = "refA") -> dict:
+    """{reference: rows} for each single reference variant other than the main one and the source (WMT22 zh-en:
+    refB): the recorded variants using it, on every scored system but that reference — mt-metrics-eval's setting
+    with that reference as the main one (its other variants, and the source-only ones, are in the main view).
+    Multi-reference variants ("refA,refB") are in no view."""
+    ref = scores["reference"].fillna("").astype(str)
+    out = {}
+    for r in sorted(set(ref) - {main_reference, "src", ""}):
+        if "," in r:
+            continue
+        keep = (ref == r) & (scores["system"] != r)
+        out[r] = _labelled(scores[keep]).merge(human, on=["lp", "system", "seg_id"], how="inner")
+    return out
 
 
 def alignment_tables(targets: pd.DataFrame | None, segments: pd.DataFrame | None, human: pd.DataFrame | None,

@@ -256,6 +256,16 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
                 cluster, start = cluster + 1, pos
                 break
         clusters_of[judges[i]] = cluster
+    # a live judge among many recorded ones (evaluate): every pair of it is tested, not only those the walk decides
+    done = {frozenset((a, b)) for a, b, *_ in pairs}
+    for i in [k for k, e in enumerate(judges) if _split(e)[1] != RECORDED_MODE]:
+        for j in range(len(judges)):
+            if j != i and frozenset((i, j)) not in done:
+                a, b = (i, j) if not values[j] > values[i] else (j, i)  # better-valued first, as the walk's pairs
+                r = permutation.paired_permutation_test(js.human, x[a], x[b], js.groups, statistic, draws=draws,
+                                                        early_stop=early_stop)
+                pairs.append((a, b, r["p_two_sided"], r["p_a_better"], math.nan, test))
+                done.add(frozenset((i, j)))
     return values, intervals, pairs, clusters_of
 
 

@@ -14,10 +14,12 @@ each way of asking a judge; ``@protocol("name")`` registers your own (a function
 as ``Judged(table, stats)``).
 """
 
+import functools
 from typing import Callable
 
 from dhp.registry import Registry
 from dhp.judging.aspects import score_aspects
+from dhp.judging.gemba import GEMBA_PROTOCOLS, gemba_score
 from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_table
 from dhp.judging.pairwise import combine_pair_orders, compare_pairs
 from dhp.judging.parsing import SCALE, VALID_SCORES, parse_reply, parse_score, score_from_logprobs
@@ -47,6 +49,15 @@ def _register_builtins() -> None:
 
 
 _register_builtins()
+
+
+def _register_gemba() -> None:
+    """gemba:DA ... gemba:classes_ref (dhp.judging.gemba): GEMBA's protocols, read from the data root when run."""
+    for name in GEMBA_PROTOCOLS:
+        protocol(f"gemba:{name}")(functools.partial(gemba_score, protocol=f"gemba:{name}"))
+
+
+_register_gemba()
 
 __all__ = [
     "Judged", "PROTOCOLS", "protocol", "compare_pairs", "combine_pair_orders", "DEFAULT_MAX_TOKENS", "FAILURE_COLUMNS", "MODES", "PROMPT_SCORE_COLUMNS", "SCALE", "SCORE_COLUMNS",

@@ -59,7 +59,7 @@ from dhp.prompts import fill, load
 
 __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
            "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS", "LLMBAR_STRATEGIES",
-           "llmbar_protocol", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
+           "llmbar_protocol", "llmbar_auxiliary_requests", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
            "llmbar_prompts_dir"]
 
 #: The pairwise judge protocols by name (the ``strategies`` of decompose_aggregate); found by discovery (dhp.registry):
@@ -513,13 +513,22 @@ def _llmbar_chat(ctx: Context, requests) -> list[tuple[str | None, str]]:
     return res
 
 
+def llmbar_auxiliary_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0) -> list:
+    """The auxiliary steps' requests (Metrics / Reference: from the instruction alone), one per step and item."""
+    return [_llmbar_request(module, seed, input=it.instruction) for module in protocol.modules[:-1]
+            for it in items.itertuples()]
+
+
 def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0, auxiliary=None) -> list:
     """The final step's requests, one per item and order (order "12" then "21"): output_1/output_2 of the
     template are the two responses in that order; ``auxiliary``: item_id -> the auxiliary steps' replies."""
     final = protocol.modules[-1]
+    n_aux = len(protocol.modules) - 1
     reqs = []
     for it in items.itertuples():
-        aux = {f"auxiliary_input_{i}": a for i, a in enumerate((auxiliary or {}).get(it.item_id, ()))}
+        # no auxiliary replies yet (a plan): empty texts stand in, so the final step's requests can be priced
+        got = list((auxiliary or {}).get(it.item_id, ()))
+        aux = {f"auxiliary_input_{i}": a for i, a in enumerate(got + [""] * (n_aux - len(got)))}
         for order in ORDERS:
             o1, o2 = _oriented(it, order)
             reqs.append(_llmbar_request(final, seed, input=it.instruction, output_1=o1, output_2=o2, **aux))
@@ -532,22 +541,16 @@ def _llmbar_strategy(name: str):
         ctx.protocol = protocol.identity
         label = f"llmbar:{name}"
         aux: dict = {it.item_id: [] for it in items.itertuples()}
-        failed: dict = {}
         for module in protocol.modules[:-1]:  # Metrics / Reference: generated from the instruction alone, per item
             replies = _llmbar_chat(ctx, [_llmbar_request(module, ctx.seed, input=it.instruction)
                                          for it in items.itertuples()])
             for it, (txt, why) in zip(items.itertuples(), replies):
+                # a refused auxiliary call: LLMBar's evaluate.py goes on with an empty auxiliary text, and so here
                 aux[it.item_id].append(str(txt or "").strip())
-                if txt is None:
-                    failed[it.item_id] = f"auxiliary step {module.prompt_file}: {why}"
-        ok = items[~items["item_id"].isin(list(failed))]
-        replies = iter(_llmbar_chat(ctx, llmbar_requests(ok, protocol, ctx.seed, aux)))
+        replies = iter(_llmbar_chat(ctx, llmbar_requests(items, protocol, ctx.seed, aux)))
         rows = []
         for it in items.itertuples():
             for order in ORDERS:
-                if it.item_id in failed:
-                    rows.append(_row(it, label, order, failure=failed[it.item_id]))
-                    continue
                 txt, why = next(replies)
                 winner, reason = llmbar_parse(protocol.modules[-1], txt) if txt is not None else (None, why)
                 # the winner names the position shown first ("1") or second: back to the dataset's labelling

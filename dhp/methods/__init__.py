@@ -225,6 +225,12 @@ class Method:
         values = self.profiles.get(profile)
         return None if values is None else dict(values)
 
+    def protocol_params(self, profile: str, protocols: list[str], data_dir=None) -> dict[str, Any] | None:
+        """``python -m dhp evaluate --protocol P``: the parameters this method runs the judge protocols ``protocols``
+        with in ``profile`` (None: it runs none of them; the default). A method that runs a published judge protocol
+        on its task says so here: the protocol's name is the only place the orchestrator meets it."""
+        return None
+
     def evaluate_plan(self, config: RunParams, backend=None) -> Plan:
         """The units and calls of this method in ``python -m dhp evaluate``'s plan, without calling a model. Default:
         its own tables, and its ``estimate`` when it has one."""

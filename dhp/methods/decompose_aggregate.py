@@ -32,7 +32,8 @@ from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
-from dhp.judging.strategies import STRATEGIES, llmbar_protocol, llmbar_requests, run_strategies
+from dhp.judging.strategies import (STRATEGIES, llmbar_auxiliary_requests, llmbar_protocol, llmbar_requests,
+                                    run_strategies)
 from dhp.methods import Method, Plan, Stage, StageResult, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
@@ -187,13 +188,24 @@ class DecomposeAggregate(Method):
                   "dhp_items": 0},
     }
 
+    def protocol_params(self, profile: str, protocols: list[str], data_dir=None) -> dict | None:
+        """``llmbar:<Strategy>``: LLMBar's pairs of the profile judged with those strategies (every other protocol is
+        not this method's)."""
+        mine = [p for p in protocols if p.startswith("llmbar:")]
+        if not mine:
+            return None
+        return {**(self.profile_params(profile, data_dir) or self.profiles["quick"]), "strategies": mine}
+
     def evaluate_plan(self, config: DecomposeAggregateParams, backend=None) -> Plan:
         """LLMBar: the exact requests of LLMBar's evaluator, priced through the cache; the pairs per view."""
         plan, pairs = Plan(), self.load_pairs(config)
         for s in (x for x in config.strategies if x.startswith("llmbar:")):
             protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
-            plan.estimates.append(calls.chat(backend or config.judge, llmbar_requests(pairs, protocol, config.seed),
-                                             config.cache, dry_run=True, progress=False))
+            # the auxiliary steps' requests (Metrics, Reference) first, then the verdicts' (both orders)
+            requests = llmbar_auxiliary_requests(pairs, protocol, config.seed) + llmbar_requests(pairs, protocol,
+                                                                                                 config.seed)
+            plan.estimates.append(calls.chat(backend or config.judge, requests, config.cache, dry_run=True,
+                                             progress=False))
             plan.note = f"protocol {protocol.identity}"
         for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):
             plan.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "

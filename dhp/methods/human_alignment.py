@@ -10,20 +10,28 @@ Notebook 09 runs its stages (with the dual_perspective method).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
 from dhp.analysis import alignment as al
-from dhp.analysis.leaderboard import View
+from dhp.analysis.leaderboard import RECORDED_MODE, View
+from dhp.analysis.system_level import system_accuracy_view
 from dhp.analysis.report_card import alignment_rows
 from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
+from dhp.errors import DHPError
 from dhp.judging import Judged, build_prompt, score_prompts
+from dhp.judging.gemba import gemba_protocol, gemba_score
 from dhp.methods import Method, Plan, StageResult, Table, register
 from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
 from dhp.recorded import SEGMENT_COLUMNS
+
+#: ``evaluate --protocol gemba:<name>``: MQM-scored segments judged per profile (quick: the fewest a paired test
+#: resamples, dhp.stats.resample; paper: every one, GEMBA's own units)
+GEMBA_SEGMENTS = {"quick": 6, "standard": 50, "paper": 100_000}
 
 LP = "zh-en"
 
@@ -43,6 +51,10 @@ class HumanAlignmentParams(RunParams):
                                                     "setting): metric variants using it or the source are compared, "
                                                     "on every MQM-scored system but it")
     n_boot: int = Field(200, ge=0, description="bootstrap resamples over documents / segments (0: no intervals)")
+    segment_protocol: str = Field("", description="how WMT22 segments are judged: '' (the project's translation "
+                                                  "prompt) or a GEMBA protocol, gemba:DA ... gemba:classes_ref "
+                                                  "(dhp.judging.gemba: GEMBA's own prompt, read from the data root, "
+                                                  "beside GEMBA's recorded judges)")
 
     @field_validator("aspects")
     @classmethod
@@ -94,6 +106,21 @@ class HumanAlignment(Method):
             values["mt_systems"] = sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main})
         return values
 
+    def protocol_params(self, profile: str, protocols: list[str], data_dir=None) -> dict | None:
+        """``gemba:<name>``: the WMT22 zh-en segments judged with GEMBA's protocol, beside GEMBA's recorded judges (no
+        SummEval documents) — quick: 6 segments (the fewest a paired test resamples) x every MQM-scored system;
+        paper: every MQM-scored segment x system, GEMBA's own units. One GEMBA protocol a run: the judge's segment
+        rows carry no protocol column."""
+        mine = [p for p in protocols if p.startswith("gemba:")]
+        if not mine:
+            return None
+        if len(mine) > 1:
+            raise DHPError(f"Several GEMBA protocols in one run ({mine}).", "run each into its own --run-dir.")
+        gemba_protocol(mine[0], data_dir)  # an unknown name stops here, with the known ones
+        main = self.Params.model_fields["main_reference"].default
+        return {"n_docs": 0, "n_segments": GEMBA_SEGMENTS[profile], "segment_protocol": mine[0],
+                "mt_systems": sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main})}
+
     def evaluate_plan(self, config: HumanAlignmentParams, backend=None) -> Plan:
         """The segments and documents the judge is put on; one call per judged output and aspect."""
         mqm = wh.load_mqm_zh_en(config.data_dir, systems=config.mt_systems)
@@ -105,13 +132,17 @@ class HumanAlignment(Method):
         n_docs = min(config.n_docs, targets["doc_id"].nunique())
         per_doc = int(targets.groupby("doc_id").size().max())
         names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
+        note = "calls: one per judged output and aspect, before the cache (tokens not estimated)"
+        beside = "the WMT22 metrics' recorded scores"
+        if config.segment_protocol:
+            beside += f" and GEMBA's recorded judges, protocol {config.segment_protocol}"
+            note += ("; GEMBA asks again at a higher temperature where a reply has no valid answer; protocol "
+                     f"{gemba_protocol(config.segment_protocol, config.data_dir).identity}")
         return Plan([f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
-                     f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside the WMT22 metrics' "
-                     "recorded scores",
+                     f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside {beside}",
                      f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
                      f"{len(config.aspects)} aspects"],
-                    calls=outputs + n_docs * per_doc * len(config.aspects),
-                    note="calls: one per judged output and aspect, before the cache (tokens not estimated)")
+                    calls=outputs + n_docs * per_doc * len(config.aspects), note=note)
 
     def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
         # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself
@@ -152,11 +183,28 @@ class HumanAlignment(Method):
         segs = sorted(mqm["seg_id"].unique())
         pick = pd.Series(segs).sample(n=min(config.n_segments, len(segs)), random_state=config.seed).tolist()
         rows = [{"seg_id": r.seg_id, "system": r.system, "aspect": "accuracy", "task": "translation",
-                 "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target}
+                 "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target,
+                 "reference": r.reference}
                 for r in mqm[mqm["seg_id"].isin(pick)].sort_values(["seg_id", "system"]).itertuples()]
+        if config.segment_protocol:
+            return self._gemba_segments(rows, backend, config)
         scored, stats = self._score(rows, backend, config)
         table = scored.assign(judge=backend.identity, mode=config.mode, lp=LP, reference="src", source="")
         return Judged(table.reindex(columns=list(SEGMENTS.columns)), stats)
+
+    @staticmethod
+    def _gemba_segments(rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
+        """The segments judged with a GEMBA protocol: reference "refA" for a _ref one (it reads reference A, GEMBA's
+        main reference), else "src"."""
+        proto = gemba_protocol(config.segment_protocol, config.data_dir)
+        frame = pd.DataFrame([{"seg_id": r["seg_id"], "system": r["system"], "source": r["item"]["source"],
+                               "target": r["candidate"], "reference": r["reference"]} for r in rows])
+        if frame.empty:
+            return Judged(pd.DataFrame(columns=list(SEGMENTS.columns)), {})
+        scored = gemba_score(frame, backend, proto, cache=config.cache, progress=config.progress)
+        table = scored.drop(columns=["source"]).assign(judge=backend.identity, mode=config.mode, lp=LP,
+                                                       reference="refA" if proto.use_ref else "src", source="")
+        return Judged(table.reindex(columns=list(SEGMENTS.columns)), {})
 
     def collect(self, config: HumanAlignmentParams, judge=None) -> StageResult:
         backend = self.backend(config, judge)
@@ -173,6 +221,40 @@ class HumanAlignment(Method):
     def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return alignment_rows(tables["alignment.csv"]) if "alignment.csv" in tables else pd.DataFrame()
 
+    @staticmethod
+    def _segment_views(scores: pd.DataFrame, human: pd.DataFrame) -> list:
+        """Per language pair: the segment views (main reference and source variants; one more per other reference
+        variant, e.g. refB), recorded judges that left outputs unscored (GEMBA's None) in a view of their own, and
+        the system-level pairwise accuracy of every judge of the main view."""
+        out = []
+        cols = ["judge", "mode", "unit", "system", "score", "human"]
+        rows = al.segment_rows(scores, human)
+        others = al.other_reference_rows(scores, human)
+        for lp, g in rows.groupby("lp", sort=True):
+            data = g.rename(columns={"seg_id": "unit", "mqm": "human"})[cols]
+            scope = f"WMT22 {lp} vs MQM"
+            # a recorded judge with unscored outputs would shrink every judge's comparison to the outputs it
+            # scored (mt-metrics-eval has no rule for a metric's None at the segment level): its own view
+            gaps = data[(data["mode"] == RECORDED_MODE) & ~np.isfinite(data["score"].astype(float))]["judge"]
+            partial = data["judge"].isin(set(gaps))
+            parts = [(scope, data[~partial], "variants: main reference refA and source-only; systems: all but refA")]
+            if partial.any():
+                parts.append((f"{scope}, unscored outputs", data[partial],
+                              "recorded judges with unscored outputs (None in their file), compared on the outputs "
+                              "all of them scored"))
+            for ref, r in others.items():
+                part = r[r["lp"] == lp].rename(columns={"seg_id": "unit", "mqm": "human"})[cols]
+                if len(part):
+                    parts.append((f"{scope}, reference {ref}", part,
+                                  f"variants: reference {ref}; systems: all but {ref}"))
+            for name, d, variants in parts:
+                out += [View("segment", name, measure, "segment", d.reset_index(drop=True),
+                             notes={"variants": variants}) for measure in ("acc_eq_calibrated", "tau_b")]
+            sysview = system_accuracy_view(data, f"WMT22 {lp} vs MQM")
+            if sysview is not None:
+                out.append(sysview)
+        return out
+
     def views(self, tables: dict[str, pd.DataFrame]) -> list:
         """The segment view per language pair (acc*_eq and τ_b against MQM; units: segments, every scored system of
         a segment) and the summary-level Spearman ρ per SummEval aspect: the mean over documents of each document's
@@ -180,12 +262,7 @@ class HumanAlignment(Method):
         out = []
         scores, human = tables.get(SEGMENTS.name), tables.get(HUMAN.name)
         if scores is not None and human is not None and len(scores):
-            rows = al.segment_rows(scores, human)
-            for lp, g in rows.groupby("lp", sort=True):
-                data = g.rename(columns={"seg_id": "unit", "mqm": "human"})[["judge", "mode", "unit", "system",
-                                                                             "score", "human"]]
-                out += [View("segment", f"WMT22 {lp} vs MQM", measure, "segment", data)
-                        for measure in ("acc_eq_calibrated", "tau_b")]
+            out += self._segment_views(scores, human)
         targets = tables.get(TARGETS.name)
         if targets is not None and len(targets):
             scored = targets.dropna(subset=["human", "judge_score"])  # a target without a usable score is no unit

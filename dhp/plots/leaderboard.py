@@ -81,10 +81,12 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
         note = f" (Holm {'/'.join(map(str, h))})" if h else ""
         ax.text(1.0, rows.mean(), f" cluster {int(c)}{note}", va="center", ha="left", fontsize=7, color="#555555",
                 transform=ax.get_yaxis_transform())
-    lo = (ok["value"] - ok["lo"]).to_numpy()
-    hi = (ok["hi"] - ok["value"]).to_numpy()
-    err = np.vstack([np.where(np.isfinite(lo), lo, 0), np.where(np.isfinite(hi), hi, 0)])
-    ax.errorbar(ok["value"], y, xerr=err, fmt="none", ecolor="#333333", lw=1, capsize=2, zorder=2)
+    # each interval drawn as it is, lo to hi: a percentile interval need not contain its point (a system-level
+    # correlation of 10 systems), which offsets from the point (errorbar's xerr) cannot draw
+    lo, hi = ok["lo"].to_numpy(float), ok["hi"].to_numpy(float)
+    has = np.isfinite(lo) & np.isfinite(hi)
+    ax.hlines(y[has], lo[has], hi[has], color="#333333", lw=1, zorder=2)
+    ax.scatter(np.r_[lo[has], hi[has]], np.r_[y[has], y[has]], marker="|", color="#333333", s=16, lw=1, zorder=2)
     recorded = ok["recorded"].astype(bool).to_numpy()
     ax.scatter(ok["value"][~recorded], y[~recorded], color="#1F4E8C", zorder=3, s=22, label="live")
     ax.scatter(ok["value"][recorded], y[recorded], facecolor="white", edgecolor="#1F4E8C", zorder=3, s=22,

@@ -1,0 +1,307 @@
+"""GEMBA live (Kocmi & Federmann 2023; github.com/MicrosoftTranslator/GEMBA @ a7a7eff8, CC BY-SA 4.0): the protocols
+``gemba:DA``, ``gemba:DA_ref``, ``gemba:SQM``, ``gemba:SQM_ref``, ``gemba:stars``, ``gemba:stars_ref``,
+``gemba:classes``, ``gemba:classes_ref`` — the protocols behind GEMBA's recorded judges (dhp.recorded.gemba).
+
+Nothing of GEMBA is copied here: the templates, language names, answer rule, decoding parameters and retry limits
+are READ AT RUN TIME from the data root's ``gemba/gemba/prompt.py`` and ``gemba/gemba/gpt_api.py`` by parsing
+their Python literals with :mod:`ast` (never importing or executing them): ``prompts[<name>]`` (``prompt``,
+``use_ref``, ``max_tokens``; the ``validate_answer`` lambda names its rule — ``validate_number`` with that
+function's ``min``/``max`` defaults, ``validate_stars``, or ``parse_classes`` with the lambda's ``classes``
+default), ``language_codes``, ``GptApi.call_api``'s ``parameters`` (``temperature: temperature / D``, top_p, n,
+penalties, stop), ``request``'s start temperature and step, and ``request_api``'s temperature limit.
+
+What a call sends (as ``gemba_da.py`` + ``GptApi``): the template filled with ``str.format`` (source_lang and
+target_lang the names of the language codes, source_seg, target_seg, reference_seg) as one user message;
+temperature ``t / D`` for the attempt ``t`` = 0, 1, ... (D = 10); ``max_tokens`` the prompt's own where it sets
+one (classes: 100; upstream's ``request`` passes it on the first attempt only, and ``gemba_da.py`` never passes it). The reply is stripped and read by the prompt's rule (:func:`gemba_parse`, the same semantics as
+upstream's ``validate_number`` / ``validate_stars`` / ``parse_classes``, checked against upstream's own
+functions in the tests); no valid answer: the same request at the next temperature, up to the limit (t > 10:
+no answer, the score is NaN with the reason).
+
+Deliberate differences, recorded in :attr:`GembaProtocol.differences`: this project's chat calls always carry a
+``max_tokens`` (GEMBA sends none for DA/SQM/stars: :data:`DEFAULT_MAX_TOKENS` here) and cannot see a reply's
+finish_reason (GEMBA re-asks a cut-off reply with 200 more tokens, or treats it as no answer when no max_tokens was
+set); top_p 1, n 1, zero penalties and no stop are the servers' defaults and are not sent.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dhp import calls
+from dhp.backends.base import ChatRequest
+from dhp.datasets import registry
+from dhp.errors import DHPError
+
+__all__ = ["GembaProtocol", "gemba_protocol", "gemba_parse", "gemba_messages", "gemba_request", "gemba_score",
+           "GEMBA_PROTOCOLS", "DEFAULT_MAX_TOKENS", "GEMBA_COMMIT"]
+
+GEMBA_COMMIT = "a7a7eff8"
+#: the protocol names: gemba:<GEMBA prompt name without "GEMBA-">
+GEMBA_PROTOCOLS = ("DA", "DA_ref", "SQM", "SQM_ref", "stars", "stars_ref", "classes", "classes_ref")
+#: what a call asks at most where GEMBA sends no max_tokens (its replies are a number, some stars or a class)
+DEFAULT_MAX_TOKENS = 64
+PROMPT_FILE = "gemba/gemba/prompt.py"
+API_FILE = "gemba/gemba/gpt_api.py"
+
+
+@dataclass(frozen=True)
+class GembaProtocol:
+    """One GEMBA prompt as read from the data root (module docstring)."""
+
+    name: str  # GEMBA's prompt name, e.g. "GEMBA-DA_ref"
+    template: str
+    use_ref: bool
+    rule: str  # "number", "stars" or "classes"
+    number_range: tuple[int, int]  # validate_number's (min, max)
+    classes: tuple[str, ...]
+    max_tokens: int | None  # GEMBA's own (None: it sends none)
+    languages: tuple[tuple[str, str], ...]
+    temperature_divisor: float
+    temperature_start: int
+    temperature_step: int
+    temperature_limit: int
+    identity: str
+    differences: tuple[str, ...]
+
+    def language(self, code: str) -> str:
+        names = dict(self.languages)
+        if code not in names:
+            raise DHPError(f"GEMBA names no language for the code {code!r}.", f"use one of {sorted(names)}.")
+        return names[code]
+
+    @property
+    def sent_max_tokens(self) -> int:
+        return self.max_tokens if self.max_tokens is not None else DEFAULT_MAX_TOKENS
+
+
+# ---------------------------------------------------------------------------------------------- reading upstream
+
+def _tree(path: Path) -> ast.Module:
+    if not path.is_file():
+        raise DHPError(f"GEMBA's {path.name} is missing ({path}).",
+                       f"python -m dhp data fetch gemba (MicrosoftTranslator/GEMBA @ {GEMBA_COMMIT}), or set "
+                       "DHP_DATA_DIR.")
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _bad(path: Path, what: str) -> DHPError:
+    return DHPError(f"{path}: cannot read {what} from GEMBA's code.", "use the unmodified upstream file.")
+
+
+def _assigned(tree: ast.Module, name: str):
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.value
+    return None
+
+
+def _function(tree, name: str) -> ast.FunctionDef | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    return None
+
+
+def _defaults(fn: ast.FunctionDef) -> dict:
+    args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
+    return {a.arg: ast.literal_eval(d) for a, d in zip(args, fn.args.defaults)}
+
+
+def _rule(lam: ast.Lambda, tree: ast.Module, path: Path) -> tuple[str, tuple[int, int], tuple[str, ...]]:
+    body = lam.body
+    if not (isinstance(body, ast.Call) and isinstance(body.func, ast.Name)):
+        raise _bad(path, "a validate_answer rule")
+    fn = body.func.id
+    if fn == "validate_number":
+        d = _function(tree, fn)
+        if d is None:
+            raise _bad(path, "validate_number")
+        dflt = _defaults(d)
+        return "number", (int(dflt["min"]), int(dflt["max"])), ()
+    if fn == "validate_stars":
+        return "stars", (1, 5), ()
+    if fn == "parse_classes":
+        dflt = {a.arg: ast.literal_eval(v) for a, v in
+                zip(lam.args.args[len(lam.args.args) - len(lam.args.defaults):], lam.args.defaults)}
+        return "classes", (0, len(dflt["classes"]) - 1), tuple(dflt["classes"])
+    raise _bad(path, f"the answer rule {fn!r}")
+
+
+def _api(path: Path) -> dict:
+    tree = _tree(path)
+    call_api, request, request_api = (_function(tree, n) for n in ("call_api", "request", "request_api"))
+    if call_api is None or request is None or request_api is None:
+        raise _bad(path, "GptApi.call_api / request / request_api")
+    params = next((n.value for n in ast.walk(call_api) if isinstance(n, ast.Assign)
+                   and any(isinstance(t, ast.Name) and t.id == "parameters" for t in n.targets)), None)
+    if not isinstance(params, ast.Dict):
+        raise _bad(path, "call_api's parameters")
+    out = {}
+    for k, v in zip(params.keys, params.values):
+        key = ast.literal_eval(k)
+        if key == "temperature":
+            if not (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Div) and isinstance(v.right, ast.Constant)):
+                raise _bad(path, "the temperature rule")
+            out["divisor"] = float(v.right.value)
+        elif isinstance(v, ast.Constant):
+            out.setdefault("constants", {})[key] = v.value
+    out["start"] = int(_defaults(request)["temperature"])
+    step = [n for n in ast.walk(request) if isinstance(n, ast.keyword) and n.arg == "temperature"
+            and isinstance(n.value, ast.BinOp) and isinstance(n.value.op, ast.Add)]
+    limit = [n for n in ast.walk(request_api) if isinstance(n, ast.Compare) and isinstance(n.left, ast.Name)
+             and n.left.id == "temperature" and isinstance(n.ops[0], ast.Gt)]
+    if len(step) != 1 or len(limit) != 1:
+        raise _bad(path, "the retry rule (temperature + step, temperature limit)")
+    out["step"] = int(ast.literal_eval(step[0].value.right))
+    out["limit"] = int(ast.literal_eval(limit[0].comparators[0]))
+    return out
+
+
+def gemba_protocol(name: str, data_dir=None) -> GembaProtocol:
+    """The protocol ``gemba:<name>`` (or ``<name>``: "DA_ref", or GEMBA's own "GEMBA-DA_ref"), read from the data
+    root (module docstring)."""
+    short = name.split(":", 1)[1] if name.startswith("gemba:") else name.removeprefix("GEMBA-")
+    if short not in GEMBA_PROTOCOLS:
+        raise DHPError(f"Unknown GEMBA protocol {name!r}.", f"use one of {['gemba:' + p for p in GEMBA_PROTOCOLS]}.")
+    prompt_path = registry.path(PROMPT_FILE, data_dir)
+    api_path = registry.path(API_FILE, data_dir)
+    tree = _tree(prompt_path)
+    prompts, languages = _assigned(tree, "prompts"), _assigned(tree, "language_codes")
+    if not isinstance(prompts, ast.Dict) or languages is None:
+        raise _bad(prompt_path, "prompts / language_codes")
+    entries = {ast.literal_eval(k): v for k, v in zip(prompts.keys, prompts.values)}
+    key = f"GEMBA-{short}"
+    entry = entries.get(key)
+    if not isinstance(entry, ast.Dict):
+        raise _bad(prompt_path, f"the prompt {key}")
+    fields = {ast.literal_eval(k): v for k, v in zip(entry.keys, entry.values)}
+    if not isinstance(fields.get("validate_answer"), ast.Lambda):
+        raise _bad(prompt_path, f"{key}'s validate_answer")
+    rule, rng, classes = _rule(fields["validate_answer"], tree, prompt_path)
+    template = ast.literal_eval(fields["prompt"])
+    max_tokens = ast.literal_eval(fields["max_tokens"]) if "max_tokens" in fields else None
+    api = _api(api_path)
+    constants = api.get("constants", {})
+    differences = [f"max_tokens {DEFAULT_MAX_TOKENS} sent (GEMBA sends none)" if max_tokens is None else
+                   f"max_tokens {max_tokens} on every attempt (GEMBA's GptApi.request drops it on its retries, and "
+                   "gemba_da.py passes none)"]
+    differences += ["a cut-off reply is parsed as it is (GEMBA re-asks with 200 more tokens or drops it)",
+                    "seed 0 sent (every request of this project carries one; GEMBA sends none)",
+                    "top_p/n/penalties/stop not sent: " + ", ".join(f"{k}={v}" for k, v in sorted(constants.items()))
+                    + " (the servers' defaults)"]
+    digest = hashlib.sha256(template.encode("utf-8")).hexdigest()[:12]
+    return GembaProtocol(
+        key, template, bool(ast.literal_eval(fields["use_ref"])), rule, rng, classes, max_tokens,
+        tuple(sorted(ast.literal_eval(languages).items())), api["divisor"], api["start"], api["step"], api["limit"],
+        f"gemba/{key}@{GEMBA_COMMIT} sha256:{digest} user message, temperature t/{api['divisor']:g} "
+        f"(t={api['start']}..{api['limit']} step {api['step']} until a valid answer), rule {rule}", tuple(differences))
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+def _one_number(text: str, top: int | None) -> int | None:
+    """GEMBA's numerical reading: the only run of digits; else a bracketed quoted number; else "<n>/<top>"."""
+    digits = re.findall(r"\d+", text)
+    if len(digits) == 1:
+        return int(digits[0])
+    if re.fullmatch(r"\[['\"][0-9]*['\"]\]", text):
+        return int(text[2:-2]) if text[2:-2] else None
+    if top is not None and re.fullmatch(rf"[0-9]*/{top}", text):
+        head = text.split("/")[0]
+        return int(head) if head else None
+    return None
+
+
+_WORDS = ("one", "two", "three", "four", "five")
+
+
+def _stars(text: str) -> int | None:
+    low = text.lower()
+    found = {low.count(c) for c in ("*", "★") if c in low}
+    padded = f" {low} ".replace("\n", " ")
+    found |= {k for k, w in enumerate(_WORDS, start=1) if f" {w} " in padded or f"{k} star" in padded}
+    n = _one_number(padded, None)
+    if n is not None:
+        found.add(n)
+    if len(found) == 1:
+        (only,) = found
+        return only if 1 <= only <= 5 else None
+    return None
+
+
+def _classes(text: str, classes: tuple[str, ...]) -> int | None:
+    hits = [i for i, c in enumerate(classes) if c.lower() in text.lower()]
+    return hits[0] if len(hits) == 1 else None
+
+
+def gemba_parse(protocol: GembaProtocol, reply: str | None) -> int | None:
+    """The prompt's answer rule on a stripped reply: the score, or None (no valid answer)."""
+    if reply is None:
+        return None
+    text = reply.strip()
+    if protocol.rule == "number":
+        lo, hi = protocol.number_range
+        n = _one_number(text, hi)
+        return n if n is not None and lo <= n <= hi else None
+    if protocol.rule == "stars":
+        return _stars(text)
+    return _classes(text, protocol.classes)
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+def gemba_messages(protocol: GembaProtocol, source: str, target: str, reference: str | None = None,
+                   src_lang: str = "zh", tgt_lang: str = "en") -> list[dict[str, str]]:
+    """The one user message of a call (gemba_da.py's ``data`` and ``prompt.format``)."""
+    if protocol.use_ref and reference is None:
+        raise DHPError(f"{protocol.name} compares with the human reference, and none was given.",
+                       "pass the reference translation, or use the protocol without _ref.")
+    data = {"source_seg": source, "target_seg": target, "reference_seg": reference,
+            "source_lang": protocol.language(src_lang), "target_lang": protocol.language(tgt_lang)}
+    return [{"role": "user", "content": protocol.template.format(**data)}]
+
+
+def gemba_request(protocol: GembaProtocol, messages, attempt: int) -> ChatRequest:
+    """The request of attempt ``attempt`` (temperature attempt / divisor); no seed beyond the project's fixed 0."""
+    return ChatRequest.make(messages, protocol.sent_max_tokens, attempt / protocol.temperature_divisor)
+
+
+def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=None, data_dir=None,
+                progress: bool | str = False) -> pd.DataFrame:
+    """Score ``rows`` (source, target, and reference for a _ref protocol; src_lang, tgt_lang default zh, en) with
+    GEMBA's protocol: ``rows`` with score (NaN when no attempt gave a valid answer), attempt (the temperature
+    step that answered) and failure. Attempts run in rounds: every row still unanswered asks again at the next
+    temperature."""
+    proto = gemba_protocol(protocol, data_dir) if isinstance(protocol, str) else protocol
+    msgs = [gemba_messages(proto, r.source, r.target, getattr(r, "reference", None),
+                           getattr(r, "src_lang", "zh"), getattr(r, "tgt_lang", "en"))
+            for r in rows.itertuples()]
+    score = np.full(len(rows), np.nan)
+    attempt = np.full(len(rows), -1)
+    why = ["" for _ in range(len(rows))]
+    todo = list(range(len(rows)))
+    t = proto.temperature_start
+    while todo and t <= proto.temperature_limit:
+        out = calls.chat(judge, [gemba_request(proto, msgs[i], t) for i in todo], cache, progress=progress,
+                         desc=f"gemba t={t}")
+        left = []
+        for i, o in zip(todo, out):
+            text = getattr(o, "text", None)
+            value = gemba_parse(proto, text)
+            if text is None:  # a refused call: GEMBA records no answer for it, without raising the temperature
+                why[i] = f"call failed: {getattr(o, 'reason', 'no reply')}"
+            elif value is None:
+                why[i] = f"no valid answer up to temperature {t / proto.temperature_divisor:g}"
+                left.append(i)
+            else:
+                score[i], attempt[i], why[i] = value, t, ""
+        todo, t = left, t + proto.temperature_step
+    return rows.assign(score=score, attempt=attempt, failure=why, protocol=proto.identity)

@@ -1,0 +1,82 @@
+"""``evaluate --protocol gemba:<name>``: the plan for every GEMBA protocol (quick and paper), and a full run through a
+scripted judge that puts it beside GEMBA-GPT4-DA-refA in the WMT22 segment view on the same outputs, with a paired
+test. (A real model is exercised by tests/test_gemba_protocol.py's comparison with GEMBA's code; SmolLM2 answers
+GEMBA's prompts with a number and prose, which GEMBA's rule rejects, so a live quick run asks up to 11 times per
+output.) Skipped without GEMBA's files."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import pytest
+
+from dhp.backends import BACKENDS, Backend, Completion, register_backend
+from dhp.datasets import registry
+from dhp.errors import DHPError
+from dhp.evaluate import evaluate, plan
+from dhp.judging.gemba import GEMBA_PROTOCOLS
+
+DATA = registry.data_root()
+
+
+@pytest.mark.parametrize("profile,segments", [("quick", 6), ("paper", 1875)])
+def test_plan_of_every_gemba_protocol(tmp_path, profile, segments):
+    for name in GEMBA_PROTOCOLS:
+        steps = plan("openai:m@http://127.0.0.1:9/v1", profile, run_dir=str(tmp_path / name),
+                     protocols=[f"gemba:{name}"])
+        assert [s.method for s in steps] == ["human_alignment"]
+        (step,) = steps
+        assert step.config.segment_protocol == f"gemba:{name}" and step.config.n_docs == 0
+        assert f"{segments} of 1875 MQM segments x 15 systems" in step.units[0]
+        assert step.calls == segments * 15 and f"GEMBA-{name}@a7a7eff8" in step.note
+
+
+def test_protocol_errors_name_the_fix(tmp_path):
+    with pytest.raises(DHPError, match="Unknown judge protocol"):
+        plan("openai:m@http://127.0.0.1:9/v1", "quick", run_dir=str(tmp_path), protocols=["gemba-DA"])
+    with pytest.raises(DHPError, match="its own --run-dir"):
+        plan("openai:m@http://127.0.0.1:9/v1", "quick", run_dir=str(tmp_path), protocols=["gemba:DA", "gemba:SQM"])
+
+
+class Digits(Backend):
+    """A judge that answers every GEMBA prompt with a number from the message's hash (deterministic)."""
+
+    identity = "scripted:gemba-digits"
+    model = "digits"
+    n_ctx = None
+
+    def chat_many(self, requests, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            h = int(hashlib.sha256(r.messages[-1][1].encode()).hexdigest(), 16)
+            res = Completion(str(h % 101), None, 100, 2, None, None)
+            out.append(res)
+            if on_result:
+                on_result(i, res)
+        return out
+
+
+@pytest.mark.slow  # about 5 min on 2 cores: the leaderboard compares ~80 recorded judges on the segment views
+def test_quick_run_puts_the_judge_beside_gemba_gpt4_on_the_same_segments(tmp_path):
+    register_backend("scripted", example="scripted:<x>")(lambda rest, **o: Digits())
+    try:
+        run = tmp_path / "run"
+        got = evaluate("scripted:x", "quick", run_dir=str(run), yes=True, protocols=["gemba:DA_ref"],
+                       out=open(tmp_path / "out.txt", "w"))
+    finally:
+        BACKENDS.pop("scripted")
+    assert 0 < got["calls_made"] <= 90  # outputs two systems share are one call (one cache key)
+    seg = pd.read_parquet(run / "segment_scores.parquet")
+    mine = seg[seg["judge"] == "scripted:gemba-digits"]
+    assert len(mine) == 90 and set(mine["reference"]) == {"refA"} and mine["score"].notna().all()
+    board = pd.read_csv(run / "leaderboard.csv")
+    view = board[(board["view"] == "segment") & (board["scope"] == "WMT22 zh-en vs MQM")
+                 & (board["measure"] == "acc_eq_calibrated")]
+    me, gpt4 = view[view["judge"] == "scripted:gemba-digits"], view[view["judge"] == "GEMBA-GPT4-DA-refA"]
+    assert len(me) == len(gpt4) == 1 and (me["status"] == "ok").all() and (gpt4["status"] == "ok").all()
+    assert int(me["n"].iloc[0]) == int(gpt4["n"].iloc[0]) == 6  # the same six segments
+    pairs = pd.read_csv(run / "leaderboard_pairs.csv")
+    duel = pairs[(pairs["measure"] == "acc_eq_calibrated")
+                 & pairs[["judge_a", "judge_b"]].isin(["scripted:gemba-digits", "GEMBA-GPT4-DA-refA"]).all(axis=1)]
+    assert len(duel) == 1 and duel["p"].notna().all()
