@@ -239,7 +239,11 @@ LLMBAR_COMMIT = "900616b"
 LLMBAR_TEMPLATE_SHA = {"Vanilla": "77a3a8f35447", "Vanilla_NoRules": "c5759aaedc9d", "Vanilla_1shot": "bdc127c0ca41",
                        "Vanilla_2shot": "e29be9c04236", "CoT": "fe8768534e49", "Metrics": "582d0cdf593c+75b5fd4c8b24",
                        "Reference": "840368102404+5e0f2645cd41",
-                       "Metrics_Reference": "582d0cdf593c+840368102404+a75730d4a3e7"}
+                       "Metrics_Reference": "582d0cdf593c+840368102404+a75730d4a3e7",
+                       "Rating": "4c1fbf0c857e", "Rating_NoRules": "4ee776236550",
+                       "Rating_Metrics": "582d0cdf593c+8b6133dac790", "Rating_Reference": "840368102404+ba2029222833",
+                       "Rating_Metrics_Reference": "582d0cdf593c+840368102404+90630ec0ef0a",
+                       "Swap": "fe8768534e49+cefbd81e8adf", "Swap_CoT": "fe8768534e49+4f74f144f3dc"}
 LIVE_LLMBAR = "llmbar:"  # prefix of the live strategies that run LLMBar's evaluators verbatim
 
 
