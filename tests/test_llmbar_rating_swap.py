@@ -13,6 +13,8 @@ import pytest
 
 from dhp import calls
 from dhp.analysis.decomposition import LLMBAR_TEMPLATE_SHA, llmbar_identity, view_strategy
+from dhp.backends import ChatRequest
+from dhp.backends.openai_server import OpenAIBackend
 from dhp.datasets.llmbar import load_llmbar
 from dhp.evaluate import plan
 from dhp.judging.strategies import (LLMBAR_RATING, LLMBAR_STRATEGIES, LLMBAR_SWAP, llmbar_plan_requests,
@@ -135,3 +137,40 @@ def test_live_rating_and_swap_stand_in_the_recorded_judges_view(name):
     identity = llmbar_protocol(name).identity
     assert view_strategy(f"llmbar:{name}", identity) == name
     assert view_strategy(f"llmbar:{name}", identity + "x") == f"llmbar:{name}"
+
+
+def test_llmbar_requests_send_no_seed_and_other_calls_keep_theirs():
+    pairs = load_llmbar(["Natural"], n_items=1, seed=0)
+    backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1")
+    for s in ("Vanilla", "Rating", "Swap"):
+        for req in llmbar_plan_requests(pairs, llmbar_protocol(s)):
+            assert req.seed is None and "seed" not in backend.chat_body(req)
+    # every other judge call still carries its seed (GEMBA's, DnA's own wordings)
+    assert backend.chat_body(ChatRequest.make([{"role": "user", "content": "x"}], 4, 0.0, 0))["seed"] == 0
+
+
+def test_a_too_long_call_is_retried_at_80_percent_max_tokens(monkeypatch):
+    pairs = load_llmbar(["Natural"], n_items=1, seed=0)
+    asked = []
+
+    def fake_chat(judge, requests, cache=None, **kw):
+        asked.append([r.max_tokens for r in requests])
+        return [_reply("Output (a)") if r.max_tokens <= 30 else type("R", (), {
+            "text": None, "prompt_tokens": 0,
+            "reason": "context overflow: HTTP 400: ... Please reduce the length of the messages or completion."})()
+            for r in requests]
+
+    monkeypatch.setattr(calls, "chat", fake_chat)
+    verdicts, costs = run_strategies(pairs, ["llmbar:Vanilla"], judge="embedded", progress=False)
+    assert asked == [[50, 50], [40, 40], [32, 32], [25, 25]]  # int(x * 0.8) each time, as evaluate.py
+    assert list(verdicts["verdict"]) == ["1", "2"] and int(costs["calls"].iloc[0]) == 8
+
+
+def test_a_call_too_long_even_at_one_token_fails_with_its_reason(monkeypatch):
+    pairs = load_llmbar(["Natural"], n_items=1, seed=0)
+    monkeypatch.setattr(calls, "chat", lambda judge, requests, cache=None, **kw: [type("R", (), {
+        "text": None, "prompt_tokens": 0, "reason": "context overflow: HTTP 400: too long"})() for _ in requests])
+    verdicts, costs = run_strategies(pairs, ["llmbar:Vanilla"], judge="embedded", progress=False)
+    assert verdicts["verdict"].isna().all() and verdicts["failure"].str.startswith("context overflow").all()
+    assert int(costs["calls"].iloc[0]) == 2 * 14  # 50, 40, 32, 25, 20, 16, 12, 9, 7, 5, 4, 3, 2, 1
+    assert any("80 %" in d for d in llmbar_protocol("Vanilla").differences)

@@ -45,7 +45,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -439,6 +439,18 @@ class LLMBarProtocol:
         return llmbar_kind(self.strategy)
 
     @property
+    def differences(self) -> tuple[str, ...]:
+        """Where a live run deliberately differs from evaluate.py (the protocol record; the CHANGELOG says why)."""
+        out = [f"{', '.join(sorted({k for m in self.modules for k in m.not_applied}))} not applied (logit biases on "
+               "tiktoken ids of OpenAI's models)"] if any(m.not_applied for m in self.modules) else []
+        if self.kind == "rating":
+            out.append("a score reply that is not an integer gives no verdict (evaluate.py: '1' in order 12, '2' "
+                       "in order 21), as the recorded rows are imported")
+        out.append("a too-long call is retried at 80 % max_tokens down to 1, then fails with its reason "
+                   "(evaluate.py's next call is refused and gives an empty reply: no verdict either)")
+        return tuple(out)
+
+    @property
     def auxiliary(self) -> tuple[LLMBarModule, ...]:
         """The steps run on the instruction alone before the verdict (Metrics, Reference); none for Swap."""
         return () if self.kind == "swap" else self.modules[:-1]
@@ -576,29 +588,51 @@ def llmbar_swap_fields(item, first: dict[str, tuple[str | None, str]]) -> list[d
     return out
 
 
-def _llmbar_request(module: LLMBarModule, seed: int, **fields):
-    return ChatRequest.make(llmbar_messages(module, **fields), module.max_tokens, module.temperature, seed)
+def _llmbar_request(module: LLMBarModule, **fields):
+    # no seed: LLMBar's evaluate.py never sent one (a parameter the protocol does not have)
+    return ChatRequest.make(llmbar_messages(module, **fields), module.max_tokens, module.temperature, None)
+
+
+#: evaluate.py (openai_completion): a call refused with "Please reduce" (prompt + max_tokens over the model's
+#: context) is asked again with max_tokens x 0.8 (rounded down), until it fits
+LLMBAR_REDUCE = 0.8
+
+
+def _too_long(reason: str) -> bool:
+    # OpenAI's wording, which upstream tests for; an OpenAI-compatible server's context overflow (dhp.backends names
+    # every such HTTP 400 "context overflow") is the same refusal
+    return "Please reduce" in reason or reason.startswith("context overflow")
 
 
 def _llmbar_chat(ctx: Context, requests) -> list[tuple[str | None, str]]:
-    if not requests:
-        return []
-    res = []
-    for o in calls.chat(ctx.judge, requests, ctx.cache, progress=ctx.progress, desc="llmbar"):
-        text = getattr(o, "text", None)
-        ctx.calls += 1
-        ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
-        res.append((text, "" if text is not None else getattr(o, "reason", "call failed")))
+    """(reply, why) per request; a too-long request is retried at 80 % of its max_tokens as upstream does (down to
+    max_tokens 1: then it fails with its reason, where upstream's next call is refused and gives an empty reply)."""
+    res: list = [None] * len(requests)
+    todo = list(enumerate(requests))
+    while todo:
+        again = []
+        out = calls.chat(ctx.judge, [r for _, r in todo], ctx.cache, progress=ctx.progress, desc="llmbar")
+        for (i, req), o in zip(todo, out):
+            text = getattr(o, "text", None)
+            ctx.calls += 1
+            ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
+            why = "" if text is not None else str(getattr(o, "reason", "call failed"))
+            smaller = int(req.max_tokens * LLMBAR_REDUCE)
+            if text is None and _too_long(why) and smaller >= 1:
+                again.append((i, replace(req, max_tokens=smaller)))
+                continue
+            res[i] = (text, why)
+        todo = again
     return res
 
 
-def llmbar_auxiliary_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0) -> list:
+def llmbar_auxiliary_requests(items: pd.DataFrame, protocol: LLMBarProtocol) -> list:
     """The auxiliary steps' requests (Metrics / Reference: from the instruction alone), one per step and item."""
-    return [_llmbar_request(module, seed, input=it.instruction) for module in protocol.auxiliary
+    return [_llmbar_request(module, input=it.instruction) for module in protocol.auxiliary
             for it in items.itertuples()]
 
 
-def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0, auxiliary=None) -> list:
+def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, auxiliary=None) -> list:
     """The verdict step's requests, per item: a comparison or Swap's first round one per order ("12" then "21":
     output_1/output_2 of the template are the two responses in that order); a Rating one per output (output_1's
     then output_2's, as ``output``). ``auxiliary``: item_id -> the auxiliary steps' replies."""
@@ -610,23 +644,23 @@ def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0
         got = list((auxiliary or {}).get(it.item_id, ()))
         aux = {f"auxiliary_input_{i}": a for i, a in enumerate(got + [""] * (n_aux - len(got)))}
         if protocol.kind == "rating":
-            reqs += [_llmbar_request(final, seed, input=it.instruction, output=o, **aux)
+            reqs += [_llmbar_request(final, input=it.instruction, output=o, **aux)
                      for o in (it.output_1, it.output_2)]
             continue
         for order in ORDERS:
             o1, o2 = _oriented(it, order)
-            reqs.append(_llmbar_request(final, seed, input=it.instruction, output_1=o1, output_2=o2, **aux))
+            reqs.append(_llmbar_request(final, input=it.instruction, output_1=o1, output_2=o2, **aux))
     return reqs
 
 
-def llmbar_plan_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0) -> list:
+def llmbar_plan_requests(items: pd.DataFrame, protocol: LLMBarProtocol) -> list:
     """Every request a run may send, for a plan: the auxiliary steps', the verdict step's and, for Swap, the
     second round of every pair (an upper bound: it is asked only where the orders disagree; empty explanations
     stand in for the first round's replies)."""
-    reqs = llmbar_auxiliary_requests(items, protocol, seed) + llmbar_requests(items, protocol, seed)
+    reqs = llmbar_auxiliary_requests(items, protocol) + llmbar_requests(items, protocol)
     if protocol.kind == "swap":
         for it in items.itertuples():
-            reqs += [_llmbar_request(protocol.modules[1], seed, **f)
+            reqs += [_llmbar_request(protocol.modules[1], **f)
                      for f in llmbar_swap_fields(it, {"12": ("1", ""), "21": ("2", "")})]
     return reqs
 
@@ -643,12 +677,12 @@ def _llmbar_strategy(name: str):
         label = f"llmbar:{name}"
         aux: dict = {it.item_id: [] for it in items.itertuples()}
         for module in protocol.auxiliary:  # Metrics / Reference: generated from the instruction alone, per item
-            replies = _llmbar_chat(ctx, [_llmbar_request(module, ctx.seed, input=it.instruction)
+            replies = _llmbar_chat(ctx, [_llmbar_request(module, input=it.instruction)
                                          for it in items.itertuples()])
             for it, (txt, why) in zip(items.itertuples(), replies):
                 # a refused auxiliary call: LLMBar's evaluate.py goes on with an empty auxiliary text, and so here
                 aux[it.item_id].append(str(txt or "").strip())
-        replies = iter(_llmbar_chat(ctx, llmbar_requests(items, protocol, ctx.seed, aux)))
+        replies = iter(_llmbar_chat(ctx, llmbar_requests(items, protocol, aux)))
         rows = []
         if protocol.kind == "rating":
             for it in items.itertuples():
@@ -672,7 +706,7 @@ def _llmbar_strategy(name: str):
         if protocol.kind == "swap":  # the second round where the orders disagree; the last round is the verdict
             jobs = [(it, f) for it in items.itertuples() for f in (llmbar_swap_fields(
                 it, {o: first[(it.item_id, o)][:2] for o in ORDERS}) or ())]
-            got = _llmbar_chat(ctx, [_llmbar_request(protocol.modules[1], ctx.seed, **f) for _, f in jobs])
+            got = _llmbar_chat(ctx, [_llmbar_request(protocol.modules[1], **f) for _, f in jobs])
             for (it, _), order, (txt, why) in zip(jobs, ORDERS * len(items), got):
                 winner, reason = llmbar_parse(protocol.modules[1], txt) if txt is not None else (None, why)
                 second[(it.item_id, order)] = (_to_dataset(winner, order), reason)

@@ -202,7 +202,7 @@ class DecomposeAggregate(Method):
         for s in (x for x in config.strategies if x.startswith("llmbar:")):
             protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
             # the auxiliary steps' requests (Metrics, Reference), the verdicts' and Swap's second round (at most)
-            requests = llmbar_plan_requests(pairs, protocol, config.seed)
+            requests = llmbar_plan_requests(pairs, protocol)
             plan.estimates.append(calls.chat(backend or config.judge, requests, config.cache, dry_run=True,
                                              progress=False))
             # every protocol of the step, not only the last
