@@ -52,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 from dhp import calls
-from dhp.analysis.decomposition import LLMBAR_COMMIT, llmbar_identity  # one source of the identity
+from dhp.analysis.decomposition import (LLMBAR_COMMIT, LLMBAR_OWN_DECODING_TEXT, LLMBAR_OWN_FORMAT,  # one source
+                                        LLMBAR_OWN_RULE_TEXT, llmbar_identity)  # of the identity and its words
 from dhp.backends import ChatRequest
 from dhp.datasets import registry
 from dhp.errors import DHPError
@@ -500,8 +501,27 @@ def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CON
     if not ok:
         raise DHPError(f"{cfg_path} does not have the steps LLMBar's {kind} evaluators have.",
                        "use the unmodified upstream file.")
+    diffs = _config_differences(data_dir, strategy, configs, modules) \
+        if judge_config != LLMBAR_CONFIG_JUDGE else ()
     return LLMBarProtocol(strategy, tuple(modules), llmbar_identity(strategy, _template_digest(
-        m.template for m in modules)))
+        m.template for m in modules), judge_config, diffs))
+
+
+def _config_differences(data_dir, strategy: str, configs: list, modules: list) -> tuple[str, ...]:
+    """How a judge's config of ``strategy`` differs from the live one (GPT-4's), read as evaluate.py reads it:
+    the answer rule (parsing), the message format (evaluate.py's dispatch on the model name: Llama-2 and Falcon get
+    their own text formats, PaLM one text prompt; the rest ChatML) and the decoding (a temperature or none)."""
+    live = llmbar_protocol(strategy, data_dir)
+    rule = [m.parsing for m in modules] != [m.parsing for m in live.modules]
+    name = str(configs[0].get("model_name", ""))
+    fmt = "LLaMA2" if "meta-llama/Llama-2" in name else "Falcon" if "tiiuae/falcon-180B" in name else \
+        "PaLM2" if "PaLM" in name else ""
+    own_decoding = any("temperature" not in (c.get("openai_kwargs") or c.get("generate_kwargs")
+                                             or c.get("palm_kwargs") or {}) for c in configs)
+    out = [LLMBAR_OWN_RULE_TEXT] if rule else []
+    out += [LLMBAR_OWN_FORMAT[fmt]] if fmt else []
+    out += [LLMBAR_OWN_DECODING_TEXT] if own_decoding else []
+    return tuple(out)
 
 
 def chatml_messages(prompt: str) -> list[dict[str, str]]:

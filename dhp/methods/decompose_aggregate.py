@@ -325,7 +325,9 @@ class DecomposeAggregate(Method):
         if verdicts is None or verdicts.empty:
             return []
         units = dec.correctness_units(verdicts)
-        # one view per scope × strategy; its rows share one protocol (dec.view_strategy), recorded in the view
+        # one view per scope × strategy (dec.view_strategy: a live judge only on the recorded judges' protocol);
+        # each judge's own protocol too, so a recorded judge run on its own config is labelled so
         return [View("llmbar_agreement", scope, "agreement", "mean", g.drop(columns=["scope", "strategy", "protocol"]),
-                     strategy=strategy, notes={"protocol": " | ".join(sorted(set(g["protocol"])))})
+                     strategy=strategy, notes={"protocol": " | ".join(sorted(set(g["protocol"]))), "protocols": {
+                         (j, m): p for (j, m), p in g.groupby(["judge", "mode"])["protocol"].first().items()}})
                 for (scope, strategy), g in units.groupby(["scope", "strategy"], sort=True)]
