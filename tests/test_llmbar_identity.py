@@ -5,9 +5,12 @@ text prompt; a live judge (GPT-4's config) is "the same protocol" only as GPT-4,
 
 from __future__ import annotations
 
+import io
+
 import pandas as pd
 
 from dhp.analysis.decomposition import correctness_units, llmbar_differences, protocol_of
+from dhp.evaluate import _print_board
 from dhp.judging.strategies import LLMBAR_CONFIG_JUDGE, llmbar_prompts_dir, llmbar_protocol
 from dhp.plots.leaderboard import _protocol_note
 
@@ -51,3 +54,20 @@ def test_a_live_judge_shares_a_view_but_not_a_protocol_with_palm2(tmp_path):
     assert u.at["live", "protocol"] == u.at["GPT-4", "protocol"] != u.at["PaLM2", "protocol"]
     note = _protocol_note(pd.DataFrame({"protocol": list(u["protocol"]), "recorded": [False, True, True]}))
     assert "not the same protocol" in note and "PaLM2: own answer rule" in note
+
+
+def test_evaluate_prints_which_judges_of_its_views_are_on_another_protocol(tmp_path):
+    live = llmbar_protocol("CoT").identity
+    palm = protocol_of("CoT", "LLMBar/Natural/evaluators/PaLM2/CoT/result.json", "PaLM2")
+    board = pd.DataFrame([{"view": "llmbar_agreement", "scope": "LLMBar Natural", "measure": "agreement",
+                           "strategy": "CoT", "judge": j, "mode": m, "value": 0.5, "lo": 0.4, "hi": 0.6, "n": 6,
+                           "cluster": 1, "status": "ok", "protocol": p}
+                          for j, m, p in (("me", "logprobs", live), ("GPT-4", "recorded", live),
+                                          ("PaLM2", "recorded", palm))])
+    board.to_csv(tmp_path / "leaderboard.csv", index=False)
+    out = io.StringIO()
+    _print_board(str(tmp_path), "me", out)
+    lines = out.getvalue().splitlines()
+    assert lines[1].endswith(f"protocol: {live}")
+    assert [ln.split()[-1] for ln in lines if ln.strip().startswith(("me", "GPT-4"))] == ["same", "same"]
+    assert "PaLM2: own answer rule" in next(ln for ln in lines if ln.strip().startswith("PaLM2"))
