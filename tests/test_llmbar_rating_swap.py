@@ -174,3 +174,13 @@ def test_a_call_too_long_even_at_one_token_fails_with_its_reason(monkeypatch):
     assert verdicts["verdict"].isna().all() and verdicts["failure"].str.startswith("context overflow").all()
     assert int(costs["calls"].iloc[0]) == 2 * 14  # 50, 40, 32, 25, 20, 16, 12, 9, 7, 5, 4, 3, 2, 1
     assert any("80 %" in d for d in llmbar_protocol("Vanilla").differences)
+
+
+@pytest.mark.slow  # about 8 s: every request of 15 evaluators on the 419 pairs
+def test_paper_dry_run_plans_every_llmbar_strategy(tmp_path):
+    (step,) = plan("openai:m@http://127.0.0.1:9/v1", "paper", run_dir=str(tmp_path),
+                   protocols=[f"llmbar:{s}" for s in LLMBAR_STRATEGIES])
+    # per pair: 8 comparisons x 2 orders + 4 auxiliary steps; 5 Ratings x 2 outputs + 4 auxiliary steps; 2 Swaps x 4
+    # (one instruction is in two pairs: each of its 8 auxiliary steps is one call, the cache key being the same)
+    assert step.calls == 419 * 42 - 8
+    assert all(llmbar_protocol(s).identity in step.note for s in LLMBAR_STRATEGIES)
