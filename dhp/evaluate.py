@@ -258,6 +258,12 @@ def _print_board(run_dir: str, identity: str, out) -> None:
         print("Your judge is in no leaderboard view (see leaderboard.csv for why).", file=out)
         return
     for k, g in shown.groupby(keys, sort=False):
-        print(f"\n{' / '.join(str(x) for x in k if str(x) not in ('', 'nan'))}  protocol: "
-              f"{g['protocol'].iloc[0] if 'protocol' in g else ''}", file=out)
-        print(g[["judge", "mode", "value", "lo", "hi", "n", "cluster", "status"]].to_string(index=False), file=out)
+        protocols = g["protocol"].fillna("").astype(str) if "protocol" in g else pd.Series("", index=g.index)
+        own = protocols[g["judge"] == identity].iloc[0]
+        print(f"\n{' / '.join(str(x) for x in k if str(x) not in ('', 'nan'))}  protocol: {own}", file=out)
+        # a judge of the view run on another protocol (a recorded judge's own config) says how it differs
+        g = g.assign(protocol=["same" if p == own else (p.split(" [", 1)[1].rstrip("]") if " [" in p else p)
+                               for p in protocols])
+        cols = ["judge", "mode", "value", "lo", "hi", "n", "cluster", "status"] + \
+            (["protocol"] if (g["protocol"] != "same").any() else [])
+        print(g[cols].to_string(index=False), file=out)

@@ -55,7 +55,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import yaml
@@ -66,6 +66,8 @@ from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
 from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
+from dhp.judging import PROTOCOLS
+from dhp.judging.strategies import STRATEGIES
 from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
 from dhp.recorded import IMPORTERS
@@ -108,6 +110,11 @@ class GridParams(Params):
                                                          "None: the method's default)")
     params: dict[str, Any] = Field(default_factory=dict, description="method parameters for every method that "
                                                                      "has them (e.g. seed, n_boot, cache_path)")
+    protocols: list[str] = Field(default_factory=list, description="published judge protocols, as evaluate "
+                                 "--protocol (e.g. [llmbar:Rating, llmbar:Swap], [gemba:DA_ref]): each method of "
+                                 "methods that runs one gets its parameters in protocol_profile; params, "
+                                 "method_params and overrides still win. [] (default): none")
+    protocol_profile: Literal["quick", "standard", "paper"] = Field("quick", description="the evaluate profile whose units the protocols run on")
     method_params: dict[str, dict[str, Any]] = Field(default_factory=dict, description="parameters per method")
     overrides: list[Override] = Field(default_factory=list, description="parameters for some judges")
     runs_dir: str = Field("runs", description="where executed notebooks go")
@@ -198,9 +205,17 @@ class Point:
     config: Any
 
 
+def _protocol_values(g: GridParams, method: methods.Method) -> dict:
+    """The parameters ``method`` runs the grid's protocols with (Method.protocol_params; {} when it runs none)."""
+    if not g.protocols:
+        return {}
+    return dict(method.protocol_params(g.protocol_profile, list(g.protocols), g.params.get("data_dir")) or {})
+
+
 def _values(g: GridParams, method: methods.Method, judge: str, mode: str, dataset: str | None) -> dict:
     fields = method.Params.model_fields
-    values = {k: v for k, v in g.params.items() if k in fields}
+    values = {k: v for k, v in _protocol_values(g, method).items() if k in fields}
+    values.update({k: v for k, v in g.params.items() if k in fields})
     values.update(g.method_params.get(method.name, {}))
     for o in g.overrides:
         if judge in o.judges and (o.methods is None or method.name in o.methods) and (o.modes is None or
@@ -232,6 +247,15 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
             raise DHPError(f"grid overrides: {stray} is no parameter of the methods {[m.name for m in targets]}.",
                            "use parameters of the methods the override names (python -m dhp run --method NAME "
                            "--help).")
+    published = [n for n in (*STRATEGIES, *PROTOCOLS) if ":" in n]  # as evaluate: <source>:<name>
+    unknown = [p for p in g.protocols if p not in published]
+    if unknown:
+        raise DHPError(f"grid protocols: unknown judge protocol(s) {unknown}.", f"use some of {', '.join(published)}.")
+    claimed = {p for p in g.protocols for m in g.methods if methods.get(m).protocol_params(
+        g.protocol_profile, [p], g.params.get("data_dir"))}
+    if set(g.protocols) - claimed:
+        raise DHPError(f"grid protocols: no method of {g.methods} runs {sorted(set(g.protocols) - claimed)}.",
+                       "add the method that runs it to methods (python -m dhp extensions lists them).")
     for name in g.method_params:
         if name not in g.methods:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",

@@ -4,7 +4,8 @@
   str.format_map and split into roles at its ChatML markers as LLMBar's evaluate.py does, with LLMBar's decoding
   settings (GPT-4's config) and verdicts parsed by its regexes (compared against the data-root files at run time);
 - a live judge through a real llama_cpp.server on loopback joins GPT-4 in the LLMBar view on the same pairs; a rerun
-  makes no call; the demo's results are untouched;
+  makes no call; the demo's results are untouched; ``--protocol llmbar:Rating --protocol llmbar:Swap`` likewise puts
+  it beside the recorded Rating and Swap judges (issue 35);
 - ``--profile paper --dry-run`` prints per view the recorded judges' units and the call count.
 """
 
@@ -131,7 +132,8 @@ def test_evaluate_quick_through_a_real_server_puts_the_judge_beside_gpt4(llama_s
     gpt4 = view[view["judge"] == "GPT-4"]
     assert len(me) == 1 and len(gpt4) == 1 and (me["status"] == "ok").all()
     assert int(me["n"].iloc[0]) == int(gpt4["n"].iloc[0]) == 6  # the same six pairs
-    assert set(view["protocol"]) == {"llmbar/Vanilla@900616b sha256:77a3a8f35447"}
+    # the live judge on GPT-4's protocol; PaLM2, LLaMA2 and Falcon stand in the view with their own configs
+    assert set(me["protocol"]) == set(gpt4["protocol"]) == {"llmbar/Vanilla@900616b sha256:77a3a8f35447"}
     pairs = pd.read_csv(run / "leaderboard_pairs.csv")
     duel = pairs[((pairs["judge_a"] == "GPT-4") & (pairs["judge_b"] == me["judge"].iloc[0]))
                  | ((pairs["judge_b"] == "GPT-4") & (pairs["judge_a"] == me["judge"].iloc[0]))]
@@ -142,6 +144,27 @@ def test_evaluate_quick_through_a_real_server_puts_the_judge_beside_gpt4(llama_s
     assert second.returncode == 0, second.stderr
     assert "calls made: 0" in second.stdout and "0 to make (12 cached)" in second.stdout
     assert {p.name: p.stat().st_mtime for p in resolve("results").glob("*")} == before
+
+
+@pytest.mark.slow
+def test_rating_and_swap_through_a_real_server_stand_beside_the_recorded_judges(llama_server, tmp_path):
+    _needs_prompts()
+    run = tmp_path / "run"
+    spec = f"openai:@{llama_server.base_url}"
+    out = _dhp("evaluate", spec, "--profile", "quick", "--yes", "--run-dir", str(run),
+               "--protocol", "llmbar:Rating", "--protocol", "llmbar:Swap")
+    assert out.returncode == 0, out.stderr
+    board = pd.read_csv(run / "leaderboard.csv")
+    for strategy, recorded in (("Rating", "GPT-4"), ("Swap", "GPT-4")):
+        view = board[(board["view"] == "llmbar_agreement") & (board["scope"] == "LLMBar Adversarial (4 subsets)")
+                     & (board["strategy"] == strategy)]
+        me = view[view["judge"].str.startswith("openai:smollm2-135m@http://127.0.0.1")]
+        them = view[view["judge"] == recorded]
+        assert len(me) == 1 and len(them) == 1, (strategy, view[["judge", "status"]])
+        assert int(me["n"].iloc[0]) == int(them["n"].iloc[0]) == 6 and me["protocol"].iloc[0] == them["protocol"].iloc[0]
+    verdicts = pd.read_parquet(run / "pairwise_verdicts.parquet")  # the recorded judges' beside the live one's
+    mine = verdicts[verdicts["judge"].astype(str).str.startswith("openai:smollm2-135m@http://127.0.0.1")]
+    assert set(mine["strategy"]) == {"llmbar:Rating", "llmbar:Swap"} and len(mine) == 2 * 6 * 2
 
 
 @pytest.mark.slow

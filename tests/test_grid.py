@@ -60,6 +60,20 @@ def test_points_take_params_then_method_params_then_overrides():
     assert by_judge["embedded"].run_dir == str(pts[0].folder) and skipped == []
 
 
+def test_the_grid_runs_published_protocols_as_evaluate_does():
+    g = grid.validate_params({"judges": ["embedded"], "modes": ["sample"], "methods": ["decompose_aggregate"],
+                              "protocols": ["llmbar:Rating", "llmbar:Swap"],
+                              "overrides": [{"judges": ["embedded"], "params": {"n_pairs": 2}}]})
+    (pt,), _ = grid.points(g)
+    # the protocols' strategies and the quick profile's units, as evaluate --protocol; the grid's own params win
+    assert pt.config.strategies == ["llmbar:Rating", "llmbar:Swap"] and pt.config.n_pairs == 2
+    assert pt.config.subsets == methods.get("decompose_aggregate").profile_params("quick")["subsets"]
+    with pytest.raises(DHPError, match="unknown judge protocol"):
+        grid.points(grid.validate_params({**g.model_dump(), "protocols": ["llmbar:Ratting"]}))
+    with pytest.raises(DHPError, match="no method of"):
+        grid.points(grid.validate_params({**g.model_dump(), "protocols": ["gemba:DA"]}))
+
+
 def test_shipped_yamls_are_valid():
     for name in ("demo", "paper", "dhp_three_datasets"):
         g = grid.load_params(f"params/{name}.yaml")

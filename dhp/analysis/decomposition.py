@@ -239,25 +239,58 @@ LLMBAR_COMMIT = "900616b"
 LLMBAR_TEMPLATE_SHA = {"Vanilla": "77a3a8f35447", "Vanilla_NoRules": "c5759aaedc9d", "Vanilla_1shot": "bdc127c0ca41",
                        "Vanilla_2shot": "e29be9c04236", "CoT": "fe8768534e49", "Metrics": "582d0cdf593c+75b5fd4c8b24",
                        "Reference": "840368102404+5e0f2645cd41",
-                       "Metrics_Reference": "582d0cdf593c+840368102404+a75730d4a3e7"}
+                       "Metrics_Reference": "582d0cdf593c+840368102404+a75730d4a3e7",
+                       "Rating": "4c1fbf0c857e", "Rating_NoRules": "4ee776236550",
+                       "Rating_Metrics": "582d0cdf593c+8b6133dac790", "Rating_Reference": "840368102404+ba2029222833",
+                       "Rating_Metrics_Reference": "582d0cdf593c+840368102404+90630ec0ef0a",
+                       "Swap": "fe8768534e49+cefbd81e8adf", "Swap_CoT": "fe8768534e49+4f74f144f3dc"}
 LIVE_LLMBAR = "llmbar:"  # prefix of the live strategies that run LLMBar's evaluators verbatim
 
 
-def llmbar_identity(strategy: str, digest: str) -> str:
-    """The protocol identity of an LLMBar evaluator: "llmbar/<Strategy>@<commit> sha256:<template digests>"."""
-    return f"llmbar/{strategy}@{LLMBAR_COMMIT} sha256:{digest}"
+#: How each recorded LLMBar judge's config (config/<judge>/<Strategy>.json and evaluate.py's dispatch on its model
+#: name) differs from GPT-4's, the config a live judge follows: what the judge was sent and how its reply was read.
+#: ChatGPT and ChatGPT-0301 differ only in the model. tests/test_llmbar_identity.py derives these from the data
+#: root's configs (dhp.judging.strategies.llmbar_protocol) and checks they are equal.
+LLMBAR_OWN_FORMAT = {"PaLM2": "own message format (one text prompt: system and user joined, no chat roles)",
+                     "LLaMA2": "own message format (Llama-2 [INST] <<SYS>> text, no ChatML)",
+                     "Falcon": "own message format (System:/User:/Falcon: text, no ChatML)"}
+LLMBAR_OWN_DECODING_TEXT = "own decoding (no temperature set: the model's generation defaults)"
+LLMBAR_OWN_DECODING = ("LLaMA2", "Falcon")
+LLMBAR_OWN_RULE_TEXT = "own answer rule (a line starting Output (a)/(b), not '... is better.')"
+LLMBAR_OWN_RULE = {("PaLM2", "CoT")}
 
 
-def protocol_of(strategy: str, source: str) -> str:
+def llmbar_differences(judge: str, strategy: str) -> tuple[str, ...]:
+    """How ``judge``'s recorded ``strategy`` protocol differs from the live one (GPT-4's config), in the identity's
+    words: answer rule, message format, decoding; () when it does not."""
+    judge = str(judge)
+    out = [LLMBAR_OWN_RULE_TEXT] if (judge, str(strategy)) in LLMBAR_OWN_RULE else []
+    out += [LLMBAR_OWN_FORMAT[judge]] if judge in LLMBAR_OWN_FORMAT else []
+    out += [LLMBAR_OWN_DECODING_TEXT] if judge in LLMBAR_OWN_DECODING else []
+    return tuple(out)
+
+
+def llmbar_identity(strategy: str, digest: str, judge: str = "", differences=()) -> str:
+    """The protocol identity of an LLMBar evaluator: "llmbar/<Strategy>@<commit> sha256:<template digests>" is
+    GPT-4's config — the templates as ChatML messages, its decoding (temperature 0, its max_tokens), its answer
+    rule — which a live judge follows and GPT-4, ChatGPT and ChatGPT-0301 were run with. Another judge's config is
+    that identity with how it differs: "... [PaLM2: own answer rule (...)]", so it is never "the same protocol"."""
+    base = f"llmbar/{strategy}@{LLMBAR_COMMIT} sha256:{digest}"
+    return f"{base} [{judge}: {'; '.join(differences)}]" if differences else base
+
+
+def protocol_of(strategy: str, source: str, judge: str = "") -> str:
     """The protocol of a verdict row: a live ``llmbar:`` strategy records its template identity in ``source``; an
-    imported LLMBar verdict (source = its result.json) ran upstream's template; the project's own wordings are
-    "dhp/<strategy>"."""
+    imported LLMBar verdict (source = its result.json) ran upstream's template with ``judge``'s config
+    (:func:`llmbar_differences`); the project's own wordings are "dhp/<strategy>"."""
     source = str(source or "")
     if str(strategy).startswith(LIVE_LLMBAR) and source.startswith("llmbar/"):
         return source
     if source.startswith(("LLMBar/", "Processed/")):  # an imported LLMBar result.json (dhp.recorded.llmbar)
         digest = LLMBAR_TEMPLATE_SHA.get(str(strategy))
-        return llmbar_identity(strategy, digest) if digest else f"llmbar/{strategy}@{LLMBAR_COMMIT}"
+        if not digest:
+            return f"llmbar/{strategy}@{LLMBAR_COMMIT}"
+        return llmbar_identity(strategy, digest, str(judge), llmbar_differences(judge, strategy))
     if source:
         return f"recorded/{strategy}"
     return f"dhp/{strategy}"
@@ -284,7 +317,8 @@ def correctness_units(verdicts: pd.DataFrame) -> pd.DataFrame:
         raise DHPError(f"The verdicts table lacks columns {missing}.", "pass pairwise_verdicts.parquet.")
     right = (verdicts["verdict"].astype(object) == verdicts["label"].astype(object)).astype(float)
     source = verdicts["source"] if "source" in verdicts.columns else pd.Series("", index=verdicts.index)
-    t = verdicts.assign(right=right, protocol=[protocol_of(s, src) for s, src in zip(verdicts["strategy"], source)])
+    t = verdicts.assign(right=right, protocol=[protocol_of(s, src, j) for s, src, j in
+                                               zip(verdicts["strategy"], source, verdicts["judge"])])
     out = t.groupby(["judge", "mode", "strategy", "protocol", "subset", "item_id"], as_index=False)["right"].sum()
     out["value"] = out["right"] / 2.0  # two orders per item
     out["scope"] = out["subset"].map(subset_group)

@@ -31,8 +31,9 @@ block of 100 draws at a time, stopping once p is below 0.02 or above 0.5). Pure:
 Tables: ``leaderboard.csv`` (LEADERBOARD_COLUMNS: one row per view × judge: value, lo, hi, n, rank = position by
 value, cluster = significance cluster by the WMT rule, recorded, status, cluster_rule = the rule stated in words
 (CLUSTER_RULE), cluster_holm = the same walk with the Holm-adjusted decisions of ``significant`` — the two can differ,
-and both are shown —, protocol = the view's protocol, e.g. LLMBar's template identity
-``llmbar/Vanilla@900616b sha256:…``, given by the method in ``View.notes["protocol"]``) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
+and both are shown —, protocol = the judge's protocol, e.g. LLMBar's identity
+``llmbar/Vanilla@900616b sha256:…`` (with "[PaLM2: own answer rule …]" for a recorded judge run on its own config),
+given by the method in ``View.notes["protocols"]`` per (judge, mode), else the view's ``View.notes["protocol"]``) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
 view × pair of judges, the better-valued first: diff, p, p_adj, significant, test, n).
 """
 
@@ -367,17 +368,20 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)
+            # a judge's own protocol where the view knows it (a recorded judge run on its own config)
+            own = {**tail, "protocol": str(v.notes.get("protocols", {}).get((j, m), tail["protocol"]))}
             board.append({**head, "judge": j, "mode": m, "value": x, "lo": lo, "hi": hi, "n": n_units,
                           "rank": ranked.at[e, "position"] if finite else math.nan,
                           "cluster": ranked.at[e, "rank"] if finite else math.nan,
                           "recorded": m == RECORDED_MODE,
                           "status": "ok" if finite else "undefined (constant or no usable pair)",
-                          **tail, "cluster_holm": holm["rank"].get(e, math.nan) if finite else math.nan})
+                          **own, "cluster_holm": holm["rank"].get(e, math.nan) if finite else math.nan})
     for e, why in sorted(left_out.items()):
         j, m = _split(e)
         board.append({**head, "judge": j, "mode": m, "value": math.nan, "lo": math.nan, "hi": math.nan,
                       "n": math.nan, "rank": math.nan, "cluster": math.nan, "recorded": m == RECORDED_MODE,
-                      "status": why, **tail, "cluster_holm": math.nan})
+                      "status": why, **tail, "protocol": str(v.notes.get("protocols", {}).get((j, m), tail["protocol"])),
+                      "cluster_holm": math.nan})
     return board, pair_rows
 
 

@@ -28,20 +28,20 @@ class ChatRequest:
     messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
     max_tokens: int = 256
     temperature: float = 0.0
-    seed: int = 0
+    seed: int | None = 0  # None: no seed is sent (a protocol that never sent one, e.g. LLMBar's)
     logprobs: int | None = None
     stop_after: tuple[str, ...] = ()
     n: int = 1  # replies wanted (sample mode): one request, n replies
     stop_when: str = ""
 
     @staticmethod
-    def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
+    def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int | None = 0,
              logprobs: int | None = None, stop_after: tuple[str, ...] = (), n: int = 1,
              stop_when: str = "") -> "ChatRequest":
         if int(n) < 1:
             raise DHPError(f"A chat request needs n >= 1 replies (got {n}).", "pass n=1 or more.")
         return ChatRequest(tuple((m["role"], m["content"]) for m in messages), int(max_tokens),
-                           float(temperature), int(seed), logprobs, tuple(stop_after), int(n), str(stop_when))
+                           float(temperature), None if seed is None else int(seed), logprobs, tuple(stop_after), int(n), str(stop_when))
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in self.messages]

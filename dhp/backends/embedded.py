@@ -281,7 +281,7 @@ class EmbeddedBackend(Backend):
         stop_when = None
         if req.stop_when:
             stop_when = stop_condition(req.stop_when)  # registered by the protocol that set it
-        rng = np.random.default_rng(req.seed)
+        rng = np.random.default_rng(req.seed or 0)  # no seed sent: the backend's own, 0
         n_vocab = llm.n_vocab()
         out: list[int] = []
         tops: list[dict[str, float]] = []
@@ -329,7 +329,7 @@ class EmbeddedBackend(Backend):
         if req.temperature <= 0:  # greedy: every reply would be this one
             first.texts = [first.text] * req.n
             return first
-        others = [self._generate(dataclasses.replace(req, seed=req.seed + i, n=1)) for i in range(1, req.n)]
+        others = [self._generate(dataclasses.replace(req, seed=(req.seed or 0) + i, n=1)) for i in range(1, req.n)]
         first.texts = [first.text] + [o.text for o in others]
         first.calls = req.n
         first.completion_tokens += sum(o.completion_tokens for o in others)

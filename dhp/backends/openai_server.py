@@ -337,8 +337,9 @@ class OpenAIBackend(Backend):
         """The JSON body of one chat request, exactly as sent live (dhp.batch exports the same body, so batch and
         live answers share cache keys)."""
         body: dict[str, Any] = {"model": self.model, "messages": req.message_dicts(),
-                                "max_tokens": req.max_tokens, "temperature": req.temperature,
-                                "seed": req.seed}
+                                "max_tokens": req.max_tokens, "temperature": req.temperature}
+        if req.seed is not None:  # a request without a seed (LLMBar's protocol) sends none
+            body["seed"] = req.seed
         if req.logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = min(int(req.logprobs), 20)
@@ -400,7 +401,7 @@ class OpenAIBackend(Backend):
             # A server that ignores `n` (llama-cpp-python's does) answers once: ask for the rest singly,
             # each with its own retries.
             while len(texts) < req.n:
-                single = replace(req, seed=req.seed + len(texts), n=1)
+                single = replace(req, seed=(req.seed or 0) + len(texts), n=1)
                 more = await post(client, single)
                 texts.append(more.text)
                 res.calls += 1

@@ -4,12 +4,15 @@ both orders ("12": output_1 shown first as Output (a); "21": output_2 first) and
 dataset's labelling, so position bias can be measured.
 
 - ``llmbar:<Strategy>`` (Vanilla, Vanilla_NoRules, Vanilla_1shot, Vanilla_2shot, CoT, Metrics, Reference,
-  Metrics_Reference): LLMBar's own evaluators, verbatim (Zeng et al. 2023; github.com/princeton-nlp/LLMBar @ 900616b,
+  Metrics_Reference; Rating, Rating_NoRules, Rating_Metrics, Rating_Reference, Rating_Metrics_Reference; Swap,
+  Swap_CoT): LLMBar's own evaluators, verbatim (Zeng et al. 2023; github.com/princeton-nlp/LLMBar @ 900616b,
   LLMEvaluator/evaluate.py): the template, decoding settings and verdict regexes are READ AT RUN TIME from the data
   root's ``llmbar_prompts/`` (``config/<judge>/<Strategy>.json`` names them; never copied into this project), the
   template is filled with ``str.format_map`` and split into chat roles at its ChatML markers
   (:func:`chatml_messages`), the reply is stripped and the first parsing rule whose regex matches gives the
-  winner (:func:`llmbar_parse`), both orders as evaluate.py runs them. These are the protocol of LLMBar's recorded
+  winner (:func:`llmbar_parse`), both orders as evaluate.py runs them. Rating: each output scored alone, the two
+  integers give both orders' verdicts (:func:`llmbar_rating_verdicts`); Swap: a second round with both first-round
+  explanations where the orders disagree, the last round is the verdict (:func:`llmbar_swap_fields`). These are the protocol of LLMBar's recorded
   verdicts; the leaderboard ranks a live judge beside the recorded ones only on the same protocol
   (:func:`llmbar_protocol`).
 - ``dhp_vanilla``: this project's own rewording of LLMBar's Vanilla evaluator (one prompt with evaluation rules, the
@@ -42,14 +45,15 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from dhp import calls
-from dhp.analysis.decomposition import LLMBAR_COMMIT, llmbar_identity  # one source of the identity
+from dhp.analysis.decomposition import (LLMBAR_COMMIT, LLMBAR_OWN_DECODING_TEXT, LLMBAR_OWN_FORMAT,  # one source
+                                        LLMBAR_OWN_RULE_TEXT, llmbar_identity)  # of the identity and its words
 from dhp.backends import ChatRequest
 from dhp.datasets import registry
 from dhp.errors import DHPError
@@ -60,7 +64,8 @@ from dhp.prompts import fill, load
 __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
            "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS", "LLMBAR_STRATEGIES",
            "llmbar_protocol", "llmbar_auxiliary_requests", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
-           "llmbar_prompts_dir"]
+           "llmbar_prompts_dir", "llmbar_kind", "llmbar_rating_score", "llmbar_rating_verdicts", "reverse_output_ab",
+           "llmbar_swap_fields", "llmbar_plan_requests", "LLMBAR_COMPARISON", "LLMBAR_RATING", "LLMBAR_SWAP"]
 
 #: The pairwise judge protocols by name (the ``strategies`` of decompose_aggregate); found by discovery (dhp.registry):
 #: the modules of dhp.judging (a new protocol is one module there) and the entry-point group ``dhp.strategies``.
@@ -386,12 +391,22 @@ def chain_of_aspects(items: pd.DataFrame, ctx: Context) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- LLMBar, verbatim
 
-#: LLMBar's one-round comparison evaluators (evaluate.py's NonSwap set): the ones run here verbatim
-LLMBAR_STRATEGIES = ("Vanilla", "Vanilla_NoRules", "Vanilla_1shot", "Vanilla_2shot", "CoT", "Metrics", "Reference",
+#: LLMBar's evaluators as evaluate.py groups them: the one-round comparisons (its NonSwap set), the Rating ones (each
+#: output scored alone, the two scores give the verdict) and Swap and Synthesize (a second round when the two orders
+#: disagree). All run here verbatim.
+LLMBAR_COMPARISON = ("Vanilla", "Vanilla_NoRules", "Vanilla_1shot", "Vanilla_2shot", "CoT", "Metrics", "Reference",
                      "Metrics_Reference")
+LLMBAR_RATING = ("Rating", "Rating_NoRules", "Rating_Metrics", "Rating_Reference", "Rating_Metrics_Reference")
+LLMBAR_SWAP = ("Swap", "Swap_CoT")
+LLMBAR_STRATEGIES = LLMBAR_COMPARISON + LLMBAR_RATING + LLMBAR_SWAP
 #: whose config (decoding, parsing) a live judge follows: GPT-4's, the recorded judge it is ranked beside
 LLMBAR_CONFIG_JUDGE = "GPT-4"
 _START, _END = "<|im_start|>", "<|im_end|>"
+
+
+def llmbar_kind(strategy: str) -> str:
+    """"comparison", "rating" or "swap": which of evaluate.py's three procedures runs ``strategy``."""
+    return "rating" if strategy in LLMBAR_RATING else "swap" if strategy in LLMBAR_SWAP else "comparison"
 
 
 def llmbar_prompts_dir(data_dir=None):
@@ -403,7 +418,8 @@ def llmbar_prompts_dir(data_dir=None):
 @dataclass(frozen=True)
 class LLMBarModule:
     """One step of an LLMBar evaluator as its config file says: the template, the decoding settings and the
-    parsing rules (label -> regex, in the config's order; empty for an auxiliary step, whose reply is used as is)."""
+    parsing rules (label -> regex, in the config's order; empty for an auxiliary step, whose reply is used as is,
+    and for a Rating step, whose reply is read as an integer)."""
 
     template: str
     prompt_file: str
@@ -419,6 +435,27 @@ class LLMBarProtocol:
     modules: tuple[LLMBarModule, ...]
     identity: str  # "llmbar/<Strategy>@<commit> sha256:<template digest>": what the leaderboard compares
 
+    @property
+    def kind(self) -> str:
+        return llmbar_kind(self.strategy)
+
+    @property
+    def differences(self) -> tuple[str, ...]:
+        """Where a live run deliberately differs from evaluate.py (the protocol record; the CHANGELOG says why)."""
+        out = [f"{', '.join(sorted({k for m in self.modules for k in m.not_applied}))} not applied (logit biases on "
+               "tiktoken ids of OpenAI's models)"] if any(m.not_applied for m in self.modules) else []
+        if self.kind == "rating":
+            out.append("a score reply that is not an integer gives no verdict (evaluate.py: '1' in order 12, '2' "
+                       "in order 21), as the recorded rows are imported")
+        out.append("a too-long call is retried at 80 % max_tokens down to 1, then fails with its reason "
+                   "(evaluate.py's next call is refused and gives an empty reply: no verdict either)")
+        return tuple(out)
+
+    @property
+    def auxiliary(self) -> tuple[LLMBarModule, ...]:
+        """The steps run on the instruction alone before the verdict (Metrics, Reference); none for Swap."""
+        return () if self.kind == "swap" else self.modules[:-1]
+
 
 def _template_digest(texts) -> str:
     return "+".join(hashlib.sha256(t.encode("utf-8")).hexdigest()[:12] for t in texts)
@@ -431,8 +468,8 @@ def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CON
     on tiktoken ids of OpenAI's models, which mean nothing to another tokenizer: not applied, and recorded in
     ``not_applied``."""
     if strategy not in LLMBAR_STRATEGIES:
-        raise DHPError(f"LLMBar strategy {strategy!r} is not run live here.",
-                       f"use one of {list(LLMBAR_STRATEGIES)} (the Swap and Rating ones are only imported).")
+        raise DHPError(f"LLMBar strategy {strategy!r} is not one of LLMBar's evaluators.",
+                       f"use one of {list(LLMBAR_STRATEGIES)}.")
     root = llmbar_prompts_dir(data_dir)
     cfg_path = root / "config" / judge_config / f"{strategy}.json"
     if not cfg_path.is_file():
@@ -457,10 +494,34 @@ def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CON
         modules.append(LLMBarModule(path.read_text(encoding="utf-8"), str(c["prompt"]), int(max_tokens),
                                     float(kwargs.get("temperature", 0.0)),
                                     tuple((str(k), str(v)) for k, v in (c.get("parsing") or {}).items()), not_applied))
-    if not modules or not modules[-1].parsing:
-        raise DHPError(f"{cfg_path} has no final step with parsing rules.", "use the unmodified upstream file.")
+    kind = llmbar_kind(strategy)
+    # the shape evaluate.py asserts or relies on for each procedure
+    ok = bool(modules) and (not modules[-1].parsing if kind == "rating" else bool(modules[-1].parsing)) and \
+        (kind != "swap" or (len(modules) == 2 and bool(modules[0].parsing)))
+    if not ok:
+        raise DHPError(f"{cfg_path} does not have the steps LLMBar's {kind} evaluators have.",
+                       "use the unmodified upstream file.")
+    diffs = _config_differences(data_dir, strategy, configs, modules) \
+        if judge_config != LLMBAR_CONFIG_JUDGE else ()
     return LLMBarProtocol(strategy, tuple(modules), llmbar_identity(strategy, _template_digest(
-        m.template for m in modules)))
+        m.template for m in modules), judge_config, diffs))
+
+
+def _config_differences(data_dir, strategy: str, configs: list, modules: list) -> tuple[str, ...]:
+    """How a judge's config of ``strategy`` differs from the live one (GPT-4's), read as evaluate.py reads it:
+    the answer rule (parsing), the message format (evaluate.py's dispatch on the model name: Llama-2 and Falcon get
+    their own text formats, PaLM one text prompt; the rest ChatML) and the decoding (a temperature or none)."""
+    live = llmbar_protocol(strategy, data_dir)
+    rule = [m.parsing for m in modules] != [m.parsing for m in live.modules]
+    name = str(configs[0].get("model_name", ""))
+    fmt = "LLaMA2" if "meta-llama/Llama-2" in name else "Falcon" if "tiiuae/falcon-180B" in name else \
+        "PaLM2" if "PaLM" in name else ""
+    own_decoding = any("temperature" not in (c.get("openai_kwargs") or c.get("generate_kwargs")
+                                             or c.get("palm_kwargs") or {}) for c in configs)
+    out = [LLMBAR_OWN_RULE_TEXT] if rule else []
+    out += [LLMBAR_OWN_FORMAT[fmt]] if fmt else []
+    out += [LLMBAR_OWN_DECODING_TEXT] if own_decoding else []
+    return tuple(out)
 
 
 def chatml_messages(prompt: str) -> list[dict[str, str]]:
@@ -497,42 +558,136 @@ def llmbar_parse(module: LLMBarModule, reply: str | None) -> tuple[str | None, s
     return None, f"no verdict: the reply matches none of LLMBar's answer patterns: {text[:60]!r}"
 
 
-def _llmbar_request(module: LLMBarModule, seed: int, **fields):
-    return ChatRequest.make(llmbar_messages(module, **fields), module.max_tokens, module.temperature, seed)
+def llmbar_rating_score(reply: str | None) -> tuple[float, str]:
+    """A Rating reply read as evaluate.py reads it: Python's ``int()`` of the whole reply (spaces around it
+    allowed); (score, "") or (NaN, reason) — an empty reply or any other text is no score."""
+    try:
+        return float(int(str(reply if reply is not None else ""))), ""
+    except ValueError:
+        return math.nan, f"not an integer: {str(reply or '')[:40]!r}"
+
+
+def llmbar_rating_verdicts(reply_1: str | None, reply_2: str | None) -> tuple[float, float, str | None, str | None, str]:
+    """The Rating verdicts from the replies scoring output_1 and output_2: (score_1, score_2, verdict of order
+    "12", verdict of order "21", failure). evaluate.py's rule: order 12 "1" when score_1 > score_2 else "2", order
+    21 "2" when score_2 > score_1 else "1" — equal scores are two different verdicts, kept so (the recorded
+    rows keep them too). Where a reply is not an integer evaluate.py falls back to "1" / "2"; that made-up verdict
+    is not kept here (None with the reason, as dhp.recorded.llmbar imports such rows): a deliberate difference."""
+    (s1, why1), (s2, why2) = llmbar_rating_score(reply_1), llmbar_rating_score(reply_2)
+    if why1 or why2:
+        why = "; ".join(f"score_{k} {w}" for k, w in ((1, why1), (2, why2)) if w)
+        return s1, s2, None, None, why + " (evaluate.py's fallback verdict not kept)"
+    return s1, s2, "1" if s1 > s2 else "2", "2" if s2 > s1 else "1", ""
+
+
+def reverse_output_ab(explanation: str) -> str:
+    """evaluate.py's reverse_OutputAB: "Output (a)" and "Output (b)" (and lower-case "output") exchanged, so an
+    explanation written for one order reads right in the other (the same placeholder strings as upstream)."""
+    for w in ("Output", "output"):
+        a, b = f"{w} (a)", f"{w} (b)"
+        explanation = explanation.replace(a, f"**********{a}**********").replace(b, f"##########{b}##########")
+        explanation = explanation.replace(f"**********{a}**********", b).replace(f"##########{b}##########", a)
+    return explanation
+
+
+def llmbar_swap_fields(item, first: dict[str, tuple[str | None, str]]) -> list[dict] | None:
+    """The second round of Swap and Synthesize for one item, as evaluate.py builds it: ``first`` maps order ("12",
+    "21") to (winner in the dataset's labelling, the stripped reply). Only when the two orders chose different
+    outputs: the template fields for order "12" and "21" (explanation_1 argues for the output shown first, its
+    Output (a)/(b) exchanged where it was written in the other order); otherwise None (round one is the verdict)."""
+    if {first["12"][0], first["21"][0]} != {"1", "2"}:
+        return None
+    argues = {first[o][0]: o for o in ORDERS}  # output "1"/"2" -> the order whose reply argued for it
+    texts = {w: first[argues[w]][1] for w in ("1", "2")}
+    out = []
+    for order in ORDERS:
+        e1, e2 = (texts[w] if argues[w] == order else reverse_output_ab(texts[w]) for w in ("1", "2"))
+        o1, o2 = _oriented(item, order)
+        out.append(dict(input=item.instruction, output_1=o1, output_2=o2,
+                        explanation_1=e1 if order == "12" else e2, explanation_2=e2 if order == "12" else e1))
+    return out
+
+
+def _llmbar_request(module: LLMBarModule, **fields):
+    # no seed: LLMBar's evaluate.py never sent one (a parameter the protocol does not have)
+    return ChatRequest.make(llmbar_messages(module, **fields), module.max_tokens, module.temperature, None)
+
+
+#: evaluate.py (openai_completion): a call refused with "Please reduce" (prompt + max_tokens over the model's
+#: context) is asked again with max_tokens x 0.8 (rounded down), until it fits
+LLMBAR_REDUCE = 0.8
+
+
+def _too_long(reason: str) -> bool:
+    # OpenAI's wording, which upstream tests for; an OpenAI-compatible server's context overflow (dhp.backends names
+    # every such HTTP 400 "context overflow") is the same refusal
+    return "Please reduce" in reason or reason.startswith("context overflow")
 
 
 def _llmbar_chat(ctx: Context, requests) -> list[tuple[str | None, str]]:
-    if not requests:
-        return []
-    res = []
-    for o in calls.chat(ctx.judge, requests, ctx.cache, progress=ctx.progress, desc="llmbar"):
-        text = getattr(o, "text", None)
-        ctx.calls += 1
-        ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
-        res.append((text, "" if text is not None else getattr(o, "reason", "call failed")))
+    """(reply, why) per request; a too-long request is retried at 80 % of its max_tokens as upstream does (down to
+    max_tokens 1: then it fails with its reason, where upstream's next call is refused and gives an empty reply)."""
+    res: list = [None] * len(requests)
+    todo = list(enumerate(requests))
+    while todo:
+        again = []
+        out = calls.chat(ctx.judge, [r for _, r in todo], ctx.cache, progress=ctx.progress, desc="llmbar")
+        for (i, req), o in zip(todo, out):
+            text = getattr(o, "text", None)
+            ctx.calls += 1
+            ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
+            why = "" if text is not None else str(getattr(o, "reason", "call failed"))
+            smaller = int(req.max_tokens * LLMBAR_REDUCE)
+            if text is None and _too_long(why) and smaller >= 1:
+                again.append((i, replace(req, max_tokens=smaller)))
+                continue
+            res[i] = (text, why)
+        todo = again
     return res
 
 
-def llmbar_auxiliary_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0) -> list:
+def llmbar_auxiliary_requests(items: pd.DataFrame, protocol: LLMBarProtocol) -> list:
     """The auxiliary steps' requests (Metrics / Reference: from the instruction alone), one per step and item."""
-    return [_llmbar_request(module, seed, input=it.instruction) for module in protocol.modules[:-1]
+    return [_llmbar_request(module, input=it.instruction) for module in protocol.auxiliary
             for it in items.itertuples()]
 
 
-def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, seed: int = 0, auxiliary=None) -> list:
-    """The final step's requests, one per item and order (order "12" then "21"): output_1/output_2 of the
-    template are the two responses in that order; ``auxiliary``: item_id -> the auxiliary steps' replies."""
-    final = protocol.modules[-1]
-    n_aux = len(protocol.modules) - 1
+def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, auxiliary=None) -> list:
+    """The verdict step's requests, per item: a comparison or Swap's first round one per order ("12" then "21":
+    output_1/output_2 of the template are the two responses in that order); a Rating one per output (output_1's
+    then output_2's, as ``output``). ``auxiliary``: item_id -> the auxiliary steps' replies."""
+    final = protocol.modules[0] if protocol.kind == "swap" else protocol.modules[-1]
+    n_aux = len(protocol.auxiliary)
     reqs = []
     for it in items.itertuples():
         # no auxiliary replies yet (a plan): empty texts stand in, so the final step's requests can be priced
         got = list((auxiliary or {}).get(it.item_id, ()))
         aux = {f"auxiliary_input_{i}": a for i, a in enumerate(got + [""] * (n_aux - len(got)))}
+        if protocol.kind == "rating":
+            reqs += [_llmbar_request(final, input=it.instruction, output=o, **aux)
+                     for o in (it.output_1, it.output_2)]
+            continue
         for order in ORDERS:
             o1, o2 = _oriented(it, order)
-            reqs.append(_llmbar_request(final, seed, input=it.instruction, output_1=o1, output_2=o2, **aux))
+            reqs.append(_llmbar_request(final, input=it.instruction, output_1=o1, output_2=o2, **aux))
     return reqs
+
+
+def llmbar_plan_requests(items: pd.DataFrame, protocol: LLMBarProtocol) -> list:
+    """Every request a run may send, for a plan: the auxiliary steps', the verdict step's and, for Swap, the
+    second round of every pair (an upper bound: it is asked only where the orders disagree; empty explanations
+    stand in for the first round's replies)."""
+    reqs = llmbar_auxiliary_requests(items, protocol) + llmbar_requests(items, protocol)
+    if protocol.kind == "swap":
+        for it in items.itertuples():
+            reqs += [_llmbar_request(protocol.modules[1], **f)
+                     for f in llmbar_swap_fields(it, {"12": ("1", ""), "21": ("2", "")})]
+    return reqs
+
+
+def _to_dataset(winner: str | None, order: str) -> str | None:
+    """A winner naming the position shown first ("1") or second -> the dataset's labelling."""
+    return None if winner is None else _back("1", "2", order)[0 if winner == "1" else 1]
 
 
 def _llmbar_strategy(name: str):
@@ -541,20 +696,46 @@ def _llmbar_strategy(name: str):
         ctx.protocol = protocol.identity
         label = f"llmbar:{name}"
         aux: dict = {it.item_id: [] for it in items.itertuples()}
-        for module in protocol.modules[:-1]:  # Metrics / Reference: generated from the instruction alone, per item
-            replies = _llmbar_chat(ctx, [_llmbar_request(module, ctx.seed, input=it.instruction)
+        for module in protocol.auxiliary:  # Metrics / Reference: generated from the instruction alone, per item
+            replies = _llmbar_chat(ctx, [_llmbar_request(module, input=it.instruction)
                                          for it in items.itertuples()])
             for it, (txt, why) in zip(items.itertuples(), replies):
                 # a refused auxiliary call: LLMBar's evaluate.py goes on with an empty auxiliary text, and so here
                 aux[it.item_id].append(str(txt or "").strip())
-        replies = iter(_llmbar_chat(ctx, llmbar_requests(items, protocol, ctx.seed, aux)))
+        replies = iter(_llmbar_chat(ctx, llmbar_requests(items, protocol, aux)))
         rows = []
+        if protocol.kind == "rating":
+            for it in items.itertuples():
+                (t1, w1), (t2, w2) = next(replies), next(replies)
+                # a failed call is no reply: the same no-score rule, its reason kept
+                s1, s2, v12, v21, failure = llmbar_rating_verdicts(t1, t2)
+                if t1 is None or t2 is None:
+                    failure = "; ".join(f"score_{k} call failed: {w}" for k, (t, w) in ((1, (t1, w1)), (2, (t2, w2)))
+                                        if t is None) or failure
+                rows += [_row(it, label, "12", f1=s1, f2=s2, verdict=v12, failure=failure),
+                         _row(it, label, "21", f1=s1, f2=s2, verdict=v21, failure=failure)]
+            return rows
+        first = {}
         for it in items.itertuples():
             for order in ORDERS:
                 txt, why = next(replies)
-                winner, reason = llmbar_parse(protocol.modules[-1], txt) if txt is not None else (None, why)
-                # the winner names the position shown first ("1") or second: back to the dataset's labelling
-                verdict = None if winner is None else _back("1", "2", order)[0 if winner == "1" else 1]
+                winner, reason = llmbar_parse(protocol.modules[0 if protocol.kind == "swap" else -1], txt) \
+                    if txt is not None else (None, why)
+                first[(it.item_id, order)] = (_to_dataset(winner, order), str(txt or "").strip(), reason)
+        second: dict = {}
+        if protocol.kind == "swap":  # the second round where the orders disagree; the last round is the verdict
+            jobs = [(it, f) for it in items.itertuples() for f in (llmbar_swap_fields(
+                it, {o: first[(it.item_id, o)][:2] for o in ORDERS}) or ())]
+            got = _llmbar_chat(ctx, [_llmbar_request(protocol.modules[1], **f) for _, f in jobs])
+            for (it, _), order, (txt, why) in zip(jobs, ORDERS * len(items), got):
+                winner, reason = llmbar_parse(protocol.modules[1], txt) if txt is not None else (None, why)
+                second[(it.item_id, order)] = (_to_dataset(winner, order), reason)
+        for it in items.itertuples():
+            for order in ORDERS:
+                verdict, _, reason = first[(it.item_id, order)]
+                if (it.item_id, order) in second:
+                    verdict, reason = second[(it.item_id, order)]
+                    reason = f"second round: {reason}" if reason else ""
                 rows.append(_row(it, label, order, verdict=verdict, failure=reason))
         return rows
     run.__name__ = f"llmbar_{name}"

@@ -32,7 +32,7 @@ from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
-from dhp.judging.strategies import (STRATEGIES, llmbar_auxiliary_requests, llmbar_protocol, llmbar_requests,
+from dhp.judging.strategies import (STRATEGIES, llmbar_plan_requests, llmbar_protocol,
                                     run_strategies)
 from dhp.methods import Method, Plan, Stage, StageResult, Table, register
 from dhp.perturb import perturb
@@ -201,12 +201,12 @@ class DecomposeAggregate(Method):
         plan, pairs = Plan(), self.load_pairs(config)
         for s in (x for x in config.strategies if x.startswith("llmbar:")):
             protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
-            # the auxiliary steps' requests (Metrics, Reference) first, then the verdicts' (both orders)
-            requests = llmbar_auxiliary_requests(pairs, protocol, config.seed) + llmbar_requests(pairs, protocol,
-                                                                                                 config.seed)
+            # the auxiliary steps' requests (Metrics, Reference), the verdicts' and Swap's second round (at most)
+            requests = llmbar_plan_requests(pairs, protocol)
             plan.estimates.append(calls.chat(backend or config.judge, requests, config.cache, dry_run=True,
                                              progress=False))
-            plan.note = f"protocol {protocol.identity}"
+            # every protocol of the step, not only the last
+            plan.note = "; ".join(x for x in (plan.note, f"protocol {protocol.identity}") if x)
         for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):
             plan.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "
                               f"x 2 orders ({', '.join(sorted(set(g['subset'].astype(str))))})")
@@ -325,7 +325,9 @@ class DecomposeAggregate(Method):
         if verdicts is None or verdicts.empty:
             return []
         units = dec.correctness_units(verdicts)
-        # one view per scope × strategy; its rows share one protocol (dec.view_strategy), recorded in the view
+        # one view per scope × strategy (dec.view_strategy: a live judge only on the recorded judges' protocol);
+        # each judge's own protocol too, so a recorded judge run on its own config is labelled so
         return [View("llmbar_agreement", scope, "agreement", "mean", g.drop(columns=["scope", "strategy", "protocol"]),
-                     strategy=strategy, notes={"protocol": " | ".join(sorted(set(g["protocol"])))})
+                     strategy=strategy, notes={"protocol": " | ".join(sorted(set(g["protocol"]))), "protocols": {
+                         (j, m): p for (j, m), p in g.groupby(["judge", "mode"])["protocol"].first().items()}})
                 for (scope, strategy), g in units.groupby(["scope", "strategy"], sort=True)]

@@ -107,6 +107,10 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
 def _protocol_note(ok: pd.DataFrame) -> str:
     """The panel's protocol when it has one: live and recorded judges share a panel only on the same protocol."""
     protocols = {str(p) for p in ok.get("protocol", pd.Series(dtype=object)).dropna() if str(p)}
+    bases = {p.split(" [", 1)[0] for p in protocols}
+    if len(protocols) > 1 and len(bases) == 1:  # one template, some judges on their own config: say how they differ
+        own = sorted(p.split(" [", 1)[1].rstrip("]") for p in protocols if " [" in p)
+        return "\n" + textwrap.fill(f"protocol: {bases.pop()}; not the same protocol — " + " / ".join(own), 110)
     if len(protocols) != 1:
         return ""
     both = ok["recorded"].astype(bool).nunique() == 2

@@ -24,6 +24,10 @@ without its leading ``Dataset/``) and the sha256.
 No verdict is made up: a null winner is None with failure "no verdict: ..." (the reply's start); where a
 Rating reply is not an integer, evaluate.py's fallback ("1" in order 12, "2" in order 21) is not kept —
 the verdict is None and the score NaN, with the reason.
+
+Each row's protocol is its judge's own config (dhp.analysis.decomposition.protocol_of, from the judge and the
+source): GPT-4's, ChatGPT's and ChatGPT-0301's are the live protocol; PaLM2's, LLaMA2's and Falcon's say how
+they differ (message format, decoding, PaLM2's CoT answer rule).
 """
 
 from __future__ import annotations
