@@ -5,6 +5,7 @@ drawn hollow, judges left out of a panel named under it with the reason."""
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 
 import matplotlib
@@ -104,13 +105,22 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
     ax.set_title(f"{title} (n = {n}){_protocol_note(ok)}", fontsize=8, loc="left")
 
 
+def _short(difference: str) -> str:
+    """A judge's protocol difference without its details in parentheses (they are in leaderboard.csv's protocol
+    column): 'PaLM2: own answer rule, own message format' fits a panel's title."""
+    prev = None
+    while prev != difference:  # innermost parentheses first: the details nest, e.g. "(... Output (a)/(b) ...)"
+        prev, difference = difference, re.sub(r"\s*\([^()]*\)", "", difference)
+    return difference.replace("; ", ", ")
+
+
 def _protocol_note(ok: pd.DataFrame) -> str:
     """The panel's protocol when it has one: live and recorded judges share a panel only on the same protocol."""
     protocols = {str(p) for p in ok.get("protocol", pd.Series(dtype=object)).dropna() if str(p)}
     bases = {p.split(" [", 1)[0] for p in protocols}
     if len(protocols) > 1 and len(bases) == 1:  # one template, some judges on their own config: say how they differ
-        own = sorted(p.split(" [", 1)[1].rstrip("]") for p in protocols if " [" in p)
-        return "\n" + textwrap.fill(f"protocol: {bases.pop()}; not the same protocol — " + " / ".join(own), 110)
+        own = sorted(_short(p.split(" [", 1)[1].rstrip("]")) for p in protocols if " [" in p)
+        return "\n" + textwrap.fill(f"protocol: {bases.pop()}; not the same protocol — " + " / ".join(own), 80)
     if len(protocols) != 1:
         return ""
     both = ok["recorded"].astype(bool).nunique() == 2
