@@ -133,7 +133,7 @@ def _partial(method: str):
             cache.clear()
             w = corr.counts_of(idx, len(units))
             ry = corr.draw_residuals(r["human"].to_numpy(float), r["system"].to_numpy(), w)
-            cache[key] = (w, corr.row_midranks(ry, w) if method == "spearman" else ry)
+            cache[key] = (w, corr.residual_ranks(ry, w) if method == "spearman" else ry)
         w, ry = cache[key]
         return corr.resampled_partial(r["score"].to_numpy(float), None, r["system"].to_numpy(), w, method, ry=ry)
 

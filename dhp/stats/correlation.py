@@ -23,7 +23,7 @@ from scipy import stats as sps
 
 __all__ = ["correlation", "METHODS", "partial_residuals", "partial_correlation", "williams_test", "counts_of",
            "weighted_pearson", "weighted_midranks", "weighted_spearman", "weighted_kendall", "system_means",
-           "columnwise_correlation", "draw_residuals", "row_midranks", "resampled_partial"]
+           "columnwise_correlation", "draw_residuals", "row_midranks", "residual_ranks", "resampled_partial"]
 
 METHODS = ("pearson", "spearman", "kendall")
 
@@ -47,9 +47,19 @@ def partial_residuals(x, groups) -> np.ndarray:
     return x - means[inverse]
 
 
+#: Residuals equal to this many decimals are ties for a rank correlation: y - mean(group) of two units can be equal in
+#: exact arithmetic yet differ in the last bits, by an amount that depends on the summation order (BLAS kernel, CPU),
+#: which would rank them apart on one machine and as a tie on another.
+TIE_DECIMALS = 9
+
+
 def partial_correlation(x, y, groups, method: str = "pearson") -> float:
-    """The correlation of x and y controlling for ``groups`` (FRANK's partial correlation)."""
-    return correlation(partial_residuals(x, groups), partial_residuals(y, groups), method)
+    """The correlation of x and y controlling for ``groups`` (FRANK's partial correlation); for a rank correlation
+    the residuals are compared to :data:`TIE_DECIMALS` decimals."""
+    rx, ry = partial_residuals(x, groups), partial_residuals(y, groups)
+    if method != "pearson":
+        rx, ry = np.round(rx, TIE_DECIMALS), np.round(ry, TIE_DECIMALS)
+    return correlation(rx, ry, method)
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
@@ -216,8 +226,14 @@ def resampled_partial(x, y, groups, w, method: str, ry: np.ndarray | None = None
     if method == "pearson":
         return weighted_pearson(rx, draw_residuals(y, groups, w) if ry is None else ry, w)
     # the residuals change per draw: rank each draw's own
-    ranks_y = row_midranks(draw_residuals(y, groups, w), w) if ry is None else ry
-    return weighted_pearson(row_midranks(rx, w), ranks_y, w)
+    ranks_y = residual_ranks(draw_residuals(y, groups, w), w) if ry is None else ry
+    return weighted_pearson(residual_ranks(rx, w), ranks_y, w)
+
+
+def residual_ranks(r: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """:func:`row_midranks` of draw residuals, equal to :data:`TIE_DECIMALS` decimals counted as ties (as
+    :func:`partial_correlation` compares them)."""
+    return row_midranks(np.round(r, TIE_DECIMALS), w)
 
 
 def row_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
