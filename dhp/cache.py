@@ -45,6 +45,16 @@ CREATE TABLE IF NOT EXISTS servers (
 """
 
 
+# Keys whose call failed (not answered, so not in calls): a rerun asks them after the fresh ones (dhp.calls.pending).
+_FAILURES = """
+CREATE TABLE IF NOT EXISTS failures (
+    key TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    n INTEGER NOT NULL
+)
+"""
+
+
 def make_key(cache_identity: dict, prompt: Any, params: dict, sample_index: int) -> str:
     """sha256 over a canonical JSON of everything that determines a model call's output.
 
@@ -94,6 +104,7 @@ class Cache:
                 self._con.execute("PRAGMA synchronous=NORMAL")
             self._con.execute(_SCHEMA)
             self._con.execute(_SERVERS)
+            self._con.execute(_FAILURES)
         except sqlite3.DatabaseError as e:
             raise DHPError(f"Cannot open the judge cache {self.path}: {e}.",
                            "delete the file or pass another cache path.") from None
@@ -151,6 +162,23 @@ class Cache:
         with self._lock:
             row = self._con.execute("SELECT info FROM servers WHERE identity = ?", (identity,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def note_failure(self, key: str, reason: str) -> None:
+        """Remember that the call of ``key`` failed (its reason, how often)."""
+        with self._lock:
+            self._con.execute("INSERT INTO failures VALUES (?, ?, 1) ON CONFLICT(key) DO UPDATE SET "
+                              "reason = excluded.reason, n = n + 1", (key, reason[:300]))
+
+    def failed(self, keys) -> set[str]:
+        """The keys of ``keys`` whose call failed before (see :meth:`note_failure`)."""
+        keys = list(keys)
+        out: set[str] = set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                part = keys[i:i + 500]
+                out |= {r[0] for r in self._con.execute(
+                    f"SELECT key FROM failures WHERE key IN ({','.join('?' * len(part))})", part)}
+        return out
 
     def __len__(self) -> int:
         with self._lock:

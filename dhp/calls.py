@@ -10,7 +10,10 @@ protocols) goes through here, so all of them share one cache, one scheduler and 
   that consecutive prompts share a prefix), and commits each result as it arrives: a run killed with
   SIGKILL repeats only the calls that were in flight. A **circuit breaker** stops the run with a
   :class:`~dhp.errors.DHPError` after ``max_consecutive_failures`` failed calls in a row (a dead server
-  must not yield a "completed" table of NaN rows); what was done stays cached and a rerun resumes.
+  must not yield a "completed" table of NaN rows); what was done stays cached and a rerun resumes. A refusal the
+  caller's protocol handles as an answer (``handled``: LLMBar's "too long, ask shorter" and content filter) is not a
+  failure for the breaker. Failed keys are remembered in the cache, and a rerun asks them after the fresh ones, so
+  it resumes where the stopped run was instead of meeting the same failures first, in a row.
 - :func:`estimate` counts what :func:`run` would do (calls, tokens, USD) without calling anything.
 - :func:`chat` is the one-line form for callers that want replies: plan, run, fetch.
 """
@@ -23,7 +26,8 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 import yaml
@@ -136,13 +140,17 @@ def _identity(backend: Backend) -> dict:
     return backend.cache_identity()
 
 
-def plan_chat(backend: Backend, request: ChatRequest) -> Call:
-    """The call for one chat request, with one cache key per reply."""
+def plan_chat(backend: Backend, request: ChatRequest, scope: str | None = None) -> Call:
+    """The call for one chat request, with one cache key per reply. ``scope``: a name that is part of the keys and is
+    never sent, so identical requests of different scopes are answered separately (a protocol that asks each
+    strategy and pair on its own, as LLMBar's evaluate.py does); None: identical requests share their reply."""
     params = {"kind": "chat", "max_tokens": request.max_tokens, "temperature": request.temperature,
               "seed": request.seed, "logprobs": request.logprobs, "stop_after": list(request.stop_after),
               "n": int(getattr(request, "n", 1))}
     if request.stop_when:  # only when set: keys of requests without it stay those of earlier caches
         params["stop_when"] = request.stop_when
+    if scope is not None:  # only when set: unscoped keys stay those of earlier caches
+        params["scope"] = str(scope)
     messages = [list(m) for m in request.messages]
     ident = _identity(backend)
     return Call("chat", request, tuple(make_key(ident, messages, params, i) for i in range(params["n"])))
@@ -171,8 +179,12 @@ def _unique(calls: Iterable[Call]) -> list[Call]:
 
 
 def pending(calls: Iterable[Call], store: Cache) -> list[Call]:
-    """The calls with at least one reply not in the cache (duplicates removed, order kept)."""
-    return [c for c in _unique(calls) if not all(store.contains(k) for k in c.keys)]
+    """The calls with at least one reply not in the cache (duplicates removed), in order, except that calls which
+    failed in an earlier run (:meth:`Cache.failed`) come after the fresh ones: a rerun after a stop resumes where the
+    run was instead of asking the same failing calls first, in a row, and stopping the same way."""
+    todo = [c for c in _unique(calls) if not all(store.contains(k) for k in c.keys)]
+    failed = store.failed([c.keys[0] for c in todo]) if todo else set()
+    return [c for c in todo if c.keys[0] not in failed] + [c for c in todo if c.keys[0] in failed]
 
 
 # ---------------------------------------------------------------------------------------------- prices
@@ -241,16 +253,22 @@ def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: d
 
 
 def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool | str = True,
-        desc: str = "calls", max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> RunReport:
+        desc: str = "calls", max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
+        handled: "Callable[[str], bool] | None" = None) -> RunReport:
     """Make every call of ``calls`` that is not (fully) cached, in order, storing each result at once.
 
     ``progress``: True shows a bar; a path keeps a small JSON file there up to date ({"desc", "done", "total"}) so
     a process that runs notebooks (dhp.grid) can show the calls' progress that papermill's kernel hides.
 
     Per-call failures (after the backend's own retries) are recorded in ``report.errors`` and not cached,
-    so a rerun tries them again. After ``max_consecutive_failures`` failures in a row the run stops with a
-    DHPError (circuit breaker); configuration errors (bad key, unknown model, unreachable server) are
-    raised by the backend before or during the run.
+    so a rerun tries them again (after the calls that never failed, see :func:`pending`). After
+    ``max_consecutive_failures`` failures in a row the run stops with a DHPError (circuit breaker); configuration
+    errors (bad key, unknown model, unreachable server) are raised by the backend before or during the run.
+
+    ``handled(reason)``: True for a refusal the caller's protocol handles as an answer (LLMBar: "too long" is asked
+    again shorter, a content filter is an empty reply). It is reported in ``report.errors`` like a failure (the
+    caller reads its reason), but the server did answer: it neither counts towards the breaker nor is remembered as
+    a failed key, and it ends a streak as a reply does (``stats["refusals"]`` counts them).
     """
     todo = pending(calls, store)
     if todo:  # the server answers (or is about to be exported for): keep what it says about its model
@@ -260,7 +278,7 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
     n_keys = sum(len(c.keys) for c in _unique(calls))
     stats = {"identity": backend.identity, "requests": n_keys, "calls": 0,
              "replies_made": sum(len(c.keys) for c in todo), "cache_hits": n_keys - sum(len(c.keys) for c in todo),
-             "call_errors": 0, "prompt_tokens_submitted": 0, "prompt_tokens_computed": 0,
+             "call_errors": 0, "refusals": 0, "prompt_tokens_submitted": 0, "prompt_tokens_computed": 0,
              "prompt_tokens_computed_known": True, "completion_tokens": 0}
     report = RunReport({}, stats)
     if todo:
@@ -276,9 +294,15 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
                 bar.update(1)
                 outside.update()
                 if isinstance(res, Exception):
-                    stats["call_errors"] += 1
+                    reason = _reason(res)
                     for k in call.keys:
-                        report.errors[k] = _reason(res)
+                        report.errors[k] = reason
+                    if handled is not None and handled(reason):  # an answer of the protocol, not a failure
+                        stats["refusals"] += 1
+                        streak[0] = 0
+                        return
+                    stats["call_errors"] += 1
+                    store.note_failure(call.keys[0], reason)  # a rerun asks it after the fresh calls
                     streak[0] += 1
                     if max_consecutive_failures and streak[0] >= max_consecutive_failures:
                         raise DHPError(
@@ -339,28 +363,41 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}"[:300]
 
 
+def _no_file(cache) -> bool:
+    """True for a cache path with no file yet: a dry run reads it as empty instead of creating it."""
+    if cache is None or cache is False or isinstance(cache, Cache) or str(cache) == ":memory:":
+        return False
+    return not resolve(Path(cache)).exists()
+
+
 def chat(judge: "str | Backend", requests: Sequence[ChatRequest], cache: "Cache | str | os.PathLike | None" = None,
          *, progress: bool | str = True, desc: str = "calls", dry_run: bool = False, price_table=None,
-         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES, backend_options: dict | None = None
+         max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES, backend_options: dict | None = None,
+         scopes: "Sequence[str | None] | None" = None, handled: "Callable[[str], bool] | None" = None
          ) -> "list[CachedCall | CallFailure] | Estimate":
     """Answer chat requests through the cache: one result per request, in order — the stored
     :class:`~dhp.cache.CachedCall` (``.text``, ``.top_logprobs``, token counts) or a :class:`CallFailure`
     with its reason. Requests must ask for one reply (``n == 1``). ``dry_run=True`` returns an
-    :class:`Estimate` and calls nothing."""
+    :class:`Estimate` and calls nothing — and writes nothing: a cache file that does not exist yet is read as empty,
+    not created. ``scopes``: one per request (see :func:`plan_chat`); ``handled``: see :func:`run`."""
     backend = get_backend(judge, **(backend_options or {}))
+    if dry_run and _no_file(cache):
+        cache = None
     prime(backend, cache)
+    if scopes is not None and len(scopes) != len(requests):
+        raise DHPError(f"{len(scopes)} scopes for {len(requests)} requests.", "give one scope per request.")
     planned = []
-    for r in requests:
+    for i, r in enumerate(requests):
         if int(getattr(r, "n", 1)) != 1:
             raise DHPError("dhp.calls.chat answers one reply per request.", "use plan_chat + run for n > 1.")
-        planned.append(plan_chat(backend, r))
+        planned.append(plan_chat(backend, r, None if scopes is None else scopes[i]))
     store = open_cache(cache)
     owns = not isinstance(cache, Cache)
     try:
         if dry_run:
             return estimate(backend, planned, store, price_table)
         report = run(backend, planned, store, progress=progress, desc=desc,
-                     max_consecutive_failures=max_consecutive_failures)
+                     max_consecutive_failures=max_consecutive_failures, handled=handled)
         out: list[CachedCall | CallFailure] = []
         for c in planned:
             got = store.get(c.keys[0])

@@ -31,8 +31,8 @@ def test_a_refused_auxiliary_call_goes_on_with_an_empty_text(monkeypatch):
     def fake_chat(judge, requests, cache=None, **kw):
         sent.append(requests)
         final = len(sent) > 1  # the first batch is the auxiliary step (Reference: one step)
-        return [type("R", (), {"text": "Output (a)" if final else None, "reason": "refused",
-                               "prompt_tokens": 1})() for _ in requests]
+        return [type("R", (), {"text": "Output (a)", "prompt_tokens": 1})() if final else calls.CallFailure("refused")
+                for _ in requests]
 
     monkeypatch.setattr(calls, "chat", fake_chat)
     verdicts, _ = run_strategies(pairs, ["llmbar:Reference"], judge="embedded", progress=False)

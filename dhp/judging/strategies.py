@@ -65,7 +65,8 @@ __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choi
            "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS", "LLMBAR_STRATEGIES",
            "llmbar_protocol", "llmbar_auxiliary_requests", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
            "llmbar_prompts_dir", "llmbar_kind", "llmbar_rating_score", "llmbar_rating_verdicts", "reverse_output_ab",
-           "llmbar_swap_fields", "llmbar_plan_requests", "LLMBAR_COMPARISON", "LLMBAR_RATING", "LLMBAR_SWAP"]
+           "llmbar_swap_fields", "llmbar_plan_requests", "llmbar_plan_jobs", "llmbar_retry_bound", "llmbar_handled",
+           "LLMBAR_SHARED", "LLMBAR_COMPARISON", "LLMBAR_RATING", "LLMBAR_SWAP"]
 
 #: The pairwise judge protocols by name (the ``strategies`` of decompose_aggregate); found by discovery (dhp.registry):
 #: the modules of dhp.judging (a new protocol is one module there) and the entry-point group ``dhp.strategies``.
@@ -101,6 +102,7 @@ class Context:
     notes: list = field(default_factory=list)
     data_dir: object = None
     protocol: str = ""  # the protocol identity of the strategy's verdicts ("" for the project's own wordings)
+    share_requests: bool = False  # llmbar: identical requests answered once across strategies and pairs (named)
 
 
 def _template(name: str) -> str:
@@ -434,6 +436,7 @@ class LLMBarProtocol:
     strategy: str
     modules: tuple[LLMBarModule, ...]
     identity: str  # "llmbar/<Strategy>@<commit> sha256:<template digest>": what the leaderboard compares
+    share_requests: bool = False  # identical requests answered once across strategies and pairs (not evaluate.py's)
 
     @property
     def kind(self) -> str:
@@ -447,8 +450,10 @@ class LLMBarProtocol:
         if self.kind == "rating":
             out.append("a score reply that is not an integer gives no verdict (evaluate.py: '1' in order 12, '2' "
                        "in order 21), as the recorded rows are imported")
-        out.append("a too-long call is retried at 80 % max_tokens down to 1, then fails with its reason "
-                   "(evaluate.py's next call is refused and gives an empty reply: no verdict either)")
+        out.append("a too-long call is retried at 80 % max_tokens down to 1, then read as the empty reply without the "
+                   "call at max_tokens 0 (evaluate.py sends it; the API refuses it and evaluate.py reads '')")
+        if self.share_requests:
+            out.append(LLMBAR_SHARED)
         return tuple(out)
 
     @property
@@ -461,12 +466,18 @@ def _template_digest(texts) -> str:
     return "+".join(hashlib.sha256(t.encode("utf-8")).hexdigest()[:12] for t in texts)
 
 
-def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CONFIG_JUDGE) -> LLMBarProtocol:
+#: The option of sharing replies, as named on a protocol that uses it (evaluate.py asks every strategy and pair on its own)
+LLMBAR_SHARED = "identical requests answered once across strategies and pairs"
+
+
+def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CONFIG_JUDGE,
+                    share_requests: bool = False) -> LLMBarProtocol:
     """LLMBar's evaluator ``strategy`` read from the data root: ``config/<judge_config>/<strategy>.json`` and the
     templates it names. Decoding: max_tokens (or max_new_tokens) and temperature as configured (temperature 0
     where the config names none: greedy generation); the configs' tokens_to_avoid/tokens_to_favor are logit biases
     on tiktoken ids of OpenAI's models, which mean nothing to another tokenizer: not applied, and recorded in
-    ``not_applied``."""
+    ``not_applied``. ``share_requests``: identical requests share one reply across strategies and pairs (cheaper, not
+    evaluate.py's procedure): named in the identity, so such rows are never "the same protocol" as the recorded ones."""
     if strategy not in LLMBAR_STRATEGIES:
         raise DHPError(f"LLMBar strategy {strategy!r} is not one of LLMBar's evaluators.",
                        f"use one of {list(LLMBAR_STRATEGIES)}.")
@@ -503,8 +514,12 @@ def llmbar_protocol(strategy: str, data_dir=None, judge_config: str = LLMBAR_CON
                        "use the unmodified upstream file.")
     diffs = _config_differences(data_dir, strategy, configs, modules) \
         if judge_config != LLMBAR_CONFIG_JUDGE else ()
-    return LLMBarProtocol(strategy, tuple(modules), llmbar_identity(strategy, _template_digest(
-        m.template for m in modules), judge_config, diffs))
+    digest = _template_digest(m.template for m in modules)
+    identity = llmbar_identity(strategy, digest, judge_config, diffs) if diffs or not share_requests else \
+        llmbar_identity(strategy, digest, "shared", (LLMBAR_SHARED,))
+    if diffs and share_requests:
+        identity += f" [shared: {LLMBAR_SHARED}]"
+    return LLMBarProtocol(strategy, tuple(modules), identity, share_requests)
 
 
 def _config_differences(data_dir, strategy: str, configs: list, modules: list) -> tuple[str, ...]:
@@ -558,11 +573,12 @@ def llmbar_parse(module: LLMBarModule, reply: str | None) -> tuple[str | None, s
     return None, f"no verdict: the reply matches none of LLMBar's answer patterns: {text[:60]!r}"
 
 
-def llmbar_rating_score(reply: str | None) -> tuple[float, str]:
+def llmbar_rating_score(reply: str | None) -> tuple[int | float, str]:
     """A Rating reply read as evaluate.py reads it: Python's ``int()`` of the whole reply (spaces around it
-    allowed); (score, "") or (NaN, reason) — an empty reply or any other text is no score."""
+    allowed); (score, "") with the score an int, compared as evaluate.py compares (a float would make two large
+    integers equal), or (NaN, reason) — an empty reply or any other text is no score."""
     try:
-        return float(int(str(reply if reply is not None else ""))), ""
+        return int(str(reply if reply is not None else "")), ""
     except ValueError:
         return math.nan, f"not an integer: {str(reply or '')[:40]!r}"
 
@@ -576,8 +592,9 @@ def llmbar_rating_verdicts(reply_1: str | None, reply_2: str | None) -> tuple[fl
     (s1, why1), (s2, why2) = llmbar_rating_score(reply_1), llmbar_rating_score(reply_2)
     if why1 or why2:
         why = "; ".join(f"score_{k} {w}" for k, w in ((1, why1), (2, why2)) if w)
-        return s1, s2, None, None, why + " (evaluate.py's fallback verdict not kept)"
-    return s1, s2, "1" if s1 > s2 else "2", "2" if s2 > s1 else "1", ""
+        return float(s1), float(s2), None, None, why + " (evaluate.py's fallback verdict not kept)"
+    # compared as ints (evaluate.py's rule); the table's f1/f2 columns hold them as floats
+    return float(s1), float(s2), "1" if s1 > s2 else "2", "2" if s2 > s1 else "1", ""
 
 
 def reverse_output_ab(explanation: str) -> str:
@@ -618,71 +635,134 @@ def _llmbar_request(module: LLMBarModule, **fields):
 LLMBAR_REDUCE = 0.8
 
 
+def llmbar_retry_bound(max_tokens: int) -> int:
+    """The most calls one too-long request can take: max_tokens, int(x 0.8), ... down to 1 (evaluate.py's next try,
+    at max_tokens 0, is refused by the API itself and gives an empty reply: not sent here)."""
+    n = 0
+    while max_tokens >= 1:
+        n, max_tokens = n + 1, int(max_tokens * LLMBAR_REDUCE)
+    return n
+
+
 def _too_long(reason: str) -> bool:
     # OpenAI's wording, which upstream tests for; an OpenAI-compatible server's context overflow (dhp.backends names
     # every such HTTP 400 "context overflow") is the same refusal
-    return "Please reduce" in reason or reason.startswith("context overflow")
+    return "Please reduce" in reason or "context overflow" in reason
 
 
-def _llmbar_chat(ctx: Context, requests) -> list[tuple[str | None, str]]:
-    """(reply, why) per request; a too-long request is retried at 80 % of its max_tokens as upstream does (down to
-    max_tokens 1: then it fails with its reason, where upstream's next call is refused and gives an empty reply)."""
+def _content_filter(reason: str) -> bool:
+    # evaluate.py's test: Azure OpenAI's refusal of a prompt or reply ("... content management policy ...")
+    return "content management policy" in reason
+
+
+def llmbar_handled(reason: str) -> bool:
+    """The refusals evaluate.py handles as part of its protocol (an answer, not a failure: the circuit breaker does
+    not count them): too long (asked again shorter) and the content filter (an empty reply)."""
+    return _too_long(reason) or _content_filter(reason)
+
+
+def _llmbar_chat(ctx: Context, requests, scopes=None) -> list[tuple[str | None, str]]:
+    """(reply, note) per request, as evaluate.py's openai_completion returns it: the reply text ("" for a reply
+    without content, as evaluate.py reads it); a too-long request asked again at 80 % of its max_tokens until it fits
+    (below 1 token: the empty reply evaluate.py gets from its refused max_tokens-0 call); a content-filter refusal the
+    empty reply (note: why). (None, reason) only for a call that failed otherwise (the server did not answer).
+    ``scopes``: one per request, part of its cache key (None with ctx.share_requests: identical requests share)."""
     res: list = [None] * len(requests)
-    todo = list(enumerate(requests))
+    scopes = list(scopes) if scopes is not None and not ctx.share_requests else [None] * len(requests)
+    todo = [(i, r, s) for i, (r, s) in enumerate(zip(requests, scopes))]
     while todo:
         again = []
-        out = calls.chat(ctx.judge, [r for _, r in todo], ctx.cache, progress=ctx.progress, desc="llmbar")
-        for (i, req), o in zip(todo, out):
-            text = getattr(o, "text", None)
+        out = calls.chat(ctx.judge, [r for _, r, _ in todo], ctx.cache, progress=ctx.progress, desc="llmbar",
+                         scopes=[s for _, _, s in todo], handled=llmbar_handled)
+        for (i, req, scope), o in zip(todo, out):
             ctx.calls += 1
-            ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
-            why = "" if text is not None else str(getattr(o, "reason", "call failed"))
-            smaller = int(req.max_tokens * LLMBAR_REDUCE)
-            if text is None and _too_long(why) and smaller >= 1:
-                again.append((i, replace(req, max_tokens=smaller)))
+            if not isinstance(o, calls.CallFailure):
+                ctx.prompt_tokens += int(getattr(o, "prompt_tokens", 0) or 0)
+                res[i] = (str(getattr(o, "text", None) or ""), "")  # no content: "" (evaluate.py)
                 continue
-            res[i] = (text, why)
+            why = str(o.reason)
+            smaller = int(req.max_tokens * LLMBAR_REDUCE)
+            if _too_long(why) and smaller >= 1:
+                again.append((i, replace(req, max_tokens=smaller), scope))
+            elif _too_long(why):
+                res[i] = ("", f"too long even at max_tokens {req.max_tokens}: the empty reply ({why[:120]})")
+            elif _content_filter(why):
+                res[i] = ("", f"content filter: the empty reply ({why[:120]})")
+            else:
+                res[i] = (None, why)
         todo = again
     return res
 
 
+def _scope(name: str, item_id, step: str) -> str:
+    # one cache key per call evaluate.py makes: the strategy, the pair and the step (evaluate.py asks each on its own)
+    return f"llmbar:{name}|{item_id}|{step}"
+
+
+def _auxiliary_jobs(items: pd.DataFrame, protocol: LLMBarProtocol) -> list[tuple[str, object]]:
+    return [(_scope(protocol.strategy, it.item_id, f"auxiliary_{i}"), _llmbar_request(module, input=it.instruction))
+            for i, module in enumerate(protocol.auxiliary) for it in items.itertuples()]
+
+
 def llmbar_auxiliary_requests(items: pd.DataFrame, protocol: LLMBarProtocol) -> list:
     """The auxiliary steps' requests (Metrics / Reference: from the instruction alone), one per step and item."""
-    return [_llmbar_request(module, input=it.instruction) for module in protocol.auxiliary
-            for it in items.itertuples()]
+    return [r for _, r in _auxiliary_jobs(items, protocol)]
+
+
+def _final_jobs(items: pd.DataFrame, protocol: LLMBarProtocol, auxiliary=None) -> list[tuple[str, object]]:
+    final = protocol.modules[0] if protocol.kind == "swap" else protocol.modules[-1]
+    n_aux = len(protocol.auxiliary)
+    jobs = []
+    for it in items.itertuples():
+        # no auxiliary replies yet (a plan): empty texts stand in, so the final step's requests can be priced
+        got = list((auxiliary or {}).get(it.item_id, ()))
+        aux = {f"auxiliary_input_{i}": a for i, a in enumerate(got + [""] * (n_aux - len(got)))}
+        if protocol.kind == "rating":
+            jobs += [(_scope(protocol.strategy, it.item_id, f"score_{k}"),
+                      _llmbar_request(final, input=it.instruction, output=o, **aux))
+                     for k, o in ((1, it.output_1), (2, it.output_2))]
+            continue
+        for order in ORDERS:
+            o1, o2 = _oriented(it, order)
+            jobs.append((_scope(protocol.strategy, it.item_id, order),
+                         _llmbar_request(final, input=it.instruction, output_1=o1, output_2=o2, **aux)))
+    return jobs
 
 
 def llmbar_requests(items: pd.DataFrame, protocol: LLMBarProtocol, auxiliary=None) -> list:
     """The verdict step's requests, per item: a comparison or Swap's first round one per order ("12" then "21":
     output_1/output_2 of the template are the two responses in that order); a Rating one per output (output_1's
     then output_2's, as ``output``). ``auxiliary``: item_id -> the auxiliary steps' replies."""
-    final = protocol.modules[0] if protocol.kind == "swap" else protocol.modules[-1]
-    n_aux = len(protocol.auxiliary)
-    reqs = []
-    for it in items.itertuples():
-        # no auxiliary replies yet (a plan): empty texts stand in, so the final step's requests can be priced
-        got = list((auxiliary or {}).get(it.item_id, ()))
-        aux = {f"auxiliary_input_{i}": a for i, a in enumerate(got + [""] * (n_aux - len(got)))}
-        if protocol.kind == "rating":
-            reqs += [_llmbar_request(final, input=it.instruction, output=o, **aux)
-                     for o in (it.output_1, it.output_2)]
-            continue
-        for order in ORDERS:
-            o1, o2 = _oriented(it, order)
-            reqs.append(_llmbar_request(final, input=it.instruction, output_1=o1, output_2=o2, **aux))
-    return reqs
+    return [r for _, r in _final_jobs(items, protocol, auxiliary)]
+
+
+def _second_jobs(protocol: LLMBarProtocol, pairs_fields) -> list[tuple[str, object]]:
+    """Swap's second round: (item, [fields of order 12, fields of order 21]) -> (scope, request) per order."""
+    return [(_scope(protocol.strategy, it.item_id, f"second_{order}"), _llmbar_request(protocol.modules[1], **f))
+            for it, fields in pairs_fields for order, f in zip(ORDERS, fields)]
+
+
+#: A plan prices Swap's second round with each first-round explanation as long as the first round's max_tokens allows
+#: (the longest reply it can be, so the price is an upper bound); " ok" is one token in common tokenizers
+_PLAN_TOKEN = " ok"
+
+
+def llmbar_plan_jobs(items: pd.DataFrame, protocol: LLMBarProtocol) -> list[tuple[str, object]]:
+    """(scope, request) of every call a run may send, for a plan: the auxiliary steps', the verdict step's and, for
+    Swap, the second round of every pair (an upper bound: it is asked only where the two orders disagree), each
+    first-round explanation standing in at the first round's max_tokens (the longest it can be). Too-long retries
+    are not in it: at most :func:`llmbar_retry_bound` calls per request."""
+    jobs = _auxiliary_jobs(items, protocol) + _final_jobs(items, protocol)
+    if protocol.kind == "swap":
+        filler = (_PLAN_TOKEN * protocol.modules[0].max_tokens).strip()
+        jobs += _second_jobs(protocol, [(it, llmbar_swap_fields(it, {"12": ("1", filler), "21": ("2", filler)}))
+                                        for it in items.itertuples()])
+    return jobs
 
 
 def llmbar_plan_requests(items: pd.DataFrame, protocol: LLMBarProtocol) -> list:
-    """Every request a run may send, for a plan: the auxiliary steps', the verdict step's and, for Swap, the
-    second round of every pair (an upper bound: it is asked only where the orders disagree; empty explanations
-    stand in for the first round's replies)."""
-    reqs = llmbar_auxiliary_requests(items, protocol) + llmbar_requests(items, protocol)
-    if protocol.kind == "swap":
-        for it in items.itertuples():
-            reqs += [_llmbar_request(protocol.modules[1], **f)
-                     for f in llmbar_swap_fields(it, {"12": ("1", ""), "21": ("2", "")})]
-    return reqs
+    """The requests of :func:`llmbar_plan_jobs`."""
+    return [r for _, r in llmbar_plan_jobs(items, protocol)]
 
 
 def _to_dataset(winner: str | None, order: str) -> str | None:
@@ -690,19 +770,23 @@ def _to_dataset(winner: str | None, order: str) -> str | None:
     return None if winner is None else _back("1", "2", order)[0 if winner == "1" else 1]
 
 
+def _with_note(reason: str, note: str) -> str:
+    return f"{reason} ({note})" if reason and note else reason
+
+
 def _llmbar_strategy(name: str):
     def run(items: pd.DataFrame, ctx: Context) -> list[dict]:
-        protocol = llmbar_protocol(name, ctx.data_dir)
+        protocol = llmbar_protocol(name, ctx.data_dir, share_requests=ctx.share_requests)
         ctx.protocol = protocol.identity
         label = f"llmbar:{name}"
         aux: dict = {it.item_id: [] for it in items.itertuples()}
-        for module in protocol.auxiliary:  # Metrics / Reference: generated from the instruction alone, per item
-            replies = _llmbar_chat(ctx, [_llmbar_request(module, input=it.instruction)
-                                         for it in items.itertuples()])
-            for it, (txt, why) in zip(items.itertuples(), replies):
-                # a refused auxiliary call: LLMBar's evaluate.py goes on with an empty auxiliary text, and so here
-                aux[it.item_id].append(str(txt or "").strip())
-        replies = iter(_llmbar_chat(ctx, llmbar_requests(items, protocol, aux)))
+        jobs = _auxiliary_jobs(items, protocol)  # Metrics / Reference: from the instruction alone, per step and item
+        replies = _llmbar_chat(ctx, [r for _, r in jobs], [s for s, _ in jobs])
+        for it, (txt, _) in zip([it for _ in protocol.auxiliary for it in items.itertuples()], replies):
+            # a refused auxiliary call: LLMBar's evaluate.py goes on with an empty auxiliary text, and so here
+            aux[it.item_id].append(str(txt or "").strip())
+        jobs = _final_jobs(items, protocol, aux)
+        replies = iter(_llmbar_chat(ctx, [r for _, r in jobs], [s for s, _ in jobs]))
         rows = []
         if protocol.kind == "rating":
             for it in items.itertuples():
@@ -712,6 +796,8 @@ def _llmbar_strategy(name: str):
                 if t1 is None or t2 is None:
                     failure = "; ".join(f"score_{k} call failed: {w}" for k, (t, w) in ((1, (t1, w1)), (2, (t2, w2)))
                                         if t is None) or failure
+                else:
+                    failure = _with_note(failure, "; ".join(w for w in (w1, w2) if w))
                 rows += [_row(it, label, "12", f1=s1, f2=s2, verdict=v12, failure=failure),
                          _row(it, label, "21", f1=s1, f2=s2, verdict=v21, failure=failure)]
             return rows
@@ -721,15 +807,18 @@ def _llmbar_strategy(name: str):
                 txt, why = next(replies)
                 winner, reason = llmbar_parse(protocol.modules[0 if protocol.kind == "swap" else -1], txt) \
                     if txt is not None else (None, why)
-                first[(it.item_id, order)] = (_to_dataset(winner, order), str(txt or "").strip(), reason)
+                first[(it.item_id, order)] = (_to_dataset(winner, order), str(txt or "").strip(),
+                                              _with_note(reason, why) if txt is not None else reason)
         second: dict = {}
         if protocol.kind == "swap":  # the second round where the orders disagree; the last round is the verdict
-            jobs = [(it, f) for it in items.itertuples() for f in (llmbar_swap_fields(
-                it, {o: first[(it.item_id, o)][:2] for o in ORDERS}) or ())]
-            got = _llmbar_chat(ctx, [_llmbar_request(protocol.modules[1], **f) for _, f in jobs])
-            for (it, _), order, (txt, why) in zip(jobs, ORDERS * len(items), got):
+            asked = [(it, f) for it in items.itertuples() if (f := llmbar_swap_fields(
+                it, {o: first[(it.item_id, o)][:2] for o in ORDERS}))]
+            jobs = _second_jobs(protocol, asked)
+            got = _llmbar_chat(ctx, [r for _, r in jobs], [s for s, _ in jobs])
+            for (it, order), (txt, why) in zip([(it, o) for it, _ in asked for o in ORDERS], got):
                 winner, reason = llmbar_parse(protocol.modules[1], txt) if txt is not None else (None, why)
-                second[(it.item_id, order)] = (_to_dataset(winner, order), reason)
+                second[(it.item_id, order)] = (_to_dataset(winner, order),
+                                               _with_note(reason, why) if txt is not None else reason)
         for it in items.itertuples():
             for order in ORDERS:
                 verdict, _, reason = first[(it.item_id, order)]
@@ -747,12 +836,15 @@ for _name in LLMBAR_STRATEGIES:
 
 
 def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dna"), judge="embedded", mode="logprobs",
-                   cache=None, seed: int = 0, progress: bool | str = False, data_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   cache=None, seed: int = 0, progress: bool | str = False, data_dir=None,
+                   share_requests: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the named strategies on a pairwise table (dhp.datasets.llmbar). Returns (verdicts, costs):
     verdicts has VERDICT_COLUMNS, one row per item × strategy × order (verdict in the dataset's labelling);
     costs has strategy, calls, prompt_tokens (calls asked, cached or not: the cost of the protocol) and protocol
     (the LLMBar template identity of an ``llmbar:`` strategy, "" for the project's own wordings).
-    ``data_dir``: the data root the ``llmbar:`` strategies read LLMBar's templates from.
+    ``data_dir``: the data root the ``llmbar:`` strategies read LLMBar's templates from. ``share_requests``: the
+    ``llmbar:`` strategies answer identical requests once across strategies and pairs (off: each strategy and pair
+    asks on its own, as LLMBar's evaluate.py; on: named in their protocol identity).
     ``mode`` ("logprobs" or "sample") is used by direct_pointwise only; the other strategies read the text
     their prompt asks for, generated at temperature 0."""
     for name in strategies:
@@ -760,7 +852,7 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:
-        ctx = Context(judge, mode, cache, seed, progress, data_dir=data_dir)
+        ctx = Context(judge, mode, cache, seed, progress, data_dir=data_dir, share_requests=share_requests)
         # rows in the items' order, each item's "12" then "21", whatever order the strategy made them in
         rows += sorted(STRATEGIES[name](items, ctx), key=lambda r: position[(r["item_id"], r["order"])])
         costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens,

@@ -32,8 +32,8 @@ from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
-from dhp.judging.strategies import (STRATEGIES, llmbar_plan_requests, llmbar_protocol,
-                                    run_strategies)
+from dhp.judging.strategies import (LLMBAR_SHARED, LLMBAR_SWAP, STRATEGIES, llmbar_plan_jobs, llmbar_protocol,
+                                    llmbar_retry_bound, run_strategies)
 from dhp.methods import Method, Plan, Stage, StageResult, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
@@ -68,6 +68,10 @@ class DecomposeAggregateParams(RunParams):
     n_samples: int = Field(5, ge=1, description="replies per prompt when the bridge scores in sample mode")
     expert_weights: str | None = Field(None, description="expert-weights CSV for the bridge's statistics and its DnA "
                                                          "weights (None: the shipped dhp/resources/expert_weights.csv)")
+    llmbar_share_requests: bool = Field(False, description="llmbar: strategies answer identical requests once across "
+                                                           "strategies and pairs (cheaper; not LLMBar's procedure, "
+                                                           "which asks each strategy and pair on its own: named in "
+                                                           "the rows' protocol)")
     dna_weights: Literal["expert", "equal"] = Field("expert", description="the bridge's DnA aggregation weights: "
                                                                           "'expert' (the expert weights averaged over "
                                                                           "the task's perturbations) or 'equal'")
@@ -197,16 +201,30 @@ class DecomposeAggregate(Method):
         return {**(self.profile_params(profile, data_dir) or self.profiles["quick"]), "strategies": mine}
 
     def evaluate_plan(self, config: DecomposeAggregateParams, backend=None) -> Plan:
-        """LLMBar: the exact requests of LLMBar's evaluator, priced through the cache; the pairs per view."""
+        """LLMBar: the exact requests of LLMBar's evaluator, each under the cache key the run gives it (one per
+        strategy, pair and step, as evaluate.py asks them; with llmbar_share_requests identical requests once), priced
+        through the cache: the calls a run makes, except Swap's second round (counted for every pair, asked where
+        the orders disagree; each explanation priced at the first round's max_tokens) and too-long retries."""
         plan, pairs = Plan(), self.load_pairs(config)
+        jobs, swaps = [], []
         for s in (x for x in config.strategies if x.startswith("llmbar:")):
-            protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
+            protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir,
+                                       share_requests=config.llmbar_share_requests)
             # the auxiliary steps' requests (Metrics, Reference), the verdicts' and Swap's second round (at most)
-            requests = llmbar_plan_requests(pairs, protocol)
-            plan.estimates.append(calls.chat(backend or config.judge, requests, config.cache, dry_run=True,
-                                             progress=False))
+            jobs += llmbar_plan_jobs(pairs, protocol)
+            swaps += [protocol.strategy] if protocol.strategy in LLMBAR_SWAP else []
             # every protocol of the step, not only the last
             plan.note = "; ".join(x for x in (plan.note, f"protocol {protocol.identity}") if x)
+        if jobs:
+            scopes = None if config.llmbar_share_requests else [sc for sc, _ in jobs]
+            plan.estimates.append(calls.chat(backend or config.judge, [r for _, r in jobs], config.cache, dry_run=True,
+                                             progress=False, scopes=scopes))
+            bound = max(llmbar_retry_bound(r.max_tokens) for _, r in jobs)
+            plan.note = "; ".join(x for x in (plan.note, (
+                f"Swap's second round ({', '.join(swaps)}) counted for every pair: asked only where the two orders "
+                "disagree, with each first-round explanation at most the first round's max_tokens" if swaps else ""),
+                f"a request refused as too long is asked again at 80 % max_tokens: at most {bound} calls each"
+                + (f"; {LLMBAR_SHARED}" if config.llmbar_share_requests else "")) if x)
         for scope, g in pairs.groupby(pairs["subset"].astype(str).str.startswith("Adversarial")):
             plan.units.append(f"LLMBar {'Adversarial (4 subsets)' if scope else 'Natural'}: {len(g)} pairs "
                               f"x 2 orders ({', '.join(sorted(set(g['subset'].astype(str))))})")
@@ -225,7 +243,7 @@ class DecomposeAggregate(Method):
         backend = self._live(config, judge)
         verdicts, costs = run_strategies(pairs, config.strategies, judge=backend, mode=config.mode,
                                          cache=config.cache, seed=config.seed, progress=config.progress,
-                                         data_dir=config.data_dir)
+                                         data_dir=config.data_dir, share_requests=config.llmbar_share_requests)
         who = {"judge": backend.identity, "mode": config.mode}
         # source: '' for the project's own wordings; an llmbar: strategy's template identity (its protocol)
         source = verdicts["strategy"].map(dict(zip(costs["strategy"], costs["protocol"]))).fillna("")
