@@ -754,7 +754,7 @@ def llmbar_plan_jobs(items: pd.DataFrame, protocol: LLMBarProtocol) -> list[tupl
     are not in it: at most :func:`llmbar_retry_bound` calls per request."""
     jobs = _auxiliary_jobs(items, protocol) + _final_jobs(items, protocol)
     if protocol.kind == "swap":
-        filler = (_PLAN_TOKEN * protocol.modules[0].max_tokens).strip()
+        filler = _PLAN_TOKEN * protocol.modules[0].max_tokens
         jobs += _second_jobs(protocol, [(it, llmbar_swap_fields(it, {"12": ("1", filler), "21": ("2", filler)}))
                                         for it in items.itertuples()])
     return jobs
