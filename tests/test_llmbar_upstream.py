@@ -29,7 +29,8 @@ from dhp.judging.strategies import (LLMBAR_RATING, LLMBAR_STRATEGIES, LLMBAR_SWA
 TOO_LONG = "This model's maximum context length is 8192 tokens. Please reduce the length of the messages or completion."
 FILTERED = "The response was filtered due to the prompt triggering Azure OpenAI's content management policy."
 NO_CONTENT = object()
-POOL = ["Output (a)", "Output (b)", "Output (a) is better.", "Output (b) is better.",
+POOL = ["Output (a)", "Output (b)", "Output (a) is better.", "Output (b) is better.", "Output (a) is better.",
+        "Output (a) is better.", "Output (b) is better.",
         "Explanation: Output (a) follows the instruction.\n\nTherefore, Output (b) is better.", "Both are fine.",
         "7", " 3 ", "10", "eight", "\nOutput (b)\n", "Output (a) is better than Output (b)."]
 
