@@ -14,7 +14,11 @@ dataset's labelling, so position bias can be measured.
   integers give both orders' verdicts (:func:`llmbar_rating_verdicts`); Swap: a second round with both first-round
   explanations where the orders disagree, the last round is the verdict (:func:`llmbar_swap_fields`). These are the protocol of LLMBar's recorded
   verdicts; the leaderboard ranks a live judge beside the recorded ones only on the same protocol
-  (:func:`llmbar_protocol`).
+  (:func:`llmbar_protocol`). As evaluate.py, every strategy asks each pair's calls on its own (each call has its own
+  cache key: strategy, pair, step), and the refusals evaluate.py handles are answers, not failures for the circuit
+  breaker (:func:`llmbar_handled`): too long is asked again at 80 % max_tokens, a content filter or a reply without
+  content is the empty reply. ``share_requests`` answers identical requests once across strategies and pairs, named
+  in the protocol identity (:data:`LLMBAR_SHARED`).
 - ``dhp_vanilla``: this project's own rewording of LLMBar's Vanilla evaluator (one prompt with evaluation rules, the
   instruction and both outputs; the reply is "Output (a)" or "Output (b)", :func:`parse_choice`): not LLMBar's
   protocol, so never in the view of LLMBar's recorded Vanilla verdicts.
