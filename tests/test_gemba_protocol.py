@@ -83,6 +83,7 @@ class Scripted(Backend):
     identity = "fake:gemba-scripted"
     model = "scripted"
     n_ctx = None
+    accepts_no_max_tokens = True  # as an OpenAI-compatible server
 
     def __init__(self, replies):
         self.replies, self.requests = list(replies), []
@@ -142,18 +143,15 @@ def test_messages_temperatures_and_retries_equal_what_gemba_sends(upstream, name
     proto = gemba_protocol(f"gemba:{name}")
     good = {"DA_ref": "85", "SQM": "Score: 70", "stars_ref": "four stars"}.get(name) or proto.classes[-1]
     replies = ["I cannot judge this.", "Hmm, 1 or 2 or 3?", good]
-    sent, answer = _upstream_calls(gpt_api, text, entry["validate_answer"], replies, entry.get("max_tokens"))
+    sent, answer = _upstream_calls(gpt_api, text, entry["validate_answer"], replies, None)  # as gemba_da.py
     assert gemba_messages(proto, **seg) == sent[0]["messages"] == [{"role": "user", "content": text}]
     judge = Scripted(replies)
     out = gemba_score(pd.DataFrame([seg]), judge, proto, cache=tmp_path / "cache.sqlite")
     assert [r.temperature for r in judge.requests] == [p["temperature"] for p in sent] == [0.0, 0.1, 0.2]
     assert all(r.message_dicts() == p["messages"] for r, p in zip(judge.requests, sent))
-    if entry.get("max_tokens") is not None:  # upstream's request drops it on its retries: a recorded difference
-        assert sent[0]["max_tokens"] == entry["max_tokens"] and all("max_tokens" not in p for p in sent[1:])
-        assert all(r.max_tokens == entry["max_tokens"] for r in judge.requests)
-        assert any("retries" in d for d in proto.differences)
-    else:
-        assert all("max_tokens" not in p for p in sent) and any("max_tokens" in d for d in proto.differences)
+    # gemba_da.py passes no max_tokens (not even the classes prompts' 100), and neither does the project
+    assert all("max_tokens" not in p for p in sent) and all(r.max_tokens is None for r in judge.requests)
+    assert not any("max_tokens" in d for d in proto.differences) and "no max_tokens" in proto.identity
     assert out["score"].iloc[0] == answer and out["attempt"].iloc[0] == 2 and out["failure"].iloc[0] == ""
 
 
