@@ -57,6 +57,9 @@ GEMBA_PROTOCOLS = ("DA", "DA_ref", "SQM", "SQM_ref", "stars", "stars_ref", "clas
 #: GEMBA's older request_api (3dd2c49 .. d942a90, the decoding of the recorded scores): max_tokens 20 first, a reply
 #: cut off at the limit asked again with 200 more, none above 500 (then no answer). Used here only with a limit.
 OLD_MAX_TOKENS, OLD_MAX_TOKENS_STEP, OLD_MAX_TOKENS_CAP = 20, 200, 500
+#: reply tokens a plan assumes per call where no max_tokens is sent (a number, some stars or a class name, as the
+#: recorded scores' limit of 20 held for most replies)
+GEMBA_REPLY_TOKENS = 20
 #: the decoding that made GEMBA's recorded scores (its gpt_api.py at 3dd2c49 / d942a90), named on their rows
 RECORDED_DECODING = (f"Completion API (the prompt as plain text), max_tokens {OLD_MAX_TOKENS} (+{OLD_MAX_TOKENS_STEP} "
                      f"up to {OLD_MAX_TOKENS_CAP} on a cut-off reply, then no answer), n=1 at t=0 and n=10 at each "
