@@ -38,13 +38,17 @@ def test_plan_of_every_gemba_protocol(tmp_path, profile, segments):
     assert not any(tmp_path.rglob("*.sqlite"))  # a plan writes no cache
 
 
-def test_a_gemba_plan_prices_a_priced_model_at_both_bounds(tmp_path):
-    (step,) = plan("openai:gpt-4o@https://api.example.com/v1", "quick", run_dir=str(tmp_path / "r"),
-                   protocols=["gemba:SQM"])
-    assert step.cost_usd is not None and step.cost_usd > 0
+@pytest.mark.parametrize("name", GEMBA_PROTOCOLS)
+def test_a_gemba_plan_prices_a_priced_model_at_both_bounds_and_a_dry_run_writes_nothing(tmp_path, name):
+    judge = "openai:gpt-4o@https://api.example.com/v1"  # priced in dhp/resources/judge_prices.yaml; never called
+    got = evaluate(judge, "quick", run_dir=str(tmp_path / "r"), dry_run=True, protocols=[f"gemba:{name}"],
+                   out=open(tmp_path / "plan.txt", "w"))
+    (step,) = got["plan"]
+    assert step.cost_usd is not None and step.cost_usd > 0 and got["calls_made"] == 0
     low, high = [float(x) for x in re.findall(r"\$([0-9.]+) expected, at most \$([0-9.]+)", step.note)[0]]
     assert low == pytest.approx(step.cost_usd, abs=1e-4) and high == pytest.approx(11 * low, rel=0.01)
-    assert not (tmp_path / "r").exists()
+    assert "no max_tokens" in step.note and f"at most {11 * step.calls} " in step.note
+    assert not (tmp_path / "r").exists()  # --dry-run: no run folder, no cache
 
 
 def test_protocol_errors_name_the_fix(tmp_path):
