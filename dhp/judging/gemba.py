@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from dhp import calls
+from dhp.backends import get_backend
 from dhp.backends.base import ChatRequest, reply_status
 from dhp.datasets import registry
 from dhp.errors import DHPError
@@ -341,11 +342,7 @@ def _resolve_limit(proto: GembaProtocol, judge, max_tokens: int | None) -> Gemba
         return proto.with_limit(max_tokens, "user")
     if proto.limit is not None:
         return proto
-    if isinstance(judge, str):
-        from dhp.backends import BACKENDS
-        needs = not judge.startswith("openai:") and judge.split(":", 1)[0] in BACKENDS
-    else:
-        needs = not getattr(judge, "accepts_no_max_tokens", False)
+    needs = not getattr(judge, "accepts_no_max_tokens", False)
     return proto.with_limit(OLD_MAX_TOKENS, "backend") if needs else proto.with_limit(None)
 
 
@@ -358,6 +355,7 @@ def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=
     ``max_tokens`` the user's, see the module docstring). Attempts run in rounds: every row still unanswered asks
     again at the next temperature (or, cut off at a limit, with a higher limit)."""
     proto = gemba_protocol(protocol, data_dir) if isinstance(protocol, str) else protocol
+    judge = get_backend(judge)  # once: whether it takes a request without max_tokens decides the limit
     proto = _resolve_limit(proto, judge, max_tokens)
     msgs = [gemba_messages(proto, r.source, r.target, getattr(r, "reference", None),
                            getattr(r, "src_lang", "zh"), getattr(r, "tgt_lang", "en"))

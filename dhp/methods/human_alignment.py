@@ -209,7 +209,7 @@ class HumanAlignment(Method):
             price = calls.load_price_table().get(judge.model)
             if price is not None:
                 cost = (prompt * float(price["input"]) + len(todo) * reply * float(price["output"])) / 1e6
-                top = proto.limit and max(proto.limit, _last_limit(proto.limit)) or GEMBA_REPLY_TOKENS
+                top = _last_limit(proto.limit) if proto.limit else GEMBA_REPLY_TOKENS
                 cost_max = high * (prompt * float(price["input"]) + len(todo) * top * float(price["output"])) / 1e6
         est = calls.Estimate(judge.identity, len(todo), distinct - len(todo), prompt, len(todo) * reply, cost)
         money = ("" if cost is None else f", cost ${cost:.4f} expected, at most ${cost_max:.4f}")
