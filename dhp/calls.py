@@ -33,6 +33,7 @@ import pandas as pd
 import yaml
 
 from dhp.backends import Backend, ChatRequest, Completion, get_backend
+from dhp.backends.base import reply_status_value
 from dhp.cache import CachedCall, Cache, make_key, open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, resource
@@ -241,8 +242,10 @@ def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: d
             raise DHPError(f"{backend.identity} returned {len(texts)} replies where {len(call.keys)} were asked for.",
                            "report this backend bug; rerun to retry the missing replies.")
         # Token logprobs belong to the first reply only; later replies of an n-request carry text.
+        # a chat row's value says how its first reply ended (null content, cut off: dhp.backends.base.reply_status)
         store.put_many([(key, backend.identity, "chat",
-                         CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
+                         CachedCall(texts[i], res.top_logprobs if i == 0 else None,
+                                    reply_status_value(res) if i == 0 else None,
                                     res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
                         for i, key in enumerate(call.keys)])
     elif call.kind == "metric":  # the reason of a NaN score is kept (a text the statistic does not apply to)

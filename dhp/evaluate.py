@@ -112,7 +112,8 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
             values = m.profile_params(profile, data_dir)
         if values is None:
             continue
-        config = m.config({**values, "judge": str(getattr(backend, "identity", judge)), "mode": mode,
+        # a protocol may fix its mode (GEMBA reads a sampled reply's text: "sample")
+        config = m.config({**values, "judge": str(getattr(backend, "identity", judge)), "mode": values.get("mode", mode),
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
     if protocols and set(protocols) - claimed:
@@ -225,7 +226,8 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
                            **LEADERBOARD[profile])
     paths.update(run_leaderboard(lb))
-    card = methods.report_card(run_dir, judge=backend.identity, mode=mode)
+    modes = {s.config.mode for s in steps}  # a protocol's own mode (GEMBA: sample) where it fixes one
+    card = methods.report_card(run_dir, judge=backend.identity, mode=modes.pop() if len(modes) == 1 else mode)
     paths["report_card.csv"] = write_csv(card, resolve(run_dir) / "report_card.csv")
     board = pd.read_csv(paths["leaderboard.csv"])
     picks = {m.name: m.headline for m in methods.all_methods()}

@@ -7,6 +7,7 @@ output.) Skipped without GEMBA's files."""
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pandas as pd
 import pytest
@@ -29,7 +30,25 @@ def test_plan_of_every_gemba_protocol(tmp_path, profile, segments):
         (step,) = steps
         assert step.config.segment_protocol == f"gemba:{name}" and step.config.n_docs == 0
         assert f"{segments} of 1875 MQM segments x 15 systems" in step.units[0]
-        assert step.calls == segments * 15 and f"GEMBA-{name}@a7a7eff8" in step.note
+        assert f"GEMBA-{name}@a7a7eff8" in step.note and step.config.mode == "sample"
+        # the calls counted as sent: one per distinct prompt (two systems' equal outputs are one call), at most 11
+        distinct = step.calls + step.cached
+        assert 0 < distinct <= segments * 15 and (segments == 6 or distinct < segments * 15)
+        assert f"GEMBA calls: {step.calls} expected" in step.note and f"at most {11 * step.calls} " in step.note
+    assert not any(tmp_path.rglob("*.sqlite"))  # a plan writes no cache
+
+
+@pytest.mark.parametrize("name", GEMBA_PROTOCOLS)
+def test_a_gemba_plan_prices_a_priced_model_at_both_bounds_and_a_dry_run_writes_nothing(tmp_path, name):
+    judge = "openai:gpt-4o@https://api.example.com/v1"  # priced in dhp/resources/judge_prices.yaml; never called
+    got = evaluate(judge, "quick", run_dir=str(tmp_path / "r"), dry_run=True, protocols=[f"gemba:{name}"],
+                   out=open(tmp_path / "plan.txt", "w"))
+    (step,) = got["plan"]
+    assert step.cost_usd is not None and step.cost_usd > 0 and got["calls_made"] == 0
+    low, high = [float(x) for x in re.findall(r"\$([0-9.]+) expected, at most \$([0-9.]+)", step.note)[0]]
+    assert low == pytest.approx(step.cost_usd, abs=1e-4) and high == pytest.approx(11 * low, rel=0.01)
+    assert "no max_tokens" in step.note and f"at most {11 * step.calls} " in step.note
+    assert not (tmp_path / "r").exists()  # --dry-run: no run folder, no cache
 
 
 def test_protocol_errors_name_the_fix(tmp_path):

@@ -70,3 +70,42 @@ def test_openai_itself_still_needs_a_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(DHPError, match="OPENAI_API_KEY is not set"):
         OpenAIBackend("gpt-4o-mini", transport=_server())
+
+
+def _null_server(seen):
+    """A server whose reply has ``content: null`` (a refusal), cut off when asked for fewer than 5 tokens."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "m", "object": "model"}]})
+        import json
+
+        body = json.loads(request.content)
+        seen.append(body)
+        cut = body.get("max_tokens") is not None and body["max_tokens"] < 5
+        message = {"role": "assistant", "content": "Sco" if cut else None}
+        if body["messages"][-1]["content"] == "absent":
+            message.pop("content")
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "length" if cut else "stop",
+                                                      "message": message}], "usage": {"completion_tokens": 0}})
+    return httpx.MockTransport(handle)
+
+
+def test_a_null_content_is_an_empty_text_flagged_null_and_kept_so_through_the_cache(monkeypatch, tmp_path):
+    """The reply's text stays a str ("" for readers of the text, as LLMBar's evaluator reads it), content_null says
+    it was null (GEMBA: no answer); an absent content too; a cut-off reply says finish_reason "length"; a request
+    without max_tokens sends none; the cache row keeps null / length (dhp.backends.base.reply_status)."""
+    from dhp import calls
+    from dhp.backends.base import reply_status
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    seen: list[dict] = []
+    b = OpenAIBackend("m", URL, transport=_null_server(seen), max_retries=0)
+    reqs = [ChatRequest.make([{"role": "user", "content": "hi"}], None),
+            ChatRequest.make([{"role": "user", "content": "absent"}], None),
+            ChatRequest.make([{"role": "user", "content": "hi"}], 3)]
+    out = b.chat_many(reqs)
+    assert [(o.text, o.content_null, o.finish_reason) for o in out] == [
+        ("", True, "stop"), ("", True, "stop"), ("Sco", False, "length")]
+    assert "max_tokens" not in seen[0] and seen[2]["max_tokens"] == 3
+    got = calls.chat(b, reqs, tmp_path / "c.sqlite", progress=False)
+    assert [(g.text, reply_status(g)) for g in got] == [("", "null"), ("", "null"), ("Sco", "length")]

@@ -73,8 +73,16 @@ def test_every_gemba_file_is_imported_as_56_judges_with_their_protocol(run):
     judges = s[["judge", "reference"]].drop_duplicates()
     assert len(judges) == 56 and set(judges["reference"]) == {"refA", "src"}
     assert {tuple(r) for r in judges.to_numpy()} == set(PROTOCOLS)
-    assert PROTOCOLS[("GEMBA-GPT4-DA", "refA")].startswith("gemba/GEMBA-DA_ref@a7a7eff8")
-    assert PROTOCOLS[("GEMBA-GPT4-DA", "src")].startswith("gemba/GEMBA-DA@a7a7eff8")
+    # each row names the decoding that made it (GEMBA's gpt_api.py when the file was committed: the Completion API
+    # with max_tokens 20 and n=10, not a7a7eff8's chat call) and its reference variant
+    assert PROTOCOLS[("GEMBA-GPT4-DA", "refA")].startswith("gemba/GEMBA-DA_ref@d942a90 GPT-4, Completion API")
+    assert PROTOCOLS[("GEMBA-Dav3-DA", "src")].startswith("gemba/GEMBA-DA@3dd2c49 text-davinci-003, Completion API")
+    assert sum("@3dd2c49" in p for p in PROTOCOLS.values()) == 25 and not any("a7a7eff8" in p for p in
+                                                                               PROTOCOLS.values())
+    assert all("max_tokens 20" in p and "n=10" in p and p.endswith(f"reference {'refA' if r == 'refA' else 'none (src)'}")
+               for (_, r), p in PROTOCOLS.items())
+    named = s.groupby(["judge", "reference"])["protocol"].unique()
+    assert all(list(v) == [PROTOCOLS[k]] for k, v in named.items())
     # None (no valid answer) is NaN with its reason, never 0
     bab = s[(s["judge"] == "GEMBA-Bab-SQM") & (s["reference"] == "refA")]
     assert bab["score"].isna().sum() == 3826 and set(bab.loc[bab["score"].isna(), "failure"]) == {
@@ -85,6 +93,12 @@ def test_segment_views_equal_mt_metrics_eval(views):
     acc = views[("segment", "WMT22 zh-en vs MQM", "acc_eq_calibrated")]
     tau = views[("segment", "WMT22 zh-en vs MQM", "tau_b")]
     assert acc.data["judge"].nunique() == 45  # 56 less the 11 with unscored outputs
+    # every GEMBA judge of every view carries its own protocol (leaderboard.csv's protocol column)
+    for v in views.values():
+        if v.view == "segment":
+            gemba = {(j, m) for j, m in zip(v.data["judge"], v.data["mode"]) if j.startswith("GEMBA-")}
+            assert gemba and all(v.notes["protocols"][k] == PROTOCOLS[(k[0].rsplit("-", 1)[0], k[0].rsplit("-", 1)[1])]
+                                 for k in gemba), v.scope
     mqm = _read(MQM)
     systems = sorted(s for s, v in mqm.items() if any(x is not None for x in v) and s != "refA")
     gold = np.array([x for s in systems for x in mqm[s]], dtype=float)

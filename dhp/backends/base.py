@@ -26,7 +26,7 @@ class ChatRequest:
     part of the cache key when set."""
 
     messages: tuple[tuple[str, str], ...]  # (role, content) pairs, hashable
-    max_tokens: int = 256
+    max_tokens: int | None = 256  # None: none sent (a backend with accepts_no_max_tokens only: GEMBA's protocol)
     temperature: float = 0.0
     seed: int | None = 0  # None: no seed is sent (a protocol that never sent one, e.g. LLMBar's)
     logprobs: int | None = None
@@ -35,12 +35,13 @@ class ChatRequest:
     stop_when: str = ""
 
     @staticmethod
-    def make(messages: Messages, max_tokens: int = 256, temperature: float = 0.0, seed: int | None = 0,
+    def make(messages: Messages, max_tokens: int | None = 256, temperature: float = 0.0, seed: int | None = 0,
              logprobs: int | None = None, stop_after: tuple[str, ...] = (), n: int = 1,
              stop_when: str = "") -> "ChatRequest":
         if int(n) < 1:
             raise DHPError(f"A chat request needs n >= 1 replies (got {n}).", "pass n=1 or more.")
-        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), int(max_tokens),
+        return ChatRequest(tuple((m["role"], m["content"]) for m in messages),
+                           None if max_tokens is None else int(max_tokens),
                            float(temperature), None if seed is None else int(seed), logprobs, tuple(stop_after), int(n), str(stop_when))
 
     def message_dicts(self) -> list[dict[str, str]]:
@@ -66,6 +67,28 @@ class Completion:
     prompt_tokens_computed: int | None = None
     texts: list[str] | None = None
     calls: int = 1
+    content_null: bool = False
+    finish_reason: str | None = None
+
+
+#: What a chat row's cache ``value`` records about its first reply (chat rows have no numeric result, so the column
+#: is free; None there: a complete reply, as in every cache written before): the server sent no content (null), or
+#: cut the reply at max_tokens (finish_reason "length"). :func:`reply_status` reads it back.
+REPLY_NULL_CONTENT = -1.0
+REPLY_CUT_OFF = -2.0
+
+
+def reply_status_value(res: "Completion") -> float | None:
+    """The cache ``value`` of a chat reply (see REPLY_NULL_CONTENT); None for a complete reply."""
+    if getattr(res, "content_null", False):
+        return REPLY_NULL_CONTENT
+    return REPLY_CUT_OFF if getattr(res, "finish_reason", None) == "length" else None
+
+
+def reply_status(cached) -> str:
+    """"null" (no content), "length" (cut off at max_tokens) or "" of a cached chat reply (dhp.cache.CachedCall)."""
+    value = getattr(cached, "value", None)
+    return {REPLY_NULL_CONTENT: "null", REPLY_CUT_OFF: "length"}.get(value, "") if value is not None else ""
 
 
 @dataclass
@@ -154,6 +177,8 @@ class Backend:
     supports_metric: bool = False  # scores (source, candidate) directly: mode "metric" (metric_many)
     #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
     deterministic: bool = False
+    #: Takes a request with ``max_tokens=None`` (sends none: the server's own limit); others need a bound.
+    accepts_no_max_tokens: bool = False
 
     @property
     def fingerprint(self) -> str:

@@ -73,6 +73,7 @@ class OpenAIBackend(Backend):
         if parsed.scheme not in ("http", "https") or not host:
             raise DHPError(f"Invalid judge server URL {self.base_url!r}.",
                            "use http(s)://host:port/v1, e.g. http://127.0.0.1:8000/v1.")
+        self.accepts_no_max_tokens = True  # an OpenAI-compatible server applies its own limit
         self.is_local = is_loopback(host)
         self.is_paid = not self.is_local
         key = os.environ.get("OPENAI_API_KEY")
@@ -336,8 +337,9 @@ class OpenAIBackend(Backend):
     def chat_body(self, req: ChatRequest) -> dict:
         """The JSON body of one chat request, exactly as sent live (dhp.batch exports the same body, so batch and
         live answers share cache keys)."""
-        body: dict[str, Any] = {"model": self.model, "messages": req.message_dicts(),
-                                "max_tokens": req.max_tokens, "temperature": req.temperature}
+        body: dict[str, Any] = {"model": self.model, "messages": req.message_dicts(), "temperature": req.temperature}
+        if req.max_tokens is not None:  # None: the server's own limit (GEMBA's a7a7eff8 sends none)
+            body["max_tokens"] = req.max_tokens
         if req.seed is not None:  # a request without a seed (LLMBar's protocol) sends none
             body["seed"] = req.seed
         if req.logprobs:
@@ -353,8 +355,11 @@ class OpenAIBackend(Backend):
         it."""
         try:
             choice = data["choices"][0]
-            text = choice["message"]["content"] or ""
-            texts = [(c["message"]["content"] or "") for c in data["choices"]]
+            # a null (or absent) content is a reply without text, not a malformed body: readers of the text see "",
+            # a protocol that tells it apart reads content_null (GEMBA's GptApi: no answer, no retry)
+            content = choice["message"].get("content")
+            text = content or ""
+            texts = [(c["message"].get("content") or "") for c in data["choices"]]
             tops = None
             lp = choice.get("logprobs")
             if lp and lp.get("content"):
@@ -365,10 +370,12 @@ class OpenAIBackend(Backend):
                         d.setdefault(alt["token"], float(alt["logprob"]))
                     tops.append(d)
             usage = data.get("usage") or {}
+            finish = choice.get("finish_reason")
             return Completion(text, tops, int(usage.get("prompt_tokens") or 0),
                               int(usage.get("completion_tokens") or 0), None,
-                              texts if len(texts) > 1 else None)
-        except (KeyError, IndexError, TypeError, ValueError) as e:
+                              texts if len(texts) > 1 else None, content_null=content is None,
+                              finish_reason=finish if isinstance(finish, str) else None)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
             raise TransientError(f"malformed chat response: {e!r}") from None
 
     async def _run_many(self, items: Sequence, one, on_result, retry: bool = True) -> list:

@@ -1,6 +1,7 @@
 """GEMBA live (Kocmi & Federmann 2023; github.com/MicrosoftTranslator/GEMBA @ a7a7eff8, CC BY-SA 4.0): the protocols
 ``gemba:DA``, ``gemba:DA_ref``, ``gemba:SQM``, ``gemba:SQM_ref``, ``gemba:stars``, ``gemba:stars_ref``,
-``gemba:classes``, ``gemba:classes_ref`` — the protocols behind GEMBA's recorded judges (dhp.recorded.gemba).
+``gemba:classes``, ``gemba:classes_ref`` — the prompts behind GEMBA's recorded judges (dhp.recorded.gemba, whose
+scores were made by an older decoding: see there and :data:`RECORDED_DECODING`).
 
 Nothing of GEMBA is copied here: the templates, language names, answer rule, decoding parameters and retry limits
 are READ AT RUN TIME from the data root's ``gemba/gemba/prompt.py`` and ``gemba/gemba/gpt_api.py`` by parsing
@@ -10,18 +11,25 @@ function's ``min``/``max`` defaults, ``validate_stars``, or ``parse_classes`` wi
 default), ``language_codes``, ``GptApi.call_api``'s ``parameters`` (``temperature: temperature / D``, top_p, n,
 penalties, stop), ``request``'s start temperature and step, and ``request_api``'s temperature limit.
 
-What a call sends (as ``gemba_da.py`` + ``GptApi``): the template filled with ``str.format`` (source_lang and
-target_lang the names of the language codes, source_seg, target_seg, reference_seg) as one user message;
-temperature ``t / D`` for the attempt ``t`` = 0, 1, ... (D = 10); ``max_tokens`` the prompt's own where it sets
-one (classes: 100; upstream's ``request`` passes it on the first attempt only, and ``gemba_da.py`` never passes it). The reply is stripped and read by the prompt's rule (:func:`gemba_parse`, the same semantics as
-upstream's ``validate_number`` / ``validate_stars`` / ``parse_classes``, checked against upstream's own
-functions in the tests); no valid answer: the same request at the next temperature, up to the limit (t > 10:
-no answer, the score is NaN with the reason).
+What a call sends (as ``gemba_da.py`` + ``GptApi`` at a7a7eff8): the template filled with ``str.format``
+(source_lang and target_lang the names of the language codes, source_seg, target_seg, reference_seg) as one user
+message; temperature ``t / D`` for the attempt ``t`` = 0, 1, ... (D = 10); no ``max_tokens`` (``gemba_da.py`` passes
+none, not even the classes prompts' 100). The reply is stripped and read by the prompt's rule (:func:`gemba_parse`,
+the same semantics as upstream's ``validate_number`` / ``validate_stars`` / ``parse_classes``, checked against
+upstream's own functions in the tests). As ``GptApi.request_api``:
 
-Deliberate differences, recorded in :attr:`GembaProtocol.differences`: this project's chat calls always carry a
-``max_tokens`` (GEMBA sends none for DA/SQM/stars: :data:`DEFAULT_MAX_TOKENS` here) and cannot see a reply's
-finish_reason (GEMBA re-asks a cut-off reply with 200 more tokens, or treats it as no answer when no max_tokens was
-set); top_p 1, n 1, zero penalties and no stop are the servers' defaults and are not sent.
+- a reply whose content is ``null`` is no answer (NaN), and nothing more is asked;
+- a reply cut off by the server (finish_reason "length", no max_tokens sent) is no answer either;
+- a refused call (content filter, or the transport failed after the backend's retries) is no answer;
+- a reply without a valid answer: the same request at the next temperature, up to the limit (t > 10: no answer).
+
+A ``max_tokens`` is sent only where the user sets one or the backend needs one (:attr:`Backend.accepts_no_max_tokens`
+False: :data:`OLD_MAX_TOKENS`, the recorded scores' start); the protocol's identity then says so, and a reply cut
+off at the limit is asked again with 200 more tokens, up to 500 (GEMBA's older ``request_api``, 3dd2c49), beyond
+which it is no answer — never a higher temperature.
+
+Deliberate differences, recorded in :attr:`GembaProtocol.differences` and named in its identity: seed 0 sent;
+top_p/n/penalties/stop are the servers' defaults and not sent; with a limit, the old path's rule for cut-off replies.
 """
 
 from __future__ import annotations
@@ -29,25 +37,34 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dhp import calls
-from dhp.backends.base import ChatRequest
+from dhp.backends import get_backend
+from dhp.backends.base import ChatRequest, reply_status
 from dhp.datasets import registry
 from dhp.errors import DHPError
 
 __all__ = ["GembaProtocol", "gemba_protocol", "gemba_parse", "gemba_messages", "gemba_request", "gemba_score",
-           "GEMBA_PROTOCOLS", "DEFAULT_MAX_TOKENS", "GEMBA_COMMIT"]
+           "gemba_call_bounds", "GEMBA_PROTOCOLS", "OLD_MAX_TOKENS", "GEMBA_COMMIT", "RECORDED_DECODING"]
 
 GEMBA_COMMIT = "a7a7eff8"
 #: the protocol names: gemba:<GEMBA prompt name without "GEMBA-">
 GEMBA_PROTOCOLS = ("DA", "DA_ref", "SQM", "SQM_ref", "stars", "stars_ref", "classes", "classes_ref")
-#: what a call asks at most where GEMBA sends no max_tokens (its replies are a number, some stars or a class)
-DEFAULT_MAX_TOKENS = 64
+#: GEMBA's older request_api (3dd2c49 .. d942a90, the decoding of the recorded scores): max_tokens 20 first, a reply
+#: cut off at the limit asked again with 200 more, none above 500 (then no answer). Used here only with a limit.
+OLD_MAX_TOKENS, OLD_MAX_TOKENS_STEP, OLD_MAX_TOKENS_CAP = 20, 200, 500
+#: reply tokens a plan assumes per call where no max_tokens is sent (a number, some stars or a class name, as the
+#: recorded scores' limit of 20 held for most replies)
+GEMBA_REPLY_TOKENS = 20
+#: the decoding that made GEMBA's recorded scores (its gpt_api.py at 3dd2c49 / d942a90), named on their rows
+RECORDED_DECODING = (f"Completion API (the prompt as plain text), max_tokens {OLD_MAX_TOKENS} (+{OLD_MAX_TOKENS_STEP} "
+                     f"up to {OLD_MAX_TOKENS_CAP} on a cut-off reply, then no answer), n=1 at t=0 and n=10 at each "
+                     "raised temperature t=1..10 (sent as t/10; duplicate replies removed; the first valid one kept)")
 PROMPT_FILE = "gemba/gemba/prompt.py"
 API_FILE = "gemba/gemba/gpt_api.py"
 
@@ -70,6 +87,9 @@ class GembaProtocol:
     temperature_limit: int
     identity: str
     differences: tuple[str, ...]
+    #: the max_tokens this run sends first (None: none, as a7a7eff8) and who asked for it ("user" or "backend")
+    limit: int | None = None
+    limit_by: str = ""
 
     def language(self, code: str) -> str:
         names = dict(self.languages)
@@ -77,9 +97,16 @@ class GembaProtocol:
             raise DHPError(f"GEMBA names no language for the code {code!r}.", f"use one of {sorted(names)}.")
         return names[code]
 
-    @property
-    def sent_max_tokens(self) -> int:
-        return self.max_tokens if self.max_tokens is not None else DEFAULT_MAX_TOKENS
+    def with_limit(self, limit: int | None, by: str = "user") -> "GembaProtocol":
+        """This protocol sending ``max_tokens`` ``limit`` first (None: none), its identity and differences saying so
+        (``by``: "user" or "backend", who needs it)."""
+        if limit is None:
+            return replace(self, limit=None, limit_by="", identity=_identity(self, None, ""),
+                           differences=_differences(self.max_tokens, None, "", self.differences[-2:]))
+        if int(limit) < 1:
+            raise DHPError(f"A GEMBA max_tokens must be 1 or more (got {limit}).", "pass a positive limit, or none.")
+        return replace(self, limit=int(limit), limit_by=by, identity=_identity(self, int(limit), by),
+                       differences=_differences(self.max_tokens, int(limit), by, self.differences[-2:]))
 
 
 # ---------------------------------------------------------------------------------------------- reading upstream
@@ -190,19 +217,35 @@ def gemba_protocol(name: str, data_dir=None) -> GembaProtocol:
     max_tokens = ast.literal_eval(fields["max_tokens"]) if "max_tokens" in fields else None
     api = _api(api_path)
     constants = api.get("constants", {})
-    differences = [f"max_tokens {DEFAULT_MAX_TOKENS} sent (GEMBA sends none)" if max_tokens is None else
-                   f"max_tokens {max_tokens} on every attempt (GEMBA's GptApi.request drops it on its retries, and "
-                   "gemba_da.py passes none)"]
-    differences += ["a cut-off reply is parsed as it is (GEMBA re-asks with 200 more tokens or drops it)",
-                    "seed 0 sent (every request of this project carries one; GEMBA sends none)",
-                    "top_p/n/penalties/stop not sent: " + ", ".join(f"{k}={v}" for k, v in sorted(constants.items()))
-                    + " (the servers' defaults)"]
+    differences = _differences(max_tokens, None, "", (
+        "seed 0 sent (every request of this project carries one; GEMBA sends none)",
+        "top_p/n/penalties/stop not sent: " + ", ".join(f"{k}={v}" for k, v in sorted(constants.items()))
+        + " (the servers' defaults)"))
     digest = hashlib.sha256(template.encode("utf-8")).hexdigest()[:12]
-    return GembaProtocol(
+    proto = GembaProtocol(
         key, template, bool(ast.literal_eval(fields["use_ref"])), rule, rng, classes, max_tokens,
         tuple(sorted(ast.literal_eval(languages).items())), api["divisor"], api["start"], api["step"], api["limit"],
-        f"gemba/{key}@{GEMBA_COMMIT} sha256:{digest} user message, temperature t/{api['divisor']:g} "
-        f"(t={api['start']}..{api['limit']} step {api['step']} until a valid answer), rule {rule}", tuple(differences))
+        f"gemba/{key}@{GEMBA_COMMIT} sha256:{digest}", differences)
+    return replace(proto, identity=_identity(proto, None, ""))
+
+
+def _identity(p: GembaProtocol, limit: int | None, by: str) -> str:
+    """What a run with ``p`` follows, in one line: prompt (with its hash), decoding, retry rule, reference variant."""
+    base = p.identity.split(" ")
+    sent = ("no max_tokens" if limit is None else
+            f"max_tokens {limit} (set by the {by}; +{OLD_MAX_TOKENS_STEP} up to {OLD_MAX_TOKENS_CAP} on a cut-off "
+            "reply: GEMBA 3dd2c49's rule)")
+    return (f"{base[0]} {base[1]} user message, {sent}, temperature t/{p.temperature_divisor:g} "
+            f"(t={p.temperature_start}..{p.temperature_limit} step {p.temperature_step} until a valid answer; null "
+            f"content or a refusal: no answer), rule {p.rule}, reference {'refA' if p.use_ref else 'none (src)'}")
+
+
+def _differences(own: int | None, limit: int | None, by: str, rest) -> tuple[str, ...]:
+    first = ([] if limit is None else
+             [f"max_tokens {limit} sent (set by the {by}; gemba_da.py sends none): a cut-off reply is asked again "
+              f"with {OLD_MAX_TOKENS_STEP} more tokens up to {OLD_MAX_TOKENS_CAP} (GEMBA 3dd2c49's rule), the limit "
+              "kept at raised temperatures"])
+    return tuple(first) + tuple(rest)
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -269,39 +312,92 @@ def gemba_messages(protocol: GembaProtocol, source: str, target: str, reference:
     return [{"role": "user", "content": protocol.template.format(**data)}]
 
 
-def gemba_request(protocol: GembaProtocol, messages, attempt: int) -> ChatRequest:
-    """The request of attempt ``attempt`` (temperature attempt / divisor); no seed beyond the project's fixed 0."""
-    return ChatRequest.make(messages, protocol.sent_max_tokens, attempt / protocol.temperature_divisor)
+def gemba_request(protocol: GembaProtocol, messages, attempt: int, max_tokens: int | None = None) -> ChatRequest:
+    """The request of attempt ``attempt`` (temperature attempt / divisor), with ``max_tokens`` (None: none sent, as
+    a7a7eff8); no seed beyond the project's fixed 0."""
+    return ChatRequest.make(messages, max_tokens, attempt / protocol.temperature_divisor)
+
+
+def _limits(limit: int | None) -> list[int | None]:
+    """The max_tokens tried at one temperature, in turn, while the reply is cut off (GEMBA 3dd2c49's rule)."""
+    if limit is None:
+        return [None]
+    out = [limit]
+    while out[-1] + OLD_MAX_TOKENS_STEP <= OLD_MAX_TOKENS_CAP:
+        out.append(out[-1] + OLD_MAX_TOKENS_STEP)
+    return out
+
+
+def gemba_call_bounds(protocol: GembaProtocol) -> tuple[int, int]:
+    """Calls one output costs at least and at most under ``protocol``'s retry rule: one at t=0; at most one per
+    temperature t=start..limit, each asked up to len(limits) times where the replies are cut off."""
+    temps = len(range(protocol.temperature_start, protocol.temperature_limit + 1, protocol.temperature_step))
+    return 1, temps * len(_limits(protocol.limit))
+
+
+def _resolve_limit(proto: GembaProtocol, judge, max_tokens: int | None) -> GembaProtocol:
+    """The protocol with the limit this run sends: the user's, else none where the backend takes none, else
+    GEMBA's old start (:data:`OLD_MAX_TOKENS`)."""
+    if max_tokens is not None:
+        return proto.with_limit(max_tokens, "user")
+    if proto.limit is not None:
+        return proto
+    needs = not getattr(judge, "accepts_no_max_tokens", False)
+    return proto.with_limit(OLD_MAX_TOKENS, "backend") if needs else proto.with_limit(None)
 
 
 def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=None, data_dir=None,
-                progress: bool | str = False) -> pd.DataFrame:
+                progress: bool | str = False, max_tokens: int | None = None,
+                max_consecutive_failures: int = calls.MAX_CONSECUTIVE_FAILURES) -> pd.DataFrame:
     """Score ``rows`` (source, target, and reference for a _ref protocol; src_lang, tgt_lang default zh, en) with
     GEMBA's protocol: ``rows`` with score (NaN when no attempt gave a valid answer), attempt (the temperature
-    step that answered) and failure. Attempts run in rounds: every row still unanswered asks again at the next
-    temperature."""
+    step that answered), failure (why NaN) and protocol (:attr:`GembaProtocol.identity`, with the limit sent:
+    ``max_tokens`` the user's, see the module docstring). Attempts run in rounds: every row still unanswered asks
+    again at the next temperature (or, cut off at a limit, with a higher limit)."""
     proto = gemba_protocol(protocol, data_dir) if isinstance(protocol, str) else protocol
+    judge = get_backend(judge)  # once: whether it takes a request without max_tokens decides the limit
+    proto = _resolve_limit(proto, judge, max_tokens)
     msgs = [gemba_messages(proto, r.source, r.target, getattr(r, "reference", None),
                            getattr(r, "src_lang", "zh"), getattr(r, "tgt_lang", "en"))
             for r in rows.itertuples()]
+    limits = _limits(proto.limit)
     score = np.full(len(rows), np.nan)
     attempt = np.full(len(rows), -1)
     why = ["" for _ in range(len(rows))]
-    todo = list(range(len(rows)))
+    todo = [(i, 0) for i in range(len(rows))]  # (row, index into limits)
     t = proto.temperature_start
     while todo and t <= proto.temperature_limit:
-        out = calls.chat(judge, [gemba_request(proto, msgs[i], t) for i in todo], cache, progress=progress,
-                         desc=f"gemba t={t}")
-        left = []
-        for i, o in zip(todo, out):
-            text = getattr(o, "text", None)
-            value = gemba_parse(proto, text)
-            if text is None:  # a refused call: GEMBA records no answer for it, without raising the temperature
-                why[i] = f"call failed: {getattr(o, 'reason', 'no reply')}"
-            elif value is None:
-                why[i] = f"no valid answer up to temperature {t / proto.temperature_divisor:g}"
-                left.append(i)
-            else:
-                score[i], attempt[i], why[i] = value, t, ""
-        todo, t = left, t + proto.temperature_step
+        temp = t / proto.temperature_divisor
+        climb = []  # rows without a valid answer at this temperature: asked at the next one
+        while todo:  # one temperature: rounds of the rows still to ask, each at its limit
+            out = calls.chat(judge, [gemba_request(proto, msgs[i], t, limits[k]) for i, k in todo], cache,
+                             progress=progress, desc=f"gemba t={t}",
+                             max_consecutive_failures=max_consecutive_failures)
+            again = []
+            for (i, k), o in zip(todo, out):
+                text = getattr(o, "text", None)
+                status = reply_status(o)
+                # cut off: the server says so, or (a backend that does not) the reply filled the limit
+                cut = status == "length" or (limits[k] is not None
+                                             and (getattr(o, "completion_tokens", 0) or 0) >= limits[k])
+                if text is None:  # a refused call: GEMBA records no answer for it, without raising the temperature
+                    why[i] = f"call failed: {getattr(o, 'reason', 'no reply')}"
+                elif status == "null":  # GptApi.request_api: a null content is no answer, nothing more is asked
+                    why[i] = f"no answer: the reply had no content (null) at temperature {temp:g}"
+                elif cut and limits[k] is None:  # a7a7eff8: cut off without a max_tokens -> no answer
+                    why[i] = f"no answer: the reply was cut off by the server at temperature {temp:g}"
+                elif cut and k + 1 < len(limits):
+                    again.append((i, k + 1))
+                elif cut:
+                    why[i] = (f"no answer: the reply was cut off at max_tokens {limits[k]}, the most GEMBA asks, at "
+                              f"temperature {temp:g}")
+                else:
+                    value = gemba_parse(proto, text)
+                    if value is None:
+                        why[i] = f"no valid answer up to temperature {temp:g}"
+                        climb.append((i, 0))
+                    else:
+                        score[i], attempt[i], why[i] = value, t, ""
+            todo = again
+        todo, t = climb, t + proto.temperature_step
     return rows.assign(score=score, attempt=attempt, failure=why, protocol=proto.identity)

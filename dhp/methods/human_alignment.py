@@ -24,7 +24,8 @@ from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
 from dhp.judging import Judged, build_prompt, score_prompts
-from dhp.judging.gemba import gemba_protocol, gemba_score
+from dhp import calls
+from dhp.judging.gemba import gemba_messages, gemba_protocol, gemba_score
 from dhp.methods import Method, Plan, StageResult, Table, register
 from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
 from dhp.recorded import SEGMENT_COLUMNS
@@ -56,6 +57,11 @@ class HumanAlignmentParams(RunParams):
                                                   "(dhp.judging.gemba: GEMBA's own prompt, read from the data root, "
                                                   "beside GEMBA's recorded judges)")
 
+    gemba_max_tokens: int | None = Field(None, ge=1, description="with a GEMBA protocol: the max_tokens sent (default "
+                                                               "none, as GEMBA a7a7eff8; a backend that needs one gets "
+                                                               "20); a cut-off reply asks again with 200 more, up to "
+                                                               "500 (GEMBA 3dd2c49's rule), named on the protocol")
+
     @field_validator("aspects")
     @classmethod
     def _known_aspects(cls, v: list[str]) -> list[str]:
@@ -75,6 +81,30 @@ SEGMENTS = Table("segment_scores.parquet", tuple(SEGMENT_COLUMNS),
 HUMAN = Table("segment_human.parquet", ("lp", "system", "seg_id", "mqm", "da_z"),
               "one row per language pair × system × segment: the MQM score (higher is better) and the crowd DA "
               "z-score (NaN where not rated)", partition=("lp",), results="none")
+
+
+def _protocols(*tables: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """{(judge, mode): protocol} of the segment rows that name one (a live GEMBA run's rows, GEMBA's recorded rows);
+    recorded GEMBA rows imported before they carried one get theirs from dhp.recorded.gemba.PROTOCOLS."""
+    from dhp.recorded.gemba import PROTOCOLS as GEMBA_RECORDED
+
+    by_label = {f"{j}-{r}": p for (j, r), p in GEMBA_RECORDED.items()}
+    out: dict[tuple[str, str], str] = {}
+    for t in tables:
+        if "protocol" in t.columns:
+            named = t[t["protocol"].fillna("").astype(str) != ""]
+            out.update(named.groupby(["judge", "mode"])["protocol"].first().astype(str).to_dict())
+        for j, m in set(zip(t["judge"].astype(str), t["mode"].astype(str))):
+            if m == RECORDED_MODE and j in by_label:
+                out.setdefault((j, m), by_label[j])
+    return out
+
+
+def _last_limit(limit: int) -> int:
+    """The highest max_tokens GEMBA's cut-off rule asks, starting at ``limit``."""
+    while limit + 200 <= 500:
+        limit += 200
+    return limit
 
 
 @register
@@ -118,7 +148,7 @@ class HumanAlignment(Method):
             raise DHPError(f"Several GEMBA protocols in one run ({mine}).", "run each into its own --run-dir.")
         gemba_protocol(mine[0], data_dir)  # an unknown name stops here, with the known ones
         main = self.Params.model_fields["main_reference"].default
-        return {"n_docs": 0, "n_segments": GEMBA_SEGMENTS[profile], "segment_protocol": mine[0],
+        return {"n_docs": 0, "n_segments": GEMBA_SEGMENTS[profile], "segment_protocol": mine[0], "mode": "sample",
                 "mt_systems": sorted(set(wh.load_mqm_zh_en(data_dir)["system"].astype(str)) - {main})}
 
     def evaluate_plan(self, config: HumanAlignmentParams, backend=None) -> Plan:
@@ -134,15 +164,63 @@ class HumanAlignment(Method):
         names = ", ".join(config.mt_systems) if len(config.mt_systems) <= 6 else "every MQM-scored system"
         note = "calls: one per judged output and aspect, before the cache (tokens not estimated)"
         beside = "the WMT22 metrics' recorded scores"
+        units = [f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
+                 f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside {beside}",
+                 f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x {len(config.aspects)} "
+                 "aspects"]
         if config.segment_protocol:
-            beside += f" and GEMBA's recorded judges, protocol {config.segment_protocol}"
-            note += ("; GEMBA asks again at a higher temperature where a reply has no valid answer; protocol "
-                     f"{gemba_protocol(config.segment_protocol, config.data_dir).identity}")
-        return Plan([f"WMT22 zh-en vs MQM: {n_seg} of {mqm['seg_id'].nunique()} MQM segments x "
-                     f"{len(config.mt_systems)} systems ({names}): {outputs} outputs, beside {beside}",
-                     f"SummEval summary correlation: {n_docs} documents x {per_doc} systems x "
-                     f"{len(config.aspects)} aspects"],
-                    calls=outputs + n_docs * per_doc * len(config.aspects), note=note)
+            units[0] += f" and GEMBA's recorded judges, protocol {config.segment_protocol}"
+            est, note = self._gemba_plan(config, backend, mqm[mqm["seg_id"].isin(pick)])
+            return Plan(units, estimates=[est], note=note)
+        return Plan(units, calls=outputs + n_docs * per_doc * len(config.aspects), note=note)
+
+    @staticmethod
+    def _gemba_plan(config: HumanAlignmentParams, backend, rows: pd.DataFrame):
+        """The calls a GEMBA run sends, counted as they will be sent: one request per distinct prompt at t=0 that
+        the run's cache lacks (the expected count: every reply answers), at most (the retry rule) every temperature
+        — times the raised limits where a limit is sent; tokens and the cost (a priced model) at both bounds. The
+        cache is read only where it exists: a plan writes nothing."""
+        from pathlib import Path
+
+        from dhp.backends import get_backend
+        from dhp.cache import Cache
+        from dhp.judging.gemba import GEMBA_REPLY_TOKENS, _resolve_limit, gemba_call_bounds, gemba_request
+
+        judge = get_backend(backend or config.judge)
+        proto = _resolve_limit(gemba_protocol(config.segment_protocol, config.data_dir), judge,
+                               config.gemba_max_tokens)
+        requests = [gemba_request(proto, gemba_messages(proto, r.source, r.target, r.reference), 0, proto.limit)
+                    for r in rows.itertuples()]
+        planned = [calls.plan_chat(judge, r) for r in requests]
+        path = Path(config.cache)
+        store = Cache(path) if path.is_file() else Cache(None)
+        try:
+            todo = calls.pending(planned, store)
+            distinct = len(calls._unique(planned))
+        finally:
+            store.close()
+        prompt = sum(judge.count_tokens(c.request.messages[-1][1]) + calls.TEMPLATE_MARGIN for c in todo)
+        reply = proto.limit or GEMBA_REPLY_TOKENS
+        low, high = gemba_call_bounds(proto)
+        cost, cost_max = None, None
+        if not judge.is_paid:
+            cost = cost_max = 0.0
+        else:
+            price = calls.load_price_table().get(judge.model)
+            if price is not None:
+                cost = (prompt * float(price["input"]) + len(todo) * reply * float(price["output"])) / 1e6
+                top = _last_limit(proto.limit) if proto.limit else GEMBA_REPLY_TOKENS
+                cost_max = high * (prompt * float(price["input"]) + len(todo) * top * float(price["output"])) / 1e6
+        est = calls.Estimate(judge.identity, len(todo), distinct - len(todo), prompt, len(todo) * reply, cost)
+        money = ("" if cost is None else f", cost ${cost:.4f} expected, at most ${cost_max:.4f}")
+        note = (f"GEMBA calls: {len(todo)} expected ({distinct} distinct prompts of {len(rows)} outputs, "
+                f"{distinct - len(todo)} cached; every reply answering at t=0), at most {high * len(todo)} "
+                f"({high} per prompt: a reply without a valid answer asks again at each temperature up to "
+                f"{proto.temperature_limit / proto.temperature_divisor:g}"
+                + ("" if proto.limit is None else ", a cut-off reply with 200 more tokens up to 500")
+                + f"){money}; completion tokens assumed {reply} per reply"
+                + (" (no max_tokens is sent)" if proto.limit is None else "") + f"; protocol {proto.identity}")
+        return est, note
 
     def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
         # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself
@@ -201,10 +279,14 @@ class HumanAlignment(Method):
                                "target": r["candidate"], "reference": r["reference"]} for r in rows])
         if frame.empty:
             return Judged(pd.DataFrame(columns=list(SEGMENTS.columns)), {})
-        scored = gemba_score(frame, backend, proto, cache=config.cache, progress=config.progress)
-        table = scored.drop(columns=["source"]).assign(judge=backend.identity, mode=config.mode, lp=LP,
+        scored = gemba_score(frame, backend, proto, cache=config.cache, progress=config.progress,
+                             max_tokens=config.gemba_max_tokens,
+                             max_consecutive_failures=config.max_consecutive_failures)
+        # mode "sample" whatever the run's: GEMBA's score is read from a sampled reply's text (protocol_params sets
+        # it for evaluate); the protocol column names the decoding followed and the reference variant
+        table = scored.drop(columns=["source"]).assign(judge=backend.identity, mode="sample", lp=LP,
                                                        reference="refA" if proto.use_ref else "src", source="")
-        return Judged(table.reindex(columns=list(SEGMENTS.columns)), {})
+        return Judged(table.reindex(columns=[*SEGMENTS.columns, "protocol"]), {})
 
     def collect(self, config: HumanAlignmentParams, judge=None) -> StageResult:
         backend = self.backend(config, judge)
@@ -230,6 +312,7 @@ class HumanAlignment(Method):
         cols = ["judge", "mode", "unit", "system", "score", "human"]
         rows = al.segment_rows(scores, human)
         others = al.other_reference_rows(scores, human)
+        protocols = _protocols(rows, *others.values())
         for lp, g in rows.groupby("lp", sort=True):
             data = g.rename(columns={"seg_id": "unit", "mqm": "human"})[cols]
             scope = f"WMT22 {lp} vs MQM"
@@ -248,8 +331,10 @@ class HumanAlignment(Method):
                     parts.append((f"{scope}, reference {ref}", part,
                                   f"variants: reference {ref}; systems: all but {ref}"))
             for name, d, variants in parts:
+                mine = {k: v for k, v in protocols.items() if k in set(zip(d["judge"], d["mode"]))}
                 out += [View("segment", name, measure, "segment", d.reset_index(drop=True),
-                             notes={"variants": variants}) for measure in ("acc_eq_calibrated", "tau_b")]
+                             notes={"variants": variants, "protocols": mine})
+                        for measure in ("acc_eq_calibrated", "tau_b")]
             sysview = system_accuracy_view(data, f"WMT22 {lp} vs MQM")
             if sysview is not None:
                 out.append(sysview)

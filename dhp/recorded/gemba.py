@@ -13,8 +13,12 @@ file)": GEMBA found no valid answer even at raised temperatures), with the MQM s
 segment scores over the segments with an answer (``None`` left out) — so the system-level view computes system
 scores from the segments, by the same rule, and can resample them. A file that differs stops the import.
 
-Protocol of every row (the ``protocol`` of the views): :data:`PROTOCOLS` — GEMBA's prompt name in
-``gemba/prompt.py`` (``GEMBA-DA`` / ``GEMBA-DA_ref`` ...), the LLM behind the short name (the paper's Table 1).
+Protocol of every row (its ``protocol`` column, and the leaderboard's): :data:`PROTOCOLS` — GEMBA's prompt name in
+``gemba/prompt.py`` (``GEMBA-DA`` / ``GEMBA-DA_ref`` ...), the commit that recorded the file (3dd2c49 or d942a90;
+prompt.py is the same there as at a7a7eff8), the LLM behind the short name (the paper's Table 1), the decoding of
+that commit's ``gpt_api.py`` (:data:`dhp.judging.gemba.RECORDED_DECODING`: the Completion API, max_tokens 20 raised
+by 200 up to 500, n=10 at raised temperatures — not a7a7eff8's, which a live ``gemba:<name>`` run follows), and the
+reference variant.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pandas as pd
 
 from dhp.datasets import registry
 from dhp.errors import DHPError
+from dhp.judging.gemba import RECORDED_DECODING
 from dhp.recorded import mtme
 from dhp.recorded.importers import SourceFile, importer, read_source
 
@@ -38,17 +43,29 @@ LLMS = {"GPT4": "GPT-4", "Turbo": "ChatGPT (Turbo)", "Chat": "ChatGPT (Chat)", "
 #: prompt style in the file names -> GEMBA's prompt name in gemba/prompt.py (the ``_ref`` one with the reference)
 STYLES = {"DA": "GEMBA-DA", "SQM": "GEMBA-SQM", "Stars": "GEMBA-stars", "Classes": "GEMBA-classes"}
 _NAME = re.compile(r"GEMBA-(?P<llm>[A-Za-z0-9]+)-(?P<style>DA|SQM|Stars|Classes)")
-COMMIT = "a7a7eff8"
+COMMIT = "a7a7eff8"  # the data root's snapshot
+#: the files GEMBA committed in 3dd2c49 ("GEMBA scores", 2023-02-28); the other zh-en files were last written by
+#: d942a90 ("EAMT scores, added GPT4 and Turbo", 2023-05-05) — both with the same gpt_api.py (git log of the repo)
+FIRST_COMMIT, SECOND_COMMIT = "3dd2c49", "d942a90"
+_FIRST = {f"GEMBA-{n}" for n in (
+    "Bab-Classes-refA", "Bab-Classes-src", "Bab-DA-refA", "Bab-DA-src", "Chat-Classes-refA", "Chat-Classes-src",
+    "Chat-DA-refA", "Chat-DA-src", "Chat-SQM-refA", "Chat-SQM-src", "Curie-Classes-refA", "Curie-Classes-src",
+    "Curie-SQM-refA", "Curie-SQM-src", "Dav2-Classes-refA", "Dav2-Classes-src", "Dav2-DA-refA", "Dav2-DA-src",
+    "Dav2-SQM-refA", "Dav2-SQM-src", "Dav3-Classes-refA", "Dav3-Classes-src", "Dav3-DA-refA", "Dav3-DA-src",
+    "Dav3-SQM-src")}
 
 
 def protocol_of(judge: str, reference: str) -> str:
-    """The protocol a recorded GEMBA judge was run with: ``gemba/<prompt name>@a7a7eff8 <model>``."""
+    """The protocol a recorded GEMBA judge was run with: ``gemba/<prompt name>@<recording commit> <model>, <that
+    commit's decoding>, reference <variant>`` (module docstring)."""
     m = _NAME.fullmatch(judge)
     if m is None or m["llm"] not in LLMS:
         raise DHPError(f"{judge!r} is not a GEMBA judge name (GEMBA-<LLM>-<style>).",
                        f"use GEMBA's file names: LLMs {sorted(LLMS)}, styles {sorted(STYLES)}.")
     prompt = STYLES[m["style"]] + ("_ref" if reference != "src" else "")
-    return f"gemba/{prompt}@{COMMIT} {LLMS[m['llm']]}"
+    commit = FIRST_COMMIT if f"{judge}-{reference}" in _FIRST else SECOND_COMMIT
+    return (f"gemba/{prompt}@{commit} {LLMS[m['llm']]}, {RECORDED_DECODING}, "
+            f"reference {reference if reference != 'src' else 'none (src)'}")
 
 
 #: every recorded GEMBA judge × variant -> its protocol
@@ -96,7 +113,7 @@ def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
         return {}
     rows = mtme.read_seg_scores(f, ctx.lp)
     judge, ref = rows["judge"].iloc[0], rows["reference"].iloc[0]
-    protocol_of(judge, ref)  # a file that is not GEMBA's: stop with the reason
+    rows = rows.assign(protocol=protocol_of(judge, ref))  # a file that is not GEMBA's: stop with the reason
     # the .sys.score file (sorted after it) is checked against these means
     ctx.cache[f"gemba-seg:{f.path.parent / f.path.name[: -len(mtme.SUFFIX)]}"] = _system_means(rows)
     out = {"segment_scores.parquet": rows}
