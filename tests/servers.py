@@ -25,7 +25,7 @@ from pathlib import Path
 
 from dhp.errors import DHPError
 
-__all__ = ["free_port", "LlamaServer", "start_llama_server", "FaultProxy", "StatusServer"]
+__all__ = ["free_port", "LlamaServer", "start_llama_server", "FaultProxy", "StatusServer", "HangSignalTransport"]
 
 FAULTS = ("429", "500", "timeout", "garbage")
 
@@ -153,7 +153,10 @@ class FaultProxy(_Base):
     it has seen this exact body, whether to inject a fault (probability ``fault_rate``) and which one
     from ``faults``: "429" (rate limit, with Retry-After: 0), "500", "timeout" (holds the connection for
     ``hang_seconds`` and closes it without answering) or "garbage" (status 200 with a body that is not
-    valid JSON). Decisions depend on the body and the try number, not on arrival order, so they are
+    valid JSON). With ``signal_hangs`` a "timeout" sends its status line and headers, one of them
+    ``X-DHP-Fault: hang``, then never the body (until the client hangs up, at most ``hang_seconds``): a
+    real hang that says so, which :class:`HangSignalTransport` turns into the client's read timeout at
+    once, so a test needs no client timeout racing the machine's load. Decisions depend on the body and the try number, not on arrival order, so they are
     deterministic by seed even with concurrent clients. ``max_consecutive`` bounds the faults in a row
     for one body (None: unbounded); ``only_matching``: inject only into bodies containing this string;
     ``paths``: inject only on these URL path suffixes (default: completion endpoints).
@@ -162,7 +165,8 @@ class FaultProxy(_Base):
 
     def __init__(self, upstream: str, fault_rate: float = 0.3, faults=FAULTS, seed: int = 0,
                  hang_seconds: float = 3.0, max_consecutive: int | None = 2, only_matching: str | None = None,
-                 paths: tuple[str, ...] = ("/chat/completions", "/completions"), max_lifetime: float = 600.0):
+                 paths: tuple[str, ...] = ("/chat/completions", "/completions"), max_lifetime: float = 600.0,
+                 signal_hangs: bool = False):
         super().__init__(max_lifetime)
         bad = [f for f in faults if f not in FAULTS]
         if bad or not faults:
@@ -172,6 +176,7 @@ class FaultProxy(_Base):
         self.faults = tuple(faults)
         self.seed = seed
         self.hang_seconds = hang_seconds
+        self.signal_hangs = signal_hangs
         self.max_consecutive = max_consecutive
         self.only_matching = only_matching
         self.paths = paths
@@ -239,8 +244,21 @@ class FaultProxy(_Base):
                 if outcome == "garbage":
                     return self._send(200, b'{"choices": [{"message": {"content": "4"')
                 if outcome == "timeout":
-                    time.sleep(proxy.hang_seconds)
                     self.close_connection = True
+                    if not proxy.signal_hangs:
+                        time.sleep(proxy.hang_seconds)
+                        return
+                    try:
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", "64")  # promised, never sent
+                        self.send_header(HANG_HEADER, "hang")
+                        self.end_headers()
+                        self.wfile.flush()
+                        self.connection.settimeout(proxy.hang_seconds)
+                        self.rfile.read(1)  # returns when the client hangs up (or after hang_seconds)
+                    except OSError:
+                        pass
                     return
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() in ("content-type", "authorization", "accept")}
@@ -262,6 +280,72 @@ class FaultProxy(_Base):
                 self._handle("GET")
 
         return H
+
+
+HANG_HEADER = "X-DHP-Fault"
+
+
+class HangSignalTransport:
+    """httpx transport (sync and async) for a client behind a ``FaultProxy(signal_hangs=True)``: a response that
+    carries the proxy's hang header ends the try with ``httpx.ReadTimeout``, what the client would raise once its
+    read timeout ran out on that body, but at once. The client's own timeout can then be long enough that no real
+    answer ever meets it, however loaded the machine: which tries time out is decided by the proxy's seed alone.
+    ``hangs`` counts them. A fresh connection pool per event loop (the backend runs one loop per batch of calls)."""
+
+    def __init__(self):
+        import httpx
+
+        self._httpx = httpx
+        self._sync = httpx.HTTPTransport()
+        self._async = None
+        self._loop = None
+        self.hangs = 0
+
+    def _hung(self, request, response) -> bool:
+        if response.headers.get(HANG_HEADER, "").lower() != "hang":
+            return False
+        self.hangs += 1
+        return True
+
+    def handle_request(self, request):
+        response = self._sync.handle_request(request)
+        if self._hung(request, response):
+            response.close()
+            raise self._httpx.ReadTimeout("read timed out (a hang signalled by the fault proxy)", request=request)
+        return response
+
+    async def handle_async_request(self, request):
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._loop is not loop:
+            self._async, self._loop = self._httpx.AsyncHTTPTransport(), loop
+        response = await self._async.handle_async_request(request)
+        if self._hung(request, response):
+            await response.aclose()
+            raise self._httpx.ReadTimeout("read timed out (a hang signalled by the fault proxy)", request=request)
+        return response
+
+    def close(self) -> None:  # the backend closes each client it makes: the next one gets a fresh pool
+        self._sync.close()
+        self._sync = self._httpx.HTTPTransport()
+
+    async def aclose(self) -> None:
+        if self._async is not None:
+            await self._async.aclose()
+            self._async = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
 
 
 class StatusServer(_Base):

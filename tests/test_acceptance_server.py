@@ -1,7 +1,7 @@
 """Acceptance (issue 6, checks 3 and 5) against a real llama_cpp.server on loopback.
 
 - Faults: a fault-injecting proxy (servers.FaultProxy) in front of the server answers 20% of
-  judge calls with HTTP 429, 500, a hang past the client timeout, or malformed JSON; the run must
+  judge calls with HTTP 429, 500, a hang, or malformed JSON; the run must
   complete with every (item, variant, metric) row, bounded retries, and unparsable output as NaN
   counted in failures.csv.
 - Secrets: with a sentinel API key in the environment, no file the run writes (tables, results,
@@ -21,13 +21,16 @@ import pytest
 from conftest import ROOT, TINY, child_env, run_cli, tiny_cli_args
 from dhp.backends import OpenAIBackend
 from dhp.pipeline import run_pipeline
-from servers import FAULTS, FaultProxy
+from servers import FAULTS, FaultProxy, HangSignalTransport
 
 pytestmark = pytest.mark.slow
 
 SENTINEL = "sk-SENTINEL-dhp-test-7f3a9c1e5b2d"
 MAX_RETRIES = 3
-CLIENT_TIMEOUT = 10.0  # seconds per try; the proxy's injected hang lasts longer than this
+# Seconds per try: longer than any real answer of the loopback server takes, however loaded the machine. An injected
+# hang is not timed: the proxy signals it (signal_hangs) and the client's transport (HangSignalTransport) ends that try
+# with the read timeout the client would raise, at once. No try's outcome depends on the clock.
+CLIENT_TIMEOUT = 600.0
 # The proxy's choices are a hash of (seed, request body, try): with this run's 18 requests (conftest's
 # synthetic stories), seed 0 injects every fault kind (7 of 37 tries, one timeout). If the prompts change and a
 # kind goes missing, the assertion below says so: pick another seed rather than weakening the check.
@@ -48,10 +51,11 @@ def test_faults_complete_with_no_item_lost(llama_server, tmp_path):
     with FaultProxy(llama_server.base_url, fault_rate=1.0, faults=("garbage",), max_consecutive=None,
                     only_matching="Quality dimension: Fluency") as inner, \
          FaultProxy(inner.base_url, fault_rate=0.2, faults=FAULTS, seed=FAULT_SEED, max_consecutive=2,
-                    hang_seconds=CLIENT_TIMEOUT + 2) as outer:
+                    hang_seconds=CLIENT_TIMEOUT, signal_hangs=True) as outer:
+        hangs = HangSignalTransport()
         backend = OpenAIBackend(llama_server.model_alias, outer.base_url, concurrency=1,
                                 max_retries=MAX_RETRIES, timeout=CLIENT_TIMEOUT, backoff_initial=0.05,
-                                backoff_max=0.2)
+                                backoff_max=0.2, transport=hangs)
         paths = run_pipeline(TINY["dataset"], TINY["n_items"], TINY["seed"], judge=backend,
                              perturbations=TINY["perturbations"],
                              run_dir=tmp_path / "run", cache_path=tmp_path / "cache.sqlite")
@@ -83,6 +87,7 @@ def test_faults_complete_with_no_item_lost(llama_server, tmp_path):
     # exactly 1 + MAX_RETRIES times each; every other call at most 3 times (2 faults in a row,
     # then it gets through).
     assert all(outer_counts.get(f, 0) >= 1 for f in FAULTS), f"not every fault kind injected: {outer_counts}"
+    assert hangs.hangs == outer_counts["timeout"]  # each injected hang ended its try as a client timeout
     assert inner_garbage >= flu.sum(), inner_garbage
     tries = sorted(outer_seen.values(), reverse=True)
     assert len(tries) == len(scores)  # one request body per (item, variant, metric)
@@ -162,3 +167,23 @@ def test_dropped_connection_is_retried(llama_server):
         counts = dict(proxy.counts)
     assert isinstance(out.text, str)
     assert counts.get("timeout") == 1 and counts.get("forwarded", 0) >= 1, counts
+
+
+def test_a_signalled_hang_is_a_real_hang_that_the_test_transport_ends_as_a_timeout():
+    import httpx
+
+    from servers import StatusServer
+
+    with StatusServer(200, "upstream never reached") as up, \
+         FaultProxy(up.base_url, fault_rate=1.0, faults=("timeout",), max_consecutive=None, signal_hangs=True,
+                    hang_seconds=CLIENT_TIMEOUT) as px:
+        url = px.base_url + "/chat/completions"
+        # control: a plain client gets the status line and headers, then no body: it times out by itself
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url, json={"n": 1}, timeout=httpx.Timeout(CLIENT_TIMEOUT, read=0.5))
+        # the tests' transport ends that try at once with the same exception, and counts it (its read timeout here
+        # only bounds how long a broken transport makes this test wait before hangs == 0 fails it)
+        transport = HangSignalTransport()
+        with httpx.Client(transport=transport, timeout=30) as client, pytest.raises(httpx.ReadTimeout):
+            client.post(url, json={"n": 2})
+        assert transport.hangs == 1 and px.counts["timeout"] == 2 and up.requests == 0

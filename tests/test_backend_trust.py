@@ -89,7 +89,9 @@ def test_a_server_that_dies_mid_run_stops_the_run_with_finished_calls_kept(tmp_p
 
     server = start_llama_server(model_alias="smollm2-135m", n_threads=1, timeout=180)
     try:
-        b = OpenAIBackend("smollm2-135m", server.base_url, max_retries=1, backoff_initial=0.05, timeout=5)
+        # long timeout: the first two calls must be answered however loaded the machine; once the server is gone, calls
+        # fail at once (connection refused), not by timing out
+        b = OpenAIBackend("smollm2-135m", server.base_url, max_retries=1, backoff_initial=0.05, timeout=600)
         store = Cache(tmp_path / "c.sqlite")
         first = [ChatRequest.make([{"role": "user", "content": f"Say {i}."}], 2) for i in range(2)]
         calls.run(b, [calls.plan_chat(b, r) for r in first], store, progress=False)

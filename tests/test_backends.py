@@ -13,7 +13,7 @@ from dhp.backends.base import _lcp
 from dhp.backends import ChatRequest, EmbeddedBackend, OpenAIBackend, get_backend
 from dhp.errors import DHPError
 from dhp.judging import failure_summary, score_perturbed
-from servers import FaultProxy, StatusServer, free_port, start_llama_server
+from servers import FaultProxy, HangSignalTransport, StatusServer, free_port, start_llama_server
 
 
 def test_spec_parsing_and_identity_without_secret(monkeypatch):
@@ -176,9 +176,12 @@ def test_unknown_model_on_real_server_fails_fast(server):
 @pytest.mark.slow
 def test_fault_proxy_retries_are_bounded_and_recover(server):
     pt, ds = synthetic()
-    with FaultProxy(server.base_url, fault_rate=0.6, seed=3, hang_seconds=5.0, max_consecutive=2) as px:
-        b = OpenAIBackend(server.model_alias, px.base_url, timeout=4.0, max_retries=2, backoff_initial=0.05,
-                          concurrency=4)
+    # An injected hang is signalled by the proxy and ends its try at once (HangSignalTransport); the client timeout
+    # is long enough that no real answer meets it on a loaded machine, so only the proxy's seed decides the faults.
+    with FaultProxy(server.base_url, fault_rate=0.6, seed=3, hang_seconds=600, max_consecutive=2,
+                    signal_hangs=True) as px:
+        b = OpenAIBackend(server.model_alias, px.base_url, timeout=600, max_retries=2, backoff_initial=0.05,
+                          concurrency=4, transport=HangSignalTransport())
         sc = score_perturbed(pt, ds, judge=b, mode="sample", n_samples=2, metrics=["fluency"], cache=None, progress=False).table
     calls = 3 * 2
     faults = sum(v for k, v in px.counts.items() if k != "forwarded")

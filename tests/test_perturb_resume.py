@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
@@ -73,9 +74,36 @@ class FakeServer:
                 with outer.lock:
                     outer.answered += 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # connections accepted and not yet handled to the end, counted on the accepting thread (before the
+            # handler's thread starts), so "none open" after a later probe means every earlier request was counted
+            def process_request(self, request, client_address):
+                with outer.lock:
+                    outer.open += 1
+                super().process_request(request, client_address)
+
+            def shutdown_request(self, request):
+                super().shutdown_request(request)
+                with outer.lock:
+                    outer.open -= 1
+
+        self.open = 0
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def settle(self, timeout: float = 300.0) -> None:
+        """Return once every request that reached the server before this call has been read and counted: a probe
+        connection is accepted after all earlier ones (the listen queue is first in, first out), then wait until no
+        accepted connection is still being handled. No fixed pause that a loaded machine could outrun."""
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(self.url + "/models", timeout=timeout).read()
+        deadline = time.monotonic() + timeout  # only a hung server gets here: load delays, never fails this
+        while True:
+            with self.lock:
+                if self.open == 0:
+                    return
+            assert time.monotonic() < deadline, f"{self.open} connections still open after {timeout:.0f} s"
+            time.sleep(0.01)
 
     def close(self):
         self.httpd.shutdown()
@@ -117,8 +145,8 @@ def test_sigkill_then_rerun_repeats_only_calls_in_flight(tmp_path, server):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     # Count requests only once the client is dead: one sent between a count and the kill would be missed.
-    # Give the server a moment to read requests that were already in its socket buffers.
-    time.sleep(0.5)
+    # Requests already in the server's socket buffers are read and counted before the count is taken.
+    server.settle()
     with server.lock:
         received_at_kill = server.received
     assert 6 <= answered_at_kill < n_calls, "the kill must interrupt the run"
