@@ -39,8 +39,11 @@ view × pair of judges, the better-valued first: diff, p, p_adj, significant, te
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -53,7 +56,8 @@ from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
 from dhp.stats.resample import MIN_RESAMPLE_UNITS
 
-__all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE"]
+__all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE", "STATS_VERSION",
+           "view_key", "MIN_UNITS_RANKED"]
 
 KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
@@ -67,6 +71,13 @@ PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "ju
                 "value_b", "diff", "p", "p_adj", "significant", "p_better", "test", "n",
                 "p_upstream", "test_upstream"]  # a view's own paper's test of the pair (FRANK: Williams), if any
 RECORDED_MODE = "recorded"
+#: The statistics' code version: part of every stored view's key (``view_key``). Raise it with any change that
+#: alters a number of leaderboard.csv or leaderboard_pairs.csv, so results stored by older code are not reused.
+STATS_VERSION = 2
+#: Fewest units a view's statistic is read as a ranking on (``View.notes["min_units_ranked"]`` overrides): with
+#: fewer, the judges' rows get a "too few units" status instead of "ok" (their value and rank stay, as indicative).
+#: Segment statistics: 30 items; a system-level statistic (notes set by dhp.analysis.system_level): 100 segments.
+MIN_UNITS_RANKED = {"segment": 30}
 
 
 @dataclass
@@ -237,6 +248,8 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
     intervals = [paired.percentile_interval(b, len(np.unique(js.groups)), ci) for b in boots]
     draws = permutation.permutation_draws(len(js.human), k, seed)
     test = "PERM-BOTH permutation" + (" (early stop)" if early_stop else "")
+    if early_stop is not None and early_stop.settle_alpha is not None:  # settle the decision the clusters take
+        early_stop = dataclasses.replace(early_stop, settle_alpha=alpha)
     if len(judges) <= ALL_PAIRS_MAX_JUDGES:
         table = permutation.permutation_table(js.human, x, judges, js.groups, statistic, draws=draws,
                                               early_stop=early_stop)
@@ -365,6 +378,10 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
             ranked = pd.DataFrame({"position": range(1, len(order) + 1),
                                    "rank": [walked.get(e, math.nan) for e in order]}, index=order)
         holm = _holm_clusters(judges, values, better_first, adj, alpha)
+        need = v.notes.get("min_units_ranked", MIN_UNITS_RANKED.get(v.kind))
+        what = v.notes.get("units", "items" if v.kind == "segment" else "units")
+        few = (f"too few units for a ranking: {n_units} {what} (< {need}); value and rank are indicative only"
+               if need and n_units < need else "")
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)
@@ -374,7 +391,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                           "rank": ranked.at[e, "position"] if finite else math.nan,
                           "cluster": ranked.at[e, "rank"] if finite else math.nan,
                           "recorded": m == RECORDED_MODE,
-                          "status": "ok" if finite else "undefined (constant or no usable pair)",
+                          "status": (few or "ok") if finite else "undefined (constant or no usable pair)",
                           **own, "cluster_holm": holm["rank"].get(e, math.nan) if finite else math.nan})
     for e, why in sorted(left_out.items()):
         j, m = _split(e)
@@ -398,30 +415,68 @@ def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
         return pd.DataFrame({"rank": []})
 
 
+def view_key(v: View, **settings) -> str | None:
+    """The key under which a view's results can be stored and reused: None unless every judge of the view is a
+    recorded one (a live judge's views are computed fresh), else the sha256 of the view's rows (its judges' scores,
+    the human scores: what the pinned, checksummed inputs give), its names, notes and statistic, the leaderboard
+    ``settings`` and STATS_VERSION. Equal keys: equal results (every draw is seeded)."""
+    if v.notes.get("not_built") or not len(v.data) or (v.data["mode"] != RECORDED_MODE).any():
+        return None
+    h = hashlib.sha256(f"dhp-leaderboard-view v{STATS_VERSION}\x1e".encode())
+    fn = (lambda f: "" if f is None else f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', repr(f))}")
+    h.update(repr((v.view, v.scope, v.measure, v.kind, v.strategy, fn(v.statistic), fn(v.draws), fn(v.pair_test),
+                   v.pair_test_name, sorted((str(a), repr(b)) for a, b in v.notes.items()),
+                   sorted((a, repr(b)) for a, b in settings.items()), list(v.data.columns))).encode())
+    h.update(pd.util.hash_pandas_object(v.data, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
 def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05, ci: float = 0.95,
                 min_coverage: float = 0.5, min_units: int = MIN_UNITS, n_resamples_statistic: int | None = None,
-                early_stop: permutation.EarlyStop | None = permutation.WMT_EARLY_STOP) -> dict[str, pd.DataFrame]:
+                early_stop: permutation.EarlyStop | None = permutation.LEADERBOARD_EARLY_STOP, stored=None,
+                progress: Callable[[str], None] | None = None) -> dict[str, pd.DataFrame]:
     """leaderboard.csv and leaderboard_pairs.csv of ``views`` (see the module docstring). ``n_resamples``: draws of
     the bootstrap and the permutation tests (shared by every judge and pair of a view); ``n_resamples_statistic``:
     the draws of "statistic" views, whose statistic is recomputed per draw (default: n_resamples); ``early_stop``:
     a segment pair's permutation test stops after a block of draws once its one-sided p is clearly below or above α
-    (mt-metrics-eval's setting for the WMT findings; None: every draw); ``min_units``: a judge with fewer usable
-    units is left out of the view (MIN_UNITS)."""
+    (mt-metrics-eval's setting for the WMT findings), or once the cluster decision at α is settled
+    (permutation.LEADERBOARD_EARLY_STOP; None: every draw); ``min_units``: a judge with fewer usable
+    units is left out of the view (MIN_UNITS). ``stored``: a mutable mapping view_key -> (board rows, pair rows) as
+    DataFrames: a view of recorded judges only whose key is in it is taken from it, one computed is added to it (the
+    caller keeps it, e.g. on disk: dhp.leaderboard). ``progress``: called with a line per view that takes a while."""
     if n_resamples < 1:
         raise DHPError(f"n_resamples = {n_resamples} leaves nothing to test with.", "pass n_resamples >= 1.")
     board, pairs = [], []
-    for v in views:
+    for n, v in enumerate(views):
         if v.notes.get("not_built"):  # a view that could not be built: named, with its reason, as one row
             board.append({"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy,
                           "judge": "", "mode": "", "value": math.nan, "lo": math.nan, "hi": math.nan, "n": math.nan,
                           "rank": math.nan, "cluster": math.nan, "recorded": False, "status": v.notes["not_built"]})
             continue
         k = n_resamples_statistic or n_resamples if v.kind == "statistic" else n_resamples
-        b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
+        key = None if stored is None else view_key(v, k=k, seed=seed, alpha=alpha, ci=ci, min_coverage=min_coverage,
+                                                   min_units=min_units, early_stop=early_stop)
+        name = " · ".join(x for x in (v.view, v.scope, v.measure, v.strategy) if x)
+        hit = None
+        if key is not None:
+            try:
+                hit = stored[key]
+            except KeyError:
+                hit = None
+        if hit is not None:
+            b, p = hit[0].to_dict("records"), hit[1].to_dict("records")
+            if progress:
+                progress(f"view {n + 1}/{len(views)} {name}: recorded judges only, reused its stored results")
+        else:
+            start = time.perf_counter()
+            b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
+            if key is not None:
+                stored[key] = (pd.DataFrame(b, columns=LEADERBOARD_COLUMNS), pd.DataFrame(p, columns=PAIR_COLUMNS))
+            if progress and time.perf_counter() - start > 1:
+                progress(f"view {n + 1}/{len(views)} {name}: computed in {time.perf_counter() - start:.0f} s")
         board += b
         pairs += p
     board_df = pd.DataFrame(board, columns=LEADERBOARD_COLUMNS)
     board_df = board_df.sort_values(["view", "scope", "measure", "strategy", "rank"], kind="stable",
                                     na_position="last").reset_index(drop=True)
     return {"leaderboard.csv": board_df, "leaderboard_pairs.csv": pd.DataFrame(pairs, columns=PAIR_COLUMNS)}
-
