@@ -39,12 +39,17 @@ view × pair of judges, the better-valued first: diff, p, p_adj, significant, te
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import itertools
 import math
+import multiprocessing
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -244,8 +249,61 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
     statistic = v.measure
     values = np.array([seg_value(js.human, row, js.groups, statistic) for row in x])
     counts = paired.item_bootstrap_draws(len(np.unique(js.groups)), k, seed)
-    boots = paired.segment_bootstrap(js.human, x, js.groups, statistic, counts=counts)
+    # the judges' bootstraps (independent of the permutation tests) run in worker processes beside the tests
+    # when the view is large; every judge's resamples are the same numbers either way
+    with _Background(paired.segment_bootstrap, js.human, x, js.groups, statistic, counts) as boot:
+        table_or_walk = _segment_tests(js, x, judges, values, statistic, k, seed, early_stop, alpha)
+        boots = boot.result()
     intervals = [paired.percentile_interval(b, len(np.unique(js.groups)), ci) for b in boots]
+    return (values, intervals, *table_or_walk)
+
+
+#: Judges × rows of a segment view from which its bootstrap runs in worker processes (WMT22 zh-en: 28,125 rows)
+PARALLEL_MIN_WORK = 500_000
+
+
+class _Background:
+    """segment_bootstrap(human, x, groups, statistic, counts=counts) split by judges over up to os.cpu_count()
+    worker processes (fork) while the caller goes on; in this process when the view is small, the scores are not
+    all finite (a split would change the rows kept), or no worker can be started."""
+
+    def __init__(self, fn, human, x, groups, statistic, counts):
+        self.args, self.fn, self.pool, self.futures = (human, x, groups, statistic, counts), fn, None, []
+        workers = min(os.cpu_count() or 1, len(x))
+        if workers < 2 or x.size < PARALLEL_MIN_WORK or not (np.isfinite(x).all() and np.isfinite(human).all()):
+            return
+        try:
+            ctx = multiprocessing.get_context("fork")
+            self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+            self.futures = [self.pool.submit(fn, human, x[part], groups, statistic, counts=counts)
+                            for part in np.array_split(np.arange(len(x)), workers)]
+        except (OSError, ValueError):
+            self._close()
+
+    def result(self) -> np.ndarray:
+        if self.futures:
+            try:
+                return np.concatenate([f.result() for f in self.futures])
+            except (OSError, concurrent.futures.process.BrokenProcessPool):
+                pass  # a worker died (e.g. out of memory): computed here instead
+        human, x, groups, statistic, counts = self.args
+        return self.fn(human, x, groups, statistic, counts=counts)
+
+    def _close(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool, self.futures = None, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._close()
+
+
+def _segment_tests(js, x, judges, values, statistic, k, seed, early_stop, alpha):
+    """(pairs, clusters of the walk or None) of a segment view: every pair of up to ALL_PAIRS_MAX_JUDGES judges,
+    else the pairs the WMT walk decides plus every pair of a live judge."""
     draws = permutation.permutation_draws(len(js.human), k, seed)
     test = "PERM-BOTH permutation" + (" (early stop)" if early_stop else "")
     if early_stop is not None and early_stop.settle_alpha is not None:  # settle the decision the clusters take
@@ -257,14 +315,14 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
         # permutation_table reports each pair better-valued first: the reverse direction is not tested (NaN)
         pairs = [(index[r.judge_a], index[r.judge_b], float(r.p_two_sided), float(r.p_a_better), math.nan, test)
                  for r in table.itertuples()]
-        return values, intervals, pairs, None
+        return pairs, None
     order = sorted(range(len(judges)), key=lambda i: (-values[i] if math.isfinite(values[i]) else math.inf,
                                                       judges[i]))
+    tester = permutation.pair_tester(js.human, x, js.groups, statistic, draws=draws, early_stop=early_stop)
     pairs, cluster, start, clusters_of = [], 1, 0, {}
     for pos, i in enumerate(order):
         for j in order[start:pos]:  # the judges of the current cluster, best first
-            r = permutation.paired_permutation_test(js.human, x[j], x[i], js.groups, statistic, draws=draws,
-                                                    early_stop=early_stop)
+            r = tester(j, i)
             pairs.append((j, i, r["p_two_sided"], r["p_a_better"], math.nan, test))
             if r["p_a_better"] <= alpha:  # significantly beaten by a judge of the cluster: a new cluster
                 cluster, start = cluster + 1, pos
@@ -276,11 +334,10 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
         for j in range(len(judges)):
             if j != i and frozenset((i, j)) not in done:
                 a, b = (i, j) if not values[j] > values[i] else (j, i)  # better-valued first, as the walk's pairs
-                r = permutation.paired_permutation_test(js.human, x[a], x[b], js.groups, statistic, draws=draws,
-                                                        early_stop=early_stop)
+                r = tester(a, b)
                 pairs.append((a, b, r["p_two_sided"], r["p_a_better"], math.nan, test))
                 done.add(frozenset((i, j)))
-    return values, intervals, pairs, clusters_of
+    return pairs, clusters_of
 
 
 def seg_value(human, scores, groups, statistic: str) -> float:
@@ -415,6 +472,21 @@ def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
         return pd.DataFrame({"rank": []})
 
 
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """sha256 of the source of the statistics modules (dhp.stats, this module, the views of dhp.analysis): a stored
+    result is also not reused after an edit that forgot to raise STATS_VERSION."""
+    import dhp.analysis
+    import dhp.stats
+
+    files = sorted(Path(dhp.stats.__file__).parent.glob("*.py")) + [
+        Path(dhp.analysis.__file__).parent / f"{m}.py" for m in ("leaderboard", "system_level", "recorded_views")]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    return h.hexdigest()
+
+
 def view_key(v: View, **settings) -> str | None:
     """The key under which a view's results can be stored and reused: None unless every judge of the view is a
     recorded one (a live judge's views are computed fresh), else the sha256 of the view's rows (its judges' scores,
@@ -422,7 +494,7 @@ def view_key(v: View, **settings) -> str | None:
     ``settings`` and STATS_VERSION. Equal keys: equal results (every draw is seeded)."""
     if v.notes.get("not_built") or not len(v.data) or (v.data["mode"] != RECORDED_MODE).any():
         return None
-    h = hashlib.sha256(f"dhp-leaderboard-view v{STATS_VERSION}\x1e".encode())
+    h = hashlib.sha256(f"dhp-leaderboard-view v{STATS_VERSION} {_code_digest()}\x1e".encode())
     fn = (lambda f: "" if f is None else f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', repr(f))}")
     h.update(repr((v.view, v.scope, v.measure, v.kind, v.strategy, fn(v.statistic), fn(v.draws), fn(v.pair_test),
                    v.pair_test_name, sorted((str(a), repr(b)) for a, b in v.notes.items()),

@@ -36,7 +36,7 @@ from dhp.stats import segment as seg
 from dhp.stats.segment import SegmentPairs, sweep_order
 
 __all__ = ["STATISTICS", "EarlyStop", "WMT_EARLY_STOP", "LEADERBOARD_EARLY_STOP", "permutation_draws", "paired_permutation_test",
-           "permutation_table", "PAIR_COLUMNS"]
+           "permutation_table", "pair_tester", "PAIR_COLUMNS"]
 
 STATISTICS = ("tau_b", "acc_eq", "acc_eq_calibrated")
 PAIR_COLUMNS = ["statistic", "judge_a", "judge_b", "value_a", "value_b", "delta", "p_a_better", "p_two_sided", "k"]
@@ -256,6 +256,32 @@ def paired_permutation_test(human, metric_a, metric_b, groups=None, statistic: s
                 "p_two_sided": math.nan, "k": 0}
     evaluate = _evaluator(statistic, h[ok], _zscore(a[ok]), _zscore(b[ok]), pairs)
     return _run(evaluate, draws[:, ok], early_stop)
+
+
+def pair_tester(human, scores, groups=None, statistic: str = "acc_eq_calibrated", draws: np.ndarray | None = None,
+                early_stop: EarlyStop | None = None, k: int = 1000, seed: int = 0):
+    """f(a, b) -> paired_permutation_test(human, scores[a], scores[b], groups, ...) for many pairs of the rows of
+    ``scores`` (judges × rows): the pairs of items and the z-scores are computed once, not per pair. The same
+    numbers as paired_permutation_test (it is called instead where a score is missing: its rows then differ per
+    pair)."""
+    _check(statistic, groups)
+    h, x = np.asarray(human, dtype=float), np.asarray(scores, dtype=float)
+    if draws is None:
+        draws = permutation_draws(len(h), k, seed)
+    if not (np.isfinite(h).all() and np.isfinite(x).all()) or draws.shape[1] != len(h):
+        return lambda a, b: paired_permutation_test(h, x[a], x[b], groups, statistic, draws=draws,
+                                                    early_stop=early_stop)
+    pairs = SegmentPairs.from_groups(np.asarray(groups)) if groups is not None else None
+    z = {}
+
+    def test(a: int, b: int) -> dict:
+        if pairs is not None and not len(pairs):
+            return {"value_a": math.nan, "value_b": math.nan, "delta": math.nan, "p_a_better": math.nan,
+                    "p_two_sided": math.nan, "k": 0}
+        za, zb = (z.setdefault(n, _zscore(x[n])) for n in (a, b))
+        return _run(_evaluator(statistic, h, za, zb, pairs), draws, early_stop)
+
+    return test
 
 
 def permutation_table(human, scores, judges, groups=None, statistic: str = "acc_eq_calibrated", k: int = 1000,
