@@ -88,3 +88,20 @@ def test_a_walked_view_gets_the_same_values_ranks_and_clusters():
         assert np.allclose(a["value"], b.loc[a.index, "value"], rtol=0, atol=1e-9)
         assert a["rank"].to_dict() == b["rank"].to_dict() and a["cluster"].to_dict() == b["cluster"].to_dict()
         assert a["cluster"].nunique() >= 3
+
+
+@pytest.mark.parametrize("statistic", ["acc_eq_calibrated", "acc_eq", "tau_b"])
+@pytest.mark.parametrize("uneven", [False, True])
+def test_a_chunk_of_draws_gives_the_numbers_of_one_draw_at_a_time(statistic, uneven):
+    h, x, g = _data(2, n_items=12, n_sys=5)
+    if uneven:  # items with 3 to 5 systems: weighted pairs
+        keep = np.tile(np.arange(5), 12) < np.repeat(np.arange(12) % 3 + 3, 5)
+        h, x, g = h[keep], x[:, keep], g[keep]
+    pairs = SegmentPairs.from_groups(g) if statistic != "tau_b" else None
+    draws = permutation_draws(len(h), 300, seed=4)
+    ev = _evaluator(statistic, h, _zscore(x[0]), _zscore(x[3]), pairs)
+    one = np.array([ev(w) for w in draws])
+    s1, s2 = ev.many(draws)
+    assert np.allclose(s1, one[:, 0], rtol=0, atol=1e-12) and np.allclose(s2, one[:, 1], rtol=0, atol=1e-12)
+    if not uneven:
+        assert np.array_equal(s1, one[:, 0]) and np.array_equal(s2, one[:, 1])
