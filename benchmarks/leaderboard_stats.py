@@ -272,8 +272,9 @@ def main(argv=None):
                     help="a data root (default: DHP_DATA_DIR, else the per-user cache; docs/data.md)")
     ap.add_argument("--k", type=int, default=1000, help="permutation resamples per pair")
     ap.add_argument("--boot", type=int, default=1000, help="item-bootstrap resamples per metric (0: none)")
-    ap.add_argument("--early-stop", choices=("wmt", "none"), default="wmt",
-                    help="wmt: mt-metrics-eval's Task defaults (blocks of 100, stop at p < 0.02 or > 0.5)")
+    ap.add_argument("--early-stop", choices=("wmt", "none", "leaderboard"), default="wmt",
+                    help="wmt: mt-metrics-eval's Task defaults (blocks of 100, stop at p < 0.02 or > 0.5); "
+                         "leaderboard: also stop once the decision at 0.05 is settled (LEADERBOARD_EARLY_STOP)")
     ap.add_argument("--primary", action="store_true", help="only WMT22's primary metrics")
     ap.add_argument("--mtme-draws", type=int, default=3, help="mt-metrics-eval acc*_eq resamples to time")
     ap.add_argument("--skip-leaderboard", action="store_true")
@@ -301,8 +302,8 @@ def main(argv=None):
     section_values(mt, systems, human, groups, metrics)
     section_resample(mt, systems, human, groups, metrics, args.mtme_draws, 20, 50)
     if not args.skip_leaderboard:
-        section_leaderboard(mt, human, groups, metrics, args.k, WMT_EARLY_STOP if args.early_stop == "wmt" else None,
-                            args.boot, args.seed)
+        stop = {"wmt": WMT_EARLY_STOP, "leaderboard": LEADERBOARD_EARLY_STOP}.get(args.early_stop)
+        section_leaderboard(mt, human, groups, metrics, args.k, stop, args.boot, args.seed)
 
 
 if __name__ == "__main__":
