@@ -17,6 +17,13 @@ Data: <data>/wmt22/mqm_zh-en/zh-en.mqm.seg.score and <data>/wmt22/metric-scores_
 (default data: the data root, $DHP_DATA_DIR else the per-user cache; fetched when missing: `python -m dhp data
 fetch wmt22_mqm_zh_en wmt22_metric_scores_zh_en`). Settings as mt-metrics-eval's GetCorrelations for
 level "seg" with main_refs {"refA"} and human outputs included: the MQM-scored systems other than refA.
+
+With --run-dir, only the leaderboard of a run folder is timed, before and after the sequential stop, in one run:
+    python -m dhp import-judgments gemba --run-dir runs/gemba
+    python benchmarks/leaderboard_stats.py --run-dir runs/gemba [--max-judges 20] [--views segment]
+"before": every pair's permutation test with mt-metrics-eval's early stop alone (the numbers of the code before
+dhp.stats.permutation.LEADERBOARD_EARLY_STOP); "after": the leaderboard's default. Prints CPU and wall seconds of
+each, their ratio, and checks the values and ranks are equal (to 1e-9) and the clusters the same.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import scipy.stats as sps
 from dhp.datasets import registry
 from dhp.stats.clusters import assign_ranks, significance_ranks
 from dhp.stats.paired import item_bootstrap_draws, percentile_interval, segment_bootstrap
-from dhp.stats.permutation import (WMT_EARLY_STOP, _evaluator, _zscore, paired_permutation_test,
+from dhp.stats.permutation import (LEADERBOARD_EARLY_STOP, WMT_EARLY_STOP, _evaluator, _zscore, paired_permutation_test,
                                    permutation_draws, permutation_table)
 from dhp.stats.segment import SegmentPairs, kendall_tau_b, pairwise_accuracy, tie_calibrated_accuracy
 
@@ -214,6 +221,50 @@ def section_leaderboard(mt, human, groups, metrics, k: int, early, n_boot: int, 
     return board, times
 
 
+def section_run_dir(folder: str, max_judges: int | None, kinds: list[str], k: int, recorded_views: str):
+    """Time leaderboard() over the views of a run folder with the WMT stop alone (before) and the leaderboard's
+    stop (after), on the same views, in this one process."""
+    from dhp.analysis.leaderboard import View, leaderboard
+    from dhp.leaderboard import collect_views
+
+    t = time.perf_counter()
+    views = [v for v in collect_views(folder, recorded_views, report=False)
+             if not v.notes.get("not_built") and (not kinds or v.view in kinds)]
+    if max_judges:
+        cut = []
+        for v in views:
+            keep = sorted(v.data[["judge", "mode"]].drop_duplicates().itertuples(index=False))[:max_judges]
+            d = v.data.merge(pd.DataFrame(keep, columns=["judge", "mode"]), on=["judge", "mode"])
+            cut.append(View(v.view, v.scope, v.measure, v.kind, d, v.strategy, v.statistic, v.draws, v.notes,
+                            v.pair_test, v.pair_test_name))
+        views = cut
+    print(f"{len(views)} views of {folder} collected in {time.perf_counter() - t:.1f} s: " + "; ".join(
+        f"{v.scope} {v.measure} ({v.data[['judge', 'mode']].drop_duplicates().shape[0]} judges)" for v in views))
+    out, times = {}, {}
+    for name, stop in (("before (WMT stop only)", WMT_EARLY_STOP), ("after (LEADERBOARD_EARLY_STOP)",
+                                                                      LEADERBOARD_EARLY_STOP)):
+        load = os.getloadavg()[0]
+        t, c = time.perf_counter(), time.process_time()
+        out[name] = leaderboard(views, n_resamples=k, n_resamples_statistic=200, early_stop=stop)
+        times[name] = (time.perf_counter() - t, time.process_time() - c)
+        pairs = out[name]["leaderboard_pairs.csv"]
+        print(f"{name:32s} wall {times[name][0]:8.1f} s, CPU {times[name][1]:8.1f} s, {len(pairs)} pairs "
+              f"(load average {load:.1f} at start on {os.cpu_count()} cores)", flush=True)
+    (b, bt), (a, at) = out.items()
+    keys = ["view", "scope", "measure", "strategy", "judge", "mode"]
+    old, new = (x["leaderboard.csv"].set_index(keys).sort_index() for x in (bt, at))
+    dv = float(np.nanmax(np.abs(old["value"] - new["value"]))) if len(old) else 0.0
+    same_rank = old["rank"].fillna(-1).equals(new["rank"].fillna(-1))
+    same_cluster = old["cluster"].fillna(-1).equals(new["cluster"].fillna(-1))
+    pk = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "judge_b", "mode_b"]
+    pp = bt["leaderboard_pairs.csv"].merge(at["leaderboard_pairs.csv"], on=pk, suffixes=("_b", "_a"))
+    print(f"max |value before - after| = {dv:.1e}; ranks equal: {same_rank}; clusters equal: {same_cluster}; "
+          f"pairs tested before/after: {len(bt['leaderboard_pairs.csv'])}/{len(at['leaderboard_pairs.csv'])}, "
+          f"max |p_better before - after| = {np.nanmax(np.abs(pp['p_better_b'] - pp['p_better_a'])) if len(pp) else 0:.3f}")
+    print(f"ratio before/after: wall {times[b][0] / times[a][0]:.2f}x, CPU {times[b][1] / times[a][1]:.2f}x")
+    assert dv <= 1e-9 and same_rank
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mtme", default=os.environ.get("MTME_PATH"), help="mt-metrics-eval checkout (or MTME_PATH)")
@@ -221,13 +272,22 @@ def main(argv=None):
                     help="a data root (default: DHP_DATA_DIR, else the per-user cache; docs/data.md)")
     ap.add_argument("--k", type=int, default=1000, help="permutation resamples per pair")
     ap.add_argument("--boot", type=int, default=1000, help="item-bootstrap resamples per metric (0: none)")
-    ap.add_argument("--early-stop", choices=("wmt", "none"), default="wmt",
-                    help="wmt: mt-metrics-eval's Task defaults (blocks of 100, stop at p < 0.02 or > 0.5)")
+    ap.add_argument("--early-stop", choices=("wmt", "none", "leaderboard"), default="wmt",
+                    help="wmt: mt-metrics-eval's Task defaults (blocks of 100, stop at p < 0.02 or > 0.5); "
+                         "leaderboard: also stop once the decision at 0.05 is settled (LEADERBOARD_EARLY_STOP)")
     ap.add_argument("--primary", action="store_true", help="only WMT22's primary metrics")
     ap.add_argument("--mtme-draws", type=int, default=3, help="mt-metrics-eval acc*_eq resamples to time")
     ap.add_argument("--skip-leaderboard", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--run-dir", help="time only the leaderboard of this run folder, before/after (see above)")
+    ap.add_argument("--max-judges", type=int, help="--run-dir: the first N judges of each view (by name)")
+    ap.add_argument("--views", nargs="*", default=[], help="--run-dir: only these view kinds (e.g. segment system)")
+    ap.add_argument("--recorded-views", choices=("headline", "all"), default="headline",
+                    help="--run-dir: HANNA and FRANK views")
     args = ap.parse_args(argv)
+    if args.run_dir:
+        section_run_dir(args.run_dir, args.max_judges, args.views, args.k, args.recorded_views)
+        return
     data = registry.ensure(["wmt22_mqm_zh_en", "wmt22_metric_scores_zh_en"], args.data) / "wmt22"  # fetched if missing
     mt = import_mtme(args.mtme)
     if mt is None:
@@ -242,8 +302,8 @@ def main(argv=None):
     section_values(mt, systems, human, groups, metrics)
     section_resample(mt, systems, human, groups, metrics, args.mtme_draws, 20, 50)
     if not args.skip_leaderboard:
-        section_leaderboard(mt, human, groups, metrics, args.k, WMT_EARLY_STOP if args.early_stop == "wmt" else None,
-                            args.boot, args.seed)
+        stop = {"wmt": WMT_EARLY_STOP, "leaderboard": LEADERBOARD_EARLY_STOP}.get(args.early_stop)
+        section_leaderboard(mt, human, groups, metrics, args.k, stop, args.boot, args.seed)
 
 
 if __name__ == "__main__":

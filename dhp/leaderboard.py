@@ -17,10 +17,16 @@ only one judge is in it — is printed with the reason and written as a row of l
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Literal
 
 import pandas as pd
+import platformdirs
 from pydantic import Field, field_validator
 
 from dhp import methods
@@ -32,9 +38,9 @@ from dhp.io import resolve, slug, write_csv
 from dhp.plots import save_figure
 from dhp.plots.leaderboard import leaderboard_figures
 from dhp.recorded import IMPORTERS, default_path, import_judgments
-from dhp.stats.permutation import WMT_EARLY_STOP
+from dhp.stats.permutation import LEADERBOARD_EARLY_STOP
 
-__all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES"]
+__all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES", "StoredViews", "default_views_cache"]
 
 TABLES = ("leaderboard.csv", "leaderboard_pairs.csv")
 
@@ -55,7 +61,12 @@ class LeaderboardParams(Params):
                                                              "best-covered judge's units is left out of a view")
     seed: int = Field(0, ge=0, description="seed of the resampling draws")
     early_stop: bool = Field(True, description="segment views: stop a pair's permutation test once its p is clearly "
-                                               "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT)")
+                                               "below 0.02 or above 0.5 (mt-metrics-eval's setting for WMT), or "
+                                               "once its decision at alpha is settled (dhp.stats.permutation)")
+    views_cache: str | None = Field(None, description="where the results of views holding only recorded judges are "
+                                                      "stored and reused (keyed by their inputs' sha256 and the "
+                                                      "statistics' version); None: <per-user cache>/dhp/views; '': "
+                                                      "compute every view")
     recorded: list[str] = Field(
         ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
                                 "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
@@ -129,8 +140,12 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
     """Compare the judges of ``config.run_dir`` on every view that has two or more of them; write the tables and one
     figure per view. Returns file name -> path."""
     config = config or LeaderboardParams(**values)
+    start = time.perf_counter()
     import_recorded(config)
+    _progress(f"recorded judgments imported ({', '.join(config.recorded) or 'none'})", start)
+    start = time.perf_counter()
     views = collect_views(config.run_dir, config.recorded_views)
+    _progress(f"{len(views)} views collected", start)
     judged = [v for v in views if not v.notes.get("not_built")]
     if not judged:
         raise DHPError(f"No view in {config.run_dir} holds two or more judges to compare.",
@@ -138,7 +153,9 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
                        "(python -m dhp import-judgments).")
     out = leaderboard(views, n_resamples=config.n_resamples, n_resamples_statistic=config.n_resamples_statistic,
                       seed=config.seed, alpha=config.alpha, min_coverage=config.min_coverage,
-                      early_stop=WMT_EARLY_STOP if config.early_stop else None)
+                      early_stop=LEADERBOARD_EARLY_STOP if config.early_stop else None,
+                      stored=StoredViews(config.views_cache) if config.views_cache != "" else None,
+                      progress=lambda line: _progress(line))
     root = resolve(config.run_dir)
     paths = {name: write_csv(df, root / name) for name, df in out.items()}
     figures = Path(config.figures_dir) if config.figures_dir else root / "figures"
@@ -146,6 +163,68 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
         for p in save_figure(fig, figures, f"leaderboard_{slug(name)}"):
             paths[p.name] = p
     return paths
+
+
+def _progress(line: str, since: float | None = None) -> None:
+    """One progress line on stderr (a step taking over a second says how long it took)."""
+    took = time.perf_counter() - since if since is not None else None
+    if took is None or took > 1:
+        print(f"[leaderboard] {line}" + (f" in {took:.0f} s" if took is not None else ""), file=sys.stderr, flush=True)
+
+
+def default_views_cache() -> Path:
+    """<per-user cache>/dhp/views: beside the data cache (<per-user cache>/dhp/datasets)."""
+    return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "views"
+
+
+class StoredViews(MutableMapping):
+    """The stored results of views holding only recorded judges (dhp.analysis.leaderboard.view_key -> (board rows,
+    pair rows)): two parquet files per key in ``folder``, each written to a temporary file and renamed into place,
+    the board last, so a key is present only once both are complete (an interrupted run leaves no half-written
+    result). An unreadable entry counts as absent (computed again and rewritten)."""
+
+    def __init__(self, folder=None):
+        self.folder = Path(folder) if folder else default_views_cache()
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.folder / f"{key}.board.parquet", self.folder / f"{key}.pairs.parquet"
+
+    def __contains__(self, key) -> bool:
+        board, pairs = self._paths(str(key))
+        return board.is_file() and pairs.is_file()
+
+    def __getitem__(self, key):
+        board, pairs = self._paths(str(key))
+        try:
+            return pd.read_parquet(board), pd.read_parquet(pairs)
+        except (OSError, ValueError) as e:
+            raise KeyError(key) from e
+
+    def __setitem__(self, key, value) -> None:
+        board_df, pairs_df = value
+        board, pairs = self._paths(str(key))
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for df, path in ((pairs_df, pairs), (board_df, board)):
+                fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=self.folder)
+                os.close(fd)
+                try:
+                    df.to_parquet(tmp, index=False)
+                    os.replace(tmp, path)
+                finally:
+                    Path(tmp).unlink(missing_ok=True)
+        except OSError as e:  # a read-only or full cache: the results are still used, only not kept
+            print(f"[leaderboard] could not store a view's results in {self.folder}: {e}", file=sys.stderr)
+
+    def __delitem__(self, key) -> None:
+        for path in self._paths(str(key)):
+            path.unlink(missing_ok=True)
+
+    def __iter__(self):
+        return (p.name[: -len(".board.parquet")] for p in sorted(self.folder.glob("*.board.parquet")))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def import_recorded(config: LeaderboardParams) -> None:

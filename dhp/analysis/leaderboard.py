@@ -39,9 +39,17 @@ view × pair of judges, the better-valued first: diff, p, p_adj, significant, te
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
+import functools
+import hashlib
 import itertools
 import math
+import multiprocessing
+import os
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -53,7 +61,8 @@ from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
 from dhp.stats.resample import MIN_RESAMPLE_UNITS
 
-__all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE"]
+__all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE", "STATS_VERSION",
+           "view_key", "MIN_UNITS_RANKED"]
 
 KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
@@ -67,6 +76,13 @@ PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "ju
                 "value_b", "diff", "p", "p_adj", "significant", "p_better", "test", "n",
                 "p_upstream", "test_upstream"]  # a view's own paper's test of the pair (FRANK: Williams), if any
 RECORDED_MODE = "recorded"
+#: The statistics' code version: part of every stored view's key (``view_key``). Raise it with any change that
+#: alters a number of leaderboard.csv or leaderboard_pairs.csv, so results stored by older code are not reused.
+STATS_VERSION = 2
+#: Fewest units a view's statistic is read as a ranking on (``View.notes["min_units_ranked"]`` overrides): with
+#: fewer, the judges' rows get a "too few units" status instead of "ok" (their value and rank stay, as indicative).
+#: Segment statistics: 30 items; a system-level statistic (notes set by dhp.analysis.system_level): 100 segments.
+MIN_UNITS_RANKED = {"segment": 30}
 
 
 @dataclass
@@ -233,10 +249,65 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
     statistic = v.measure
     values = np.array([seg_value(js.human, row, js.groups, statistic) for row in x])
     counts = paired.item_bootstrap_draws(len(np.unique(js.groups)), k, seed)
-    boots = paired.segment_bootstrap(js.human, x, js.groups, statistic, counts=counts)
+    # the judges' bootstraps (independent of the permutation tests) run in worker processes beside the tests
+    # when the view is large; every judge's resamples are the same numbers either way
+    with _Background(paired.segment_bootstrap, js.human, x, js.groups, statistic, counts) as boot:
+        table_or_walk = _segment_tests(js, x, judges, values, statistic, k, seed, early_stop, alpha)
+        boots = boot.result()
     intervals = [paired.percentile_interval(b, len(np.unique(js.groups)), ci) for b in boots]
+    return (values, intervals, *table_or_walk)
+
+
+#: Judges × rows of a segment view from which its bootstrap runs in worker processes (WMT22 zh-en: 28,125 rows)
+PARALLEL_MIN_WORK = 500_000
+
+
+class _Background:
+    """segment_bootstrap(human, x, groups, statistic, counts=counts) split by judges over up to os.cpu_count()
+    worker processes (fork) while the caller goes on; in this process when the view is small, the scores are not
+    all finite (a split would change the rows kept), or no worker can be started."""
+
+    def __init__(self, fn, human, x, groups, statistic, counts):
+        self.args, self.fn, self.pool, self.futures = (human, x, groups, statistic, counts), fn, None, []
+        workers = min(os.cpu_count() or 1, len(x))
+        if workers < 2 or x.size < PARALLEL_MIN_WORK or not (np.isfinite(x).all() and np.isfinite(human).all()):
+            return
+        try:
+            ctx = multiprocessing.get_context("fork")
+            self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+            self.futures = [self.pool.submit(fn, human, x[part], groups, statistic, counts=counts)
+                            for part in np.array_split(np.arange(len(x)), workers)]
+        except (OSError, ValueError):
+            self._close()
+
+    def result(self) -> np.ndarray:
+        if self.futures:
+            try:
+                return np.concatenate([f.result() for f in self.futures])
+            except (OSError, concurrent.futures.process.BrokenProcessPool):
+                pass  # a worker died (e.g. out of memory): computed here instead
+        human, x, groups, statistic, counts = self.args
+        return self.fn(human, x, groups, statistic, counts=counts)
+
+    def _close(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool, self.futures = None, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._close()
+
+
+def _segment_tests(js, x, judges, values, statistic, k, seed, early_stop, alpha):
+    """(pairs, clusters of the walk or None) of a segment view: every pair of up to ALL_PAIRS_MAX_JUDGES judges,
+    else the pairs the WMT walk decides plus every pair of a live judge."""
     draws = permutation.permutation_draws(len(js.human), k, seed)
     test = "PERM-BOTH permutation" + (" (early stop)" if early_stop else "")
+    if early_stop is not None and early_stop.settle_alpha is not None:  # settle the decision the clusters take
+        early_stop = dataclasses.replace(early_stop, settle_alpha=alpha)
     if len(judges) <= ALL_PAIRS_MAX_JUDGES:
         table = permutation.permutation_table(js.human, x, judges, js.groups, statistic, draws=draws,
                                               early_stop=early_stop)
@@ -244,14 +315,14 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
         # permutation_table reports each pair better-valued first: the reverse direction is not tested (NaN)
         pairs = [(index[r.judge_a], index[r.judge_b], float(r.p_two_sided), float(r.p_a_better), math.nan, test)
                  for r in table.itertuples()]
-        return values, intervals, pairs, None
+        return pairs, None
     order = sorted(range(len(judges)), key=lambda i: (-values[i] if math.isfinite(values[i]) else math.inf,
                                                       judges[i]))
+    tester = permutation.pair_tester(js.human, x, js.groups, statistic, draws=draws, early_stop=early_stop)
     pairs, cluster, start, clusters_of = [], 1, 0, {}
     for pos, i in enumerate(order):
         for j in order[start:pos]:  # the judges of the current cluster, best first
-            r = permutation.paired_permutation_test(js.human, x[j], x[i], js.groups, statistic, draws=draws,
-                                                    early_stop=early_stop)
+            r = tester(j, i)
             pairs.append((j, i, r["p_two_sided"], r["p_a_better"], math.nan, test))
             if r["p_a_better"] <= alpha:  # significantly beaten by a judge of the cluster: a new cluster
                 cluster, start = cluster + 1, pos
@@ -263,11 +334,10 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
         for j in range(len(judges)):
             if j != i and frozenset((i, j)) not in done:
                 a, b = (i, j) if not values[j] > values[i] else (j, i)  # better-valued first, as the walk's pairs
-                r = permutation.paired_permutation_test(js.human, x[a], x[b], js.groups, statistic, draws=draws,
-                                                        early_stop=early_stop)
+                r = tester(a, b)
                 pairs.append((a, b, r["p_two_sided"], r["p_a_better"], math.nan, test))
                 done.add(frozenset((i, j)))
-    return values, intervals, pairs, clusters_of
+    return pairs, clusters_of
 
 
 def seg_value(human, scores, groups, statistic: str) -> float:
@@ -365,6 +435,10 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
             ranked = pd.DataFrame({"position": range(1, len(order) + 1),
                                    "rank": [walked.get(e, math.nan) for e in order]}, index=order)
         holm = _holm_clusters(judges, values, better_first, adj, alpha)
+        need = v.notes.get("min_units_ranked", MIN_UNITS_RANKED.get(v.kind))
+        what = v.notes.get("units", "items" if v.kind == "segment" else "units")
+        few = (f"too few units for a ranking: {n_units} {what} (< {need}); value and rank are indicative only"
+               if need and n_units < need else "")
         for e, x, (lo, hi) in zip(judges, values, intervals):
             j, m = _split(e)
             finite = math.isfinite(x)
@@ -374,7 +448,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                           "rank": ranked.at[e, "position"] if finite else math.nan,
                           "cluster": ranked.at[e, "rank"] if finite else math.nan,
                           "recorded": m == RECORDED_MODE,
-                          "status": "ok" if finite else "undefined (constant or no usable pair)",
+                          "status": (few or "ok") if finite else "undefined (constant or no usable pair)",
                           **own, "cluster_holm": holm["rank"].get(e, math.nan) if finite else math.nan})
     for e, why in sorted(left_out.items()):
         j, m = _split(e)
@@ -398,30 +472,83 @@ def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
         return pd.DataFrame({"rank": []})
 
 
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """sha256 of the source of the statistics modules (dhp.stats, this module, the views of dhp.analysis): a stored
+    result is also not reused after an edit that forgot to raise STATS_VERSION."""
+    import dhp.analysis
+    import dhp.stats
+
+    files = sorted(Path(dhp.stats.__file__).parent.glob("*.py")) + [
+        Path(dhp.analysis.__file__).parent / f"{m}.py" for m in ("leaderboard", "system_level", "recorded_views")]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    return h.hexdigest()
+
+
+def view_key(v: View, **settings) -> str | None:
+    """The key under which a view's results can be stored and reused: None unless every judge of the view is a
+    recorded one (a live judge's views are computed fresh), else the sha256 of the view's rows (its judges' scores,
+    the human scores: what the pinned, checksummed inputs give), its names, notes and statistic, the leaderboard
+    ``settings`` and STATS_VERSION. Equal keys: equal results (every draw is seeded)."""
+    if v.notes.get("not_built") or not len(v.data) or (v.data["mode"] != RECORDED_MODE).any():
+        return None
+    h = hashlib.sha256(f"dhp-leaderboard-view v{STATS_VERSION} {_code_digest()}\x1e".encode())
+    fn = (lambda f: "" if f is None else f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', repr(f))}")
+    h.update(repr((v.view, v.scope, v.measure, v.kind, v.strategy, fn(v.statistic), fn(v.draws), fn(v.pair_test),
+                   v.pair_test_name, sorted((str(a), repr(b)) for a, b in v.notes.items()),
+                   sorted((a, repr(b)) for a, b in settings.items()), list(v.data.columns))).encode())
+    h.update(pd.util.hash_pandas_object(v.data, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
 def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05, ci: float = 0.95,
                 min_coverage: float = 0.5, min_units: int = MIN_UNITS, n_resamples_statistic: int | None = None,
-                early_stop: permutation.EarlyStop | None = permutation.WMT_EARLY_STOP) -> dict[str, pd.DataFrame]:
+                early_stop: permutation.EarlyStop | None = permutation.LEADERBOARD_EARLY_STOP, stored=None,
+                progress: Callable[[str], None] | None = None) -> dict[str, pd.DataFrame]:
     """leaderboard.csv and leaderboard_pairs.csv of ``views`` (see the module docstring). ``n_resamples``: draws of
     the bootstrap and the permutation tests (shared by every judge and pair of a view); ``n_resamples_statistic``:
     the draws of "statistic" views, whose statistic is recomputed per draw (default: n_resamples); ``early_stop``:
     a segment pair's permutation test stops after a block of draws once its one-sided p is clearly below or above α
-    (mt-metrics-eval's setting for the WMT findings; None: every draw); ``min_units``: a judge with fewer usable
-    units is left out of the view (MIN_UNITS)."""
+    (mt-metrics-eval's setting for the WMT findings), or once the cluster decision at α is settled
+    (permutation.LEADERBOARD_EARLY_STOP; None: every draw); ``min_units``: a judge with fewer usable
+    units is left out of the view (MIN_UNITS). ``stored``: a mutable mapping view_key -> (board rows, pair rows) as
+    DataFrames: a view of recorded judges only whose key is in it is taken from it, one computed is added to it (the
+    caller keeps it, e.g. on disk: dhp.leaderboard). ``progress``: called with a line per view that takes a while."""
     if n_resamples < 1:
         raise DHPError(f"n_resamples = {n_resamples} leaves nothing to test with.", "pass n_resamples >= 1.")
     board, pairs = [], []
-    for v in views:
+    for n, v in enumerate(views):
         if v.notes.get("not_built"):  # a view that could not be built: named, with its reason, as one row
             board.append({"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy,
                           "judge": "", "mode": "", "value": math.nan, "lo": math.nan, "hi": math.nan, "n": math.nan,
                           "rank": math.nan, "cluster": math.nan, "recorded": False, "status": v.notes["not_built"]})
             continue
         k = n_resamples_statistic or n_resamples if v.kind == "statistic" else n_resamples
-        b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
+        key = None if stored is None else view_key(v, k=k, seed=seed, alpha=alpha, ci=ci, min_coverage=min_coverage,
+                                                   min_units=min_units, early_stop=early_stop)
+        name = " · ".join(x for x in (v.view, v.scope, v.measure, v.strategy) if x)
+        hit = None
+        if key is not None:
+            try:
+                hit = stored[key]
+            except KeyError:
+                hit = None
+        if hit is not None:
+            b, p = hit[0].to_dict("records"), hit[1].to_dict("records")
+            if progress:
+                progress(f"view {n + 1}/{len(views)} {name}: recorded judges only, reused its stored results")
+        else:
+            start = time.perf_counter()
+            b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
+            if key is not None:
+                stored[key] = (pd.DataFrame(b, columns=LEADERBOARD_COLUMNS), pd.DataFrame(p, columns=PAIR_COLUMNS))
+            if progress and time.perf_counter() - start > 1:
+                progress(f"view {n + 1}/{len(views)} {name}: computed in {time.perf_counter() - start:.0f} s")
         board += b
         pairs += p
     board_df = pd.DataFrame(board, columns=LEADERBOARD_COLUMNS)
     board_df = board_df.sort_values(["view", "scope", "measure", "strategy", "rank"], kind="stable",
                                     na_position="last").reset_index(drop=True)
     return {"leaderboard.csv": board_df, "leaderboard_pairs.csv": pd.DataFrame(pairs, columns=PAIR_COLUMNS)}
-

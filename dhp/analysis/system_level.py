@@ -28,6 +28,8 @@ __all__ = ["pairwise_accuracy", "system_accuracy_view", "HUMAN_SYSTEM"]
 
 #: mt-metrics-eval's human translations of WMT22 are named refA, refB, ...
 HUMAN_SYSTEM = re.compile(r"ref[A-Za-z0-9]*")
+#: Fewest segments a system-level row is read as a ranking on (status "too few units ..." below it)
+MIN_SEGMENTS_RANKED = 100
 
 
 def pairwise_accuracy(human: np.ndarray, metric: np.ndarray) -> tuple[float, int]:
@@ -96,5 +98,7 @@ def system_accuracy_view(rows: pd.DataFrame, scope: str) -> View | None:
                 notes={"follows": "mt-metrics-eval stats.Agreement (CompareMetricsWithGlobalAccuracy, "
                                   "include_human=False), as GEMBA's evaluate.py",
                        "units": "segments", "n_systems": len(systems), "n_pairs": n_pairs,
+                       # system means of fewer segments order systems by noise (WMT22 zh-en: 1,875 segments)
+                       "min_units_ranked": MIN_SEGMENTS_RANKED,
                        "system_score": "mean of the judge's scored segments (GEMBA scores.py); for WMT22 metrics "
                                        "not their submitted system scores"})
