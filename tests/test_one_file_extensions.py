@@ -22,6 +22,7 @@ import pytest
 
 from dhp import methods
 from dhp.backends import register_backend
+from dhp.datasets.files import dataset_pool
 from dhp.errors import DHPError
 from dhp.judging import protocol
 from dhp.judging.strategies import strategy
@@ -194,6 +195,7 @@ def test_a_name_already_taken_is_refused_for_every_kind():
         "pairwise strategy": lambda: strategy("direct")(lambda items, ctx: []),
         "judge protocol": lambda: protocol("pointwise")(lambda table, judge: table),
         "method": lambda: methods.register(type("Again", (methods.Method,), {"name": "dhp"})),
+        "dataset": lambda: dataset_pool("summeval")(lambda files: []),
     }
     assert set(attempts) <= set(REGISTRIES)
     for kind, attempt in attempts.items():

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
 from dhp.io import file_sha256
 
 Messages = Sequence[dict[str, str]]
@@ -242,6 +242,7 @@ BACKENDS: "Registry[tuple[Callable[..., Backend], str]]" = Registry(
 def register_backend(name: str, example: str) -> Callable:
     """Register a backend family: ``factory(rest, **options)`` builds the backend of spec ``<name>:<rest>``.
     A new backend is one module with one registered factory (and a Backend subclass)."""
+    @registrar
     def deco(factory: Callable) -> Callable:
         BACKENDS.add(name, (factory, example), origin_of(factory))
         return factory

@@ -49,7 +49,7 @@ from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
 
 __all__ = ["Method", "Table", "Stage", "StageResult", "Plan", "register", "get", "names", "all_methods", "run", "run_stage",
            "read_tables", "write_tables", "report_card", "judge_modes"]
@@ -267,6 +267,7 @@ _REGISTRY: "Registry[Method]" = Registry(
                                  "to dhp/methods/.")
 
 
+@registrar
 def register(cls: type[Method]) -> type[Method]:
     """Class decorator: register one instance of a Method subclass under its ``name``."""
     if not cls.name or not cls.name.isidentifier():

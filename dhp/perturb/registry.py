@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
 from dhp import schema
 from dhp.schema import DATASET_TASK, TASK_METRICS
 
@@ -111,6 +111,7 @@ PERTURBATIONS: "Registry[Perturbation]" = Registry(
     fix="use one of those, or register your own with dhp.perturb.perturbation (a module in dhp/perturb/ or a cell).")
 
 
+@registrar
 def register(p: Perturbation) -> Perturbation:
     """Add `p` to the registry (dhp.registry's one rule: a name another definition holds is refused; the same
     definition again — a notebook cell rerun — replaces itself)."""
@@ -129,6 +130,7 @@ def perturbation(name: str, *, level: str, tasks: Mapping[str, tuple[str, ...]],
                  **fields) -> Callable:
     """Decorator form of :func:`register`: the decorated function is the rule (``apply``)."""
 
+    @registrar
     def wrap(fn: Callable) -> Callable:
         register(Perturbation(name=name, level=level, description=description or (fn.__doc__ or "").strip(),
                               apply=fn, tasks={t: tuple(s) for t, s in tasks.items()}, **fields))
