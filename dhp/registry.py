@@ -239,6 +239,11 @@ class Registry(Mapping[str, T], Generic[T]):
         self.discover()
         return self._origins[name]
 
+    def registrant(self, name: str) -> str:
+        """The module that registered ``name`` (half of its identity; :func:`origin` is the other)."""
+        self.discover()
+        return self._registrants[name]
+
     def __getitem__(self, name: str) -> T:
         self.discover()
         if name in self._conflicts:

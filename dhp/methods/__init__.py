@@ -50,6 +50,7 @@ from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
 from dhp.registry import Registry, origin_of, registrar
+from dhp import weights
 
 __all__ = ["Method", "Table", "Stage", "StageResult", "Plan", "register", "get", "names", "all_methods", "run", "run_stage",
            "read_tables", "write_tables", "report_card", "judge_modes"]
@@ -518,9 +519,16 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
 
 
 def record(method: Method, config: RunParams, backends: Iterable = (), inputs: Iterable = ()) -> Path:
-    """Add this method's run (its parameters, the judge's identity, the user files it read) to manifest.json."""
-    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs,
-                          extra={"code": code_version()})
+    """Add this method's run (its parameters, the judge's identity, the user files it read) to manifest.json; a
+    run on the default expert weights also says, once, which of its perturbations got the default rule
+    (dhp.weights: not in the shipped file)."""
+    extra: dict[str, Any] = {"code": code_version()}
+    if "expert_weights" in type(config).model_fields and getattr(config, "expert_weights") is None:
+        named = getattr(config, "perturbations", None)
+        defaulted = [d for d in weights.defaulted_weights() if named is None or d["perturbation"] in named]
+        if defaulted:
+            extra["expert_weights_defaults"] = defaulted
+    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs, extra=extra)
 
 
 # ---------------------------------------------------------------------------------------------- report card
