@@ -37,8 +37,6 @@ from dhp.backends import get_backend
 from dhp.cache import open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
-from dhp.judging import PROTOCOLS
-from dhp.judging.strategies import STRATEGIES
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.plots.report_card import save_report_card_pages
 from dhp.recorded import IMPORTERS
@@ -97,10 +95,7 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
             raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
                            "use another --run-dir (default runs/evaluate/<judge>).")
     protocols = list(dict.fromkeys(protocols or ()))
-    published = [n for n in (*STRATEGIES, *PROTOCOLS) if ":" in n]  # a published protocol: <source>:<name>
-    unknown = [p for p in protocols if p not in published]
-    if unknown:
-        raise DHPError(f"Unknown judge protocol(s) {unknown}.", f"use one of {', '.join(published)}.")
+    methods.check_protocol_names(protocols)  # any registered strategy or protocol, by its registered name
     steps, claimed = [], set()
     for m in methods.all_methods():
         if mode not in m.modes:
@@ -116,8 +111,7 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
     if protocols and set(protocols) - claimed:
-        raise DHPError(f"No method runs the protocol(s) {sorted(set(protocols) - claimed)} in mode {mode!r}.",
-                       "use mode logprobs or sample for a judge protocol (python -m dhp extensions lists them).")
+        raise methods.protocol_refusal(set(protocols) - claimed, profile, mode, data_dir=data_dir)
     if not steps:
         raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
                        "use --profile standard or paper (DHP and human alignment also take likelihood and metric "

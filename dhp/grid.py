@@ -66,8 +66,6 @@ from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
 from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
-from dhp.judging import PROTOCOLS
-from dhp.judging.strategies import STRATEGIES
 from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
 from dhp.recorded import IMPORTERS
@@ -247,15 +245,12 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
             raise DHPError(f"grid overrides: {stray} is no parameter of the methods {[m.name for m in targets]}.",
                            "use parameters of the methods the override names (python -m dhp run --method NAME "
                            "--help).")
-    published = [n for n in (*STRATEGIES, *PROTOCOLS) if ":" in n]  # as evaluate: <source>:<name>
-    unknown = [p for p in g.protocols if p not in published]
-    if unknown:
-        raise DHPError(f"grid protocols: unknown judge protocol(s) {unknown}.", f"use some of {', '.join(published)}.")
+    methods.check_protocol_names(g.protocols, "grid protocols: ")  # as evaluate: any registered name
     claimed = {p for p in g.protocols for m in g.methods if methods.get(m).protocol_params(
         g.protocol_profile, [p], g.params.get("data_dir"))}
     if set(g.protocols) - claimed:
-        raise DHPError(f"grid protocols: no method of {g.methods} runs {sorted(set(g.protocols) - claimed)}.",
-                       "add the method that runs it to methods (python -m dhp extensions lists them).")
+        raise methods.protocol_refusal(set(g.protocols) - claimed, g.protocol_profile, None, g.methods,
+                                       g.params.get("data_dir"), "grid protocols: ")
     for name in g.method_params:
         if name not in g.methods:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
