@@ -189,6 +189,7 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     out = out or sys.stdout
     options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
     backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
+    backend.check_mode(mode)  # a mode it cannot serve (its supports_* flags): refused before any call
     run_dir = run_dir or default_run_dir(backend.identity)
     steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
     print(describe(steps, backend.identity, profile), file=out)

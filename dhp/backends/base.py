@@ -152,6 +152,9 @@ class Backend:
     #: Honours ``ChatRequest.stop_when`` (the judge sets it only then, so other backends' cache keys stay).
     supports_stop_when: bool = False
     supports_metric: bool = False  # scores (source, candidate) directly: mode "metric" (metric_many)
+    #: Generates chat replies (modes "sample" and, with supports_logprobs, "logprobs"). None: it does when it
+    #: implements chat_many (a metric-only backend need not say so).
+    supports_chat: bool | None = None
     #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
     deterministic: bool = False
 
@@ -189,7 +192,7 @@ class Backend:
         """Run many chat calls. Per-call failures (after retries) come back as exceptions in the list;
         configuration errors (bad key, unknown model, unreachable server) raise DHPError at once.
         ``on_result(i, result)`` is called as each result arrives (the judge stores it in the cache)."""
-        raise NotImplementedError
+        raise DHPError(f"{self.identity} generates no chat replies.", f"run it in mode {' or '.join(self.modes())}.")
 
     def loglikelihood(self, prefix: str, continuation: str) -> LogLikelihood:
         out = self.loglikelihood_many([(prefix, continuation)])[0]
@@ -200,7 +203,28 @@ class Backend:
 
     def loglikelihood_many(self, pairs: Sequence[tuple[str, str]], on_result: OnResult | None = None
                            ) -> list[LogLikelihood | Exception]:
-        raise NotImplementedError
+        raise DHPError(f"{self.identity} has no token likelihoods (mode 'likelihood').",
+                       f"run it in mode {' or '.join(self.modes())}.")
+
+    def chats(self) -> bool:
+        """Whether it generates chat replies: ``supports_chat``, else whether it implements chat_many."""
+        return bool(self.supports_chat) if self.supports_chat is not None else \
+            type(self).chat_many is not Backend.chat_many
+
+    def modes(self) -> tuple[str, ...]:
+        """The judging modes this backend can serve, read from its supports_* flags (dhp.config.MODES' order)."""
+        can = {"logprobs": self.chats() and self.supports_logprobs, "sample": self.chats(),
+               "likelihood": self.supports_loglikelihood and type(self).loglikelihood_many is not Backend.loglikelihood_many,
+               "metric": self.supports_metric}
+        return tuple(m for m in ("logprobs", "sample", "likelihood", "metric") if can[m])
+
+    def check_mode(self, mode: str) -> None:
+        """Refuse, before any call, a mode this backend cannot serve, naming the modes it can."""
+        if mode in ("logprobs", "sample", "likelihood", "metric") and mode not in self.modes():
+            can = self.modes()
+            raise DHPError(f"The judge {self.identity} cannot serve mode {mode!r}; it serves: "
+                           f"{', '.join(can) or 'no mode'} (its supports_* flags).",
+                           f"use --mode {' or '.join(can)}." if can else "use another judge.")
 
     def metric_many(self, requests: Sequence[tuple[str, str, str]], on_result: OnResult | None = None
                     ) -> list[MetricScore | Exception]:

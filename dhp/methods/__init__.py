@@ -550,6 +550,8 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
     if not recorded:
         method.check_mode(config)
     backend = method.backend(config, backend)
+    if not recorded and isinstance(backend, Backend):
+        backend.check_mode(config.mode)  # a mode the backend cannot serve: refused before any call
     paths = dict(run_stage(method, "reference" if recorded else "collect", config, judge=backend).paths)
     paths.update(run_stage(method, "analyze", config).paths)
     if figures:
