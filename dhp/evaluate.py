@@ -34,6 +34,7 @@ import pandas as pd
 
 from dhp import methods
 from dhp.backends import get_backend
+from dhp.backends.base import run_options
 from dhp.cache import open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
@@ -187,8 +188,7 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
     out = out or sys.stdout
-    options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
-    backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
+    backend = get_backend(judge, **run_options(judge, allow_insecure_key=allow_insecure_key))  # a bad spec, a missing or exposed key fails before anything
     backend.check_mode(mode)  # a mode it cannot serve (its supports_* flags): refused before any call
     run_dir = run_dir or default_run_dir(backend.identity)
     steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import re
 import sys
 from importlib.metadata import entry_points
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
@@ -92,8 +93,10 @@ class Registry(Mapping[str, T], Generic[T]):
     the unknown-name error. Read it as a mapping (discovery runs first); :meth:`add` registers, :meth:`lookup`
     gets one by name with the one unknown-name error."""
 
-    def __init__(self, kind: str, package: str, group: str | None = None, fix: str = "") -> None:
+    def __init__(self, kind: str, package: str, group: str | None = None, fix: str = "",
+                 show: Callable[[str, Any], str] | None = None) -> None:
         self.kind, self.package = kind, package
+        self.show = show  # how help texts list an entry (default: its name)
         self.group = group or f"dhp.{package.rsplit('.', 1)[-1]}"
         self.fix = fix
         self._items: dict[str, T] = {}
@@ -266,6 +269,23 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"<Registry {self.kind}: {', '.join(self._items)}>"
+
+
+_PLACEHOLDER = re.compile(r"\{registered:([^}:]+)(?::(\w+))?\}")
+
+
+def expand_help(text: str) -> str:
+    """A help text with its lists filled from the registries: ``{registered:KIND}`` is every entry of that kind (as
+    the registry shows it), ``{registered:KIND:ATTR}`` those whose ``ATTR`` is set — so no help lists built-ins by
+    hand, and a new extension appears in every help that lists its kind."""
+    def fill(m: re.Match) -> str:
+        reg = REGISTRIES.get(m.group(1))
+        if reg is None:
+            return m.group(0)
+        items = [(n, reg[n]) for n in reg if m.group(2) is None or getattr(reg[n], m.group(2), None)]
+        return " | ".join(reg.show(n, obj) if reg.show else n for n, obj in items)
+
+    return _PLACEHOLDER.sub(fill, text) if "{registered:" in text else text
 
 
 def describe_all() -> str:

@@ -242,3 +242,36 @@ def test_an_installed_plug_in_clashing_with_an_in_tree_name_breaks_only_that_nam
     assert out.returncode != 0 and "5 char_deletion" in out.stdout, out.stdout + out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert "The perturbation name 'char_typo' is registered by 2 definitions" in last and last.count("Fix:") == 1
+
+
+def test_help_texts_list_the_registries_and_no_family_is_special_cased_by_prefix():
+    import argparse
+
+    from dhp.backends import BACKENDS, register_backend
+    from dhp.backends.base import run_options
+    from dhp.config import RunParams, add_arguments
+    from dhp.leaderboard import LeaderboardParams
+    from dhp.recorded import IMPORTERS, importer
+
+    @register_backend("ollama_help_test", example="ollama_help_test:<model>@<url>", accepts=("allow_insecure_key",))
+    def _make(rest, **options):
+        return options
+
+    importer("json_help_test", suffixes=(".json",), default="x/y.json")(lambda f, ctx: {})
+    try:
+        def help_of(model, flag):
+            ap = argparse.ArgumentParser()
+            add_arguments(ap, model)
+            return next(a.help for a in ap._actions if flag in a.option_strings)
+
+        assert "ollama_help_test:<model>@<url>" in help_of(RunParams, "--judge")
+        assert "openai:<model>[@<base_url>]" in help_of(RunParams, "--judge")
+        assert "json_help_test" in help_of(LeaderboardParams, "--recorded")
+        # the run-level option goes to the families that declare it, whatever their prefix
+        assert run_options("ollama_help_test:m@http://h", allow_insecure_key=True) == {"allow_insecure_key": True}
+        assert run_options("openai:m@http://h", allow_insecure_key=True) == {"allow_insecure_key": True}
+        assert run_options("embedded", allow_insecure_key=True) == {}
+        assert run_options("openai:m", allow_insecure_key=False) == {}
+    finally:
+        BACKENDS.remove("ollama_help_test")
+        IMPORTERS.remove("json_help_test")

@@ -260,15 +260,31 @@ def stop_condition(stop_when: str):
 #: discovery (dhp.registry): every module of dhp.backends and the entry-point group ``dhp.backends``.
 BACKENDS: "Registry[tuple[Callable[..., Backend], str]]" = Registry(
     "judge backend", "dhp.backends",
-    fix="use one of those spec families, or add a module to dhp/backends/ with @register_backend(\"family\", example).")
+    fix="use one of those spec families, or add a module to dhp/backends/ with @register_backend(\"family\", example).",
+    show=lambda name, entry: entry[1])
+
+#: family -> the run-level options its factory takes (``register_backend(accepts=)``), e.g. allow_insecure_key.
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def register_backend(name: str, example: str) -> Callable:
+def register_backend(name: str, example: str, accepts: tuple[str, ...] = ()) -> Callable:
     """Register a backend family: ``factory(rest, **options)`` builds the backend of spec ``<name>:<rest>``.
-    A new backend is one module with one registered factory (and a Backend subclass)."""
+    A new backend is one module with one registered factory (and a Backend subclass). ``accepts``: the run-level
+    options (dhp.config.RunParams, e.g. ``allow_insecure_key``) its factory takes, passed only to it
+    (:func:`run_options`): no family is special-cased by its prefix elsewhere."""
     @registrar
     def deco(factory: Callable) -> Callable:
         BACKENDS.add(name, (factory, example), origin_of(factory))
+        BACKEND_OPTIONS[name] = tuple(accepts)
         return factory
 
     return deco
+
+
+def run_options(spec, **options) -> dict:
+    """The run-level ``options`` (those set) that the family of ``spec`` accepts (``register_backend(accepts=)``)."""
+    if not isinstance(spec, str):
+        return {}
+    family = spec.strip().partition(":")[0]
+    BACKENDS.discover()
+    return {k: v for k, v in options.items() if v and k in BACKEND_OPTIONS.get(family, ())}

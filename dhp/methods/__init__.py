@@ -45,6 +45,7 @@ import pandas as pd
 
 from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
 from dhp.backends import Backend, get_backend
+from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
@@ -196,8 +197,7 @@ class Method:
         spec = judge or config.judge
         if spec == RECORDED:
             return None
-        options = {"allow_insecure_key": True} if config.allow_insecure_key and str(spec).startswith("openai:") else {}
-        return get_backend(spec, **options)
+        return get_backend(spec, **run_options(spec, allow_insecure_key=config.allow_insecure_key))
 
     # ------------------------------------------------------------------ stages (override)
     def collect(self, config: RunParams, judge=None) -> "dict[str, pd.DataFrame] | StageResult":
