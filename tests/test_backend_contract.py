@@ -147,7 +147,7 @@ def test_the_docs_echo_backend_passes_the_contract_the_page_says_it_passes():
     exec(compile(code, "docs/extending.md:echo.py", "exec"), scope)
     try:
         got = check_backend(get_backend("echo:1"))
-        assert got["chat_refused"] and got["modes"] == ("metric",)
+        assert got["modes"] == ("sample", "metric") and got["metric"][0].value == 3.0
     finally:
         BACKENDS.pop("echo")
 

@@ -98,7 +98,7 @@ def _dhp_run(repo, inputs, run_dir):
 
 def _pairwise_run(repo, inputs, run_dir):
     return _start(repo, "-m", "dhp", "run", "--method", "decompose_aggregate", "--pairs-path", str(inputs["pairs"]),
-                  "--strategies", "echo_compare", "--dhp-items", "0", "--judge", "echo:1", "--mode", "logprobs",
+                  "--strategies", "echo_compare", "--dhp-items", "0", "--judge", "echo:1", "--mode", "sample",
                   "--run-dir", str(run_dir))
 
 
@@ -179,7 +179,7 @@ def test_one_new_file_per_kind_works_from_the_command_line_and_each_fails_withou
 
 def test_the_docs_give_one_worked_example_per_kind_each_passing_the_import_checks():
     kinds = {Path(rel).parent.name for rel in FILES}
-    assert kinds == {"backends", "perturb", "recorded", "judging", "methods"}
+    assert kinds == {"backends", "perturb", "recorded", "judging", "methods", "datasets"}
     for rel, text in FILES.items():
         assert nested_dhp_imports(text, rel) == [] and late_dhp_imports(text, rel) == [], rel
         compile(text, rel, "exec")
