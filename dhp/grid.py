@@ -281,6 +281,17 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
     return out, not_applicable
 
 
+def describe_plan(g: GridParams) -> str:
+    """The grid's points, one line each (method, judge, mode, dataset, run folder), then the combinations a method
+    does not run: what ``python -m dhp.grid PARAMS --plan`` prints. Nothing runs and nothing is written."""
+    pts, not_applicable = points(g)
+    lines = [f"{len(pts)} point(s) of grid {g.run_id}:"]
+    lines += [f"  {p.method:24s} {p.judge:32s} {p.mode:10s} {p.dataset or '-':16s} {p.folder}" for p in pts]
+    if not_applicable:
+        lines += [f"not applicable ({len(not_applicable)}):", *(f"  {x}" for x in not_applicable)]
+    return "\n".join(lines)
+
+
 def validate_params(raw, source: str = "params") -> GridParams:
     """A grid mapping validated (and every point's method parameters with it); DHPError names the first problem."""
     if not isinstance(raw, dict):
@@ -957,10 +968,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dhp.grid", description=__doc__.split("\n")[0])
     ap.add_argument("params", help="grid YAML, e.g. params/demo.yaml")
     ap.add_argument("--rerun", action="store_true", help="run every notebook, even those that are up to date")
+    ap.add_argument("--plan", action="store_true", help="print the grid's points (method, judge, mode, dataset, run "
+                                                        "folder) and those not applicable, without running them")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
         g = load_params(args.params)
+        if args.plan:
+            print(describe_plan(g))
+            return 0
         if args.rerun:
             g = g.model_copy(update={"rerun": True})
         report = run_grid(g)
