@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from dhp.datasets import files as dfiles
+from dhp.datasets import registry as data_registry
 from dhp.datasets import load_dataset, load_items
 from dhp.datasets.files import POOLS, dataset_files, dataset_pool, fetched
 from dhp.datasets.selection import selection_rule
@@ -98,4 +98,4 @@ def test_a_fetched_pool_file_is_declared_on_the_pool_and_checked(served, tmp_pat
         for n in (name, wrong):
             POOLS.remove(n)
             DATASET_TASK.pop(n, None)
-            dfiles.registry.sets().pop(n, None)
+            data_registry.sets().pop(n, None)
