@@ -152,8 +152,8 @@ class Backend:
     #: Honours ``ChatRequest.stop_when`` (the judge sets it only then, so other backends' cache keys stay).
     supports_stop_when: bool = False
     supports_metric: bool = False  # scores (source, candidate) directly: mode "metric" (metric_many)
-    #: Generates chat replies (modes "sample" and, with supports_logprobs, "logprobs"). None: it does when it
-    #: implements chat_many (a metric-only backend need not say so).
+    #: Generates chat replies (modes "sample" and, with supports_logprobs, "logprobs"). None: it does, unless it
+    #: scores texts directly (supports_metric) and does not implement chat_many (a metric-only backend need not say).
     supports_chat: bool | None = None
     #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
     deterministic: bool = False
@@ -207,14 +207,16 @@ class Backend:
                        f"run it in mode {' or '.join(self.modes())}.")
 
     def chats(self) -> bool:
-        """Whether it generates chat replies: ``supports_chat``, else whether it implements chat_many."""
-        return bool(self.supports_chat) if self.supports_chat is not None else \
-            type(self).chat_many is not Backend.chat_many
+        """Whether it generates chat replies: ``supports_chat``; unset, every backend does but one that scores texts
+        directly (supports_metric) without implementing chat_many."""
+        if self.supports_chat is not None:
+            return bool(self.supports_chat)
+        return not (self.supports_metric and type(self).chat_many is Backend.chat_many)
 
     def modes(self) -> tuple[str, ...]:
         """The judging modes this backend can serve, read from its supports_* flags (dhp.config.MODES' order)."""
         can = {"logprobs": self.chats() and self.supports_logprobs, "sample": self.chats(),
-               "likelihood": self.supports_loglikelihood and type(self).loglikelihood_many is not Backend.loglikelihood_many,
+               "likelihood": self.supports_loglikelihood,
                "metric": self.supports_metric}
         return tuple(m for m in ("logprobs", "sample", "likelihood", "metric") if can[m])
 
