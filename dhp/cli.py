@@ -115,7 +115,8 @@ def _import_judgments(rest: list[str]) -> int:
     ap.add_argument("--run-dir", required=True, help="the run folder to write the tables into")
     ap.add_argument("--dataset", help="table: the dataset table item ids are checked against")
     ap.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"), help="table: the scores' scale")
-    ap.add_argument("--lp", help="mtme: the language pair, when no folder name gives it")
+    ap.add_argument("--lp", help=extensions.expand_help("the language pair of a source that has one ({registered:recorded "
+                                             "source:lp}), when no folder name gives it"))
     ap.add_argument("--data-dir", help="the data root of the default PATH; table: where LLMBar is read from for the "
                                        "id check")
     ap.add_argument("--max-mb", type=float, default=MAX_FILE_BYTES / 2**20, help="size limit of one file (MiB)")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dhp.errors import DHPError
+from dhp.registry import expand_help
 
 __all__ = ["Params", "RunParams", "MODES", "validate", "add_arguments", "from_arguments", "notebook_defaults",
            "describe"]
@@ -71,8 +72,8 @@ class Params(BaseModel):
 class RunParams(Params):
     """Parameters every method shares (one run folder per run; one judge call cache per run folder)."""
 
-    judge: str = Field("embedded", description="judge spec: embedded[:model] | openai:<model>[@<url>] | "
-                                                "vllm:<model> (tables record the judge id it resolves to) | "
+    judge: str = Field("embedded", description="judge spec: {registered:judge backend} (the registered backend "
+                                                "families; tables record the judge id it resolves to) | "
                                                 "recorded (call no model: analyze judgments imported into the "
                                                 "run folder with python -m dhp import-judgments)")
     mode: Mode = Field("logprobs", description="how a reply becomes a score: logprobs | sample | likelihood | "
@@ -111,7 +112,7 @@ def _message(model: type[BaseModel], err: ValidationError, source: str) -> DHPEr
         return DHPError(f"{source}: unknown parameter {name!r}.",
                         f"use only {sorted(model.model_fields)} (see dhp.config.describe).")
     got = first.get("input")
-    hint = f" ({field.description})" if field is not None and field.description else ""
+    hint = f" ({expand_help(field.description)})" if field is not None and field.description else ""
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     return DHPError(f"{source}: {name} = {got!r} is invalid: {msg}.", f"give {name} a valid value{hint}.")
 
@@ -131,7 +132,8 @@ def notebook_defaults(model: type[Params]) -> dict[str, Any]:
 
 def describe(model: type[Params]) -> list[tuple[str, str, Any, str]]:
     """(name, type, default, help) per parameter, for documentation and --help."""
-    return [(n, _type_name(f.annotation), f.default, f.description or "") for n, f in model.model_fields.items()]
+    return [(n, _type_name(f.annotation), f.default, expand_help(f.description or ""))
+            for n, f in model.model_fields.items()]
 
 
 def _type_name(annotation) -> str:
@@ -164,7 +166,7 @@ def add_arguments(parser: argparse.ArgumentParser, model: type[Params], skip: tu
             continue
         flag = "--" + name.replace("_", "-")
         base, optional, is_list, choices = _scalar(f.annotation)
-        help_text = f"{f.description or ''} (default: {f.default!r})"
+        help_text = f"{expand_help(f.description or '')} (default: {f.default!r})".replace("%", "%%")
         if base is bool and not is_list:
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
                                 help=help_text)

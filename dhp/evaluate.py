@@ -34,11 +34,10 @@ import pandas as pd
 
 from dhp import methods
 from dhp.backends import get_backend
+from dhp.backends.base import run_options
 from dhp.cache import open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
-from dhp.judging import PROTOCOLS
-from dhp.judging.strategies import STRATEGIES
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.plots.report_card import save_report_card_pages
 from dhp.recorded import IMPORTERS
@@ -97,10 +96,7 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
             raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
                            "use another --run-dir (default runs/evaluate/<judge>).")
     protocols = list(dict.fromkeys(protocols or ()))
-    published = [n for n in (*STRATEGIES, *PROTOCOLS) if ":" in n]  # a published protocol: <source>:<name>
-    unknown = [p for p in protocols if p not in published]
-    if unknown:
-        raise DHPError(f"Unknown judge protocol(s) {unknown}.", f"use one of {', '.join(published)}.")
+    methods.check_protocol_names(protocols)  # any registered strategy or protocol, by its registered name
     steps, claimed = [], set()
     for m in methods.all_methods():
         if mode not in m.modes:
@@ -117,8 +113,7 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
     if protocols and set(protocols) - claimed:
-        raise DHPError(f"No method runs the protocol(s) {sorted(set(protocols) - claimed)} in mode {mode!r}.",
-                       "use mode logprobs or sample for a judge protocol (python -m dhp extensions lists them).")
+        raise methods.protocol_refusal(set(protocols) - claimed, profile, mode, data_dir=data_dir)
     if not steps:
         raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
                        "use --profile standard or paper (DHP and human alignment also take likelihood and metric "
@@ -194,8 +189,8 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
     out = out or sys.stdout
-    options = {"allow_insecure_key": True} if allow_insecure_key and judge.startswith("openai:") else {}
-    backend = get_backend(judge, **options)  # a bad spec, a missing or exposed key fails before anything
+    backend = get_backend(judge, **run_options(judge, allow_insecure_key=allow_insecure_key))  # a bad spec, a missing or exposed key fails before anything
+    backend.check_mode(mode)  # a mode it cannot serve (its supports_* flags): refused before any call
     run_dir = run_dir or default_run_dir(backend.identity)
     steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
     print(describe(steps, backend.identity, profile), file=out)

@@ -66,8 +66,6 @@ from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
 from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
-from dhp.judging import PROTOCOLS
-from dhp.judging.strategies import STRATEGIES
 from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
 from dhp.recorded import IMPORTERS
@@ -247,15 +245,12 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
             raise DHPError(f"grid overrides: {stray} is no parameter of the methods {[m.name for m in targets]}.",
                            "use parameters of the methods the override names (python -m dhp run --method NAME "
                            "--help).")
-    published = [n for n in (*STRATEGIES, *PROTOCOLS) if ":" in n]  # as evaluate: <source>:<name>
-    unknown = [p for p in g.protocols if p not in published]
-    if unknown:
-        raise DHPError(f"grid protocols: unknown judge protocol(s) {unknown}.", f"use some of {', '.join(published)}.")
+    methods.check_protocol_names(g.protocols, "grid protocols: ")  # as evaluate: any registered name
     claimed = {p for p in g.protocols for m in g.methods if methods.get(m).protocol_params(
         g.protocol_profile, [p], g.params.get("data_dir"))}
     if set(g.protocols) - claimed:
-        raise DHPError(f"grid protocols: no method of {g.methods} runs {sorted(set(g.protocols) - claimed)}.",
-                       "add the method that runs it to methods (python -m dhp extensions lists them).")
+        raise methods.protocol_refusal(set(g.protocols) - claimed, g.protocol_profile, None, g.methods,
+                                       g.params.get("data_dir"), "grid protocols: ")
     for name in g.method_params:
         if name not in g.methods:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
@@ -284,6 +279,17 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
                     cfg = validate(m.Params, values, source=f"grid method {name!r} (judge {judge}, mode {mode})")
                     out.append(Point(name, judge, mode, dataset, folder, cfg))
     return out, not_applicable
+
+
+def describe_plan(g: GridParams) -> str:
+    """The grid's points, one line each (method, judge, mode, dataset, run folder), then the combinations a method
+    does not run: what ``python -m dhp.grid PARAMS --plan`` prints. Nothing runs and nothing is written."""
+    pts, not_applicable = points(g)
+    lines = [f"{len(pts)} point(s) of grid {g.run_id}:"]
+    lines += [f"  {p.method:24s} {p.judge:32s} {p.mode:10s} {p.dataset or '-':16s} {p.folder}" for p in pts]
+    if not_applicable:
+        lines += [f"not applicable ({len(not_applicable)}):", *(f"  {x}" for x in not_applicable)]
+    return "\n".join(lines)
 
 
 def validate_params(raw, source: str = "params") -> GridParams:
@@ -962,10 +968,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dhp.grid", description=__doc__.split("\n")[0])
     ap.add_argument("params", help="grid YAML, e.g. params/demo.yaml")
     ap.add_argument("--rerun", action="store_true", help="run every notebook, even those that are up to date")
+    ap.add_argument("--plan", action="store_true", help="print the grid's points (method, judge, mode, dataset, run "
+                                                        "folder) and those not applicable, without running them")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
         g = load_params(args.params)
+        if args.plan:
+            print(describe_plan(g))
+            return 0
         if args.rerun:
             g = g.model_copy(update={"rerun": True})
         report = run_grid(g)

@@ -69,13 +69,9 @@ class LeaderboardParams(Params):
                                                       "compute every view")
     recorded: list[str] = Field(
         ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
-                                "them: 'llmbar' (LLMBar's GPT-4, ChatGPT, PaLM2, LLaMA2, Falcon verdicts; ~2 s), "
-                                "'mtme' (the WMT22 zh-en metrics' segment scores and MQM; ~10 s), 'hanna' (HANNA "
-                                "story ratings of 20 LLM judge settings and 72 metrics; ~1 s), 'frank' (FRANK "
-                                "factuality metrics; <1 s), 'gemba' (GEMBA's 56 LLM judges on WMT22 zh-en, with MQM; ~11 s); read from "
-                                "data_dir; an empty list (--recorded '') "
-                                "imports nothing; any registered recorded source with a default path "
-                                "(python -m dhp extensions)")
+                                "them: any registered recorded source with a default path under data_dir "
+                                "({registered:recorded source:default}; python -m dhp extensions); an empty list "
+                                "(--recorded '') imports nothing")
     recorded_views: Literal["headline", "all"] = Field(
         "headline", description="HANNA and FRANK views: 'headline' (HANNA overall Kendall per criterion with the "
                                 "LLM judges and upstream's 17 shown metrics; FRANK partial Pearson and Spearman) "

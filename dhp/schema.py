@@ -9,6 +9,8 @@ TASK_METRICS: dict[str, tuple[str, ...]] = {
     "translation": ("accuracy", "fluency"),
 }
 
+#: Each dataset's task: the paper's seven here; a pool of your own declares its task on the pool
+#: (``@dataset_pool(name, task=...)``, dhp.datasets.files), which adds it here when it registers.
 DATASET_TASK: dict[str, str] = {
     "summeval": "summarization",
     "sumpubmed": "summarization",

@@ -6,6 +6,11 @@ the vote shares are the weights EW_j used in p^EW = 1 / Σ_j (EW_j / p_j).
 The paper's survey numbers are only shown in a figure, so `dhp/resources/expert_weights.csv` ships the project's
 OWN default mapping (votes reasoned from the metric definitions), not the paper's survey. Run notebook
 06_expert_survey.ipynb to collect your own votes and write a replacement file.
+
+The shipped file covers the shipped perturbations (those registered by ``SHIPPED_MODULES``). Any other registered
+perturbation (a module of your own, a plug-in, a notebook cell) gets the DEFAULT RULE when the default weights are
+used: its own ``weights=`` votes, or, with none declared, equal weights over its task's metrics (as for the
+control). A run says once, in its manifest (``expert_weights_defaults``), which perturbations got that rule.
 """
 
 from __future__ import annotations
@@ -22,6 +27,26 @@ from dhp.schema import TASK_METRICS
 
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
 DEFAULT_PATH = resource("expert_weights.csv")
+
+#: The modules whose perturbations the shipped file covers (``python -m dhp weights`` writes their votes).
+SHIPPED_MODULES = ("dhp.perturb.builtin", "dhp.perturb.hu2024")
+
+
+def shipped_perturbations() -> dict[str, tuple[str, ...]]:
+    """task -> the shipped perturbations of that task (registered by ``SHIPPED_MODULES``), in registry order."""
+    reg = registry.PERTURBATIONS
+    return {t: tuple(p for p in ps if reg.registrant(p) in SHIPPED_MODULES) for t, ps in task_perturbations().items()}
+
+
+def defaulted_weights() -> list[dict]:
+    """The registered perturbations the shipped file does not cover, each with the default rule it gets:
+    ``{"task", "perturbation", "rule"}`` (rule: "its own weights= votes" or "equal weights (no votes declared)")."""
+    shipped = load_expert_weights(DEFAULT_PATH)
+    have = set(zip(shipped["task"], shipped["perturbation"]))
+    return [{"task": t, "perturbation": p,
+             "rule": "its own weights= votes" if registry.get(p).weights.get(t) else "equal weights (no votes declared)"}
+            for t, ps in task_perturbations().items() for p in ps if (t, p) not in have]
+
 
 def task_perturbations() -> dict[str, tuple[str, ...]]:
     """task -> every registered perturbation of that task (dhp.perturb.registry: every family, the paper's and the
@@ -213,9 +238,10 @@ def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = F
 
 
 def default_votes() -> dict[str, dict[str, dict[str, int]]]:
-    """{task: {perturbation: {metric: votes}}} from the registered perturbations' ``weights`` (the
-    project's own default votes, NOT the paper's survey: the paper only shows its numbers in a figure)."""
-    return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in task_perturbations().items()}
+    """{task: {perturbation: {metric: votes}}} from the shipped perturbations' ``weights`` (the project's own
+    default votes, NOT the paper's survey: the paper only shows its numbers in a figure). Other registered
+    perturbations are not part of the shipped file: they get the default rule (module docstring)."""
+    return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in shipped_perturbations().items()}
 
 
 #: The label of the shipped file (its first line says what it is: the project's votes, not the paper's survey).
@@ -224,8 +250,8 @@ DEFAULT_LABEL = ("PROJECT DEFAULT MAPPING - not the paper's expert survey (the p
 
 
 def write_default_weights(path=None) -> Path:
-    """Regenerate the shipped expert weights (``python -m dhp weights``): every registered perturbation of every
-    family and task, from its declared ``weights=`` votes (none: equal weights). ``path``: where to write (default
+    """Regenerate the shipped expert weights (``python -m dhp weights``): every shipped perturbation of every
+    family and task (``SHIPPED_MODULES``), from its declared ``weights=`` votes (none: equal weights). ``path``: where to write (default
     dhp/resources/expert_weights.csv, replaced)."""
     out = resolve(path) if path is not None else resolve(DEFAULT_PATH)
     return write_expert_weights(weights_from_votes(default_votes()), out, DEFAULT_LABEL, overwrite=True)

@@ -64,12 +64,21 @@ def check_backend(b: Backend, long_prompt: str | None = None) -> dict:
         got = b.metric_many([("The cat sat on the mat today.", "The cat sat.", "summarization"),
                              ("猫坐在垫子上。", "The cat sat.", "translation")])
         assert isinstance(got[0], MetricScore) and math.isfinite(got[0].value)
-        assert math.isnan(got[1].value) and got[1].reason, "not applicable is NaN with its reason"
-        checked["metric"] = True
+        assert all(isinstance(g, MetricScore) and (math.isfinite(g.value) or g.reason) for g in got), \
+            "not applicable is NaN with its reason"
+        checked["metric"] = got
     else:
         try:
             b.metric_many([("a", "b", "summarization")])
             raise AssertionError("metric_many should refuse")
         except DHPError as e:
             assert e.fix
+    checked["modes"] = b.modes()
+    for mode in ("logprobs", "sample", "likelihood", "metric"):  # the modes it cannot serve are refused up front
+        if mode not in checked["modes"]:
+            try:
+                b.check_mode(mode)
+                raise AssertionError(f"check_mode({mode!r}) should refuse")
+            except DHPError as e:
+                assert all(m in str(e) for m in checked["modes"]) and e.fix
     return checked

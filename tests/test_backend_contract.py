@@ -4,6 +4,8 @@ scripted test backend registered the way any new backend is (one factory with re
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from backend_contract import check_backend
@@ -60,7 +62,9 @@ def test_the_contract_catches_a_backend_that_breaks_it():
 @pytest.mark.parametrize("name", ["rouge_l_src", "chrf_src", "length_ratio"])
 def test_baselines(name):
     got = check_backend(get_backend(f"baseline:{name}"))
-    assert got["metric"] and got["chat_refused"]
+    assert got["chat_refused"] and got["modes"] == ("metric",)
+    # a Chinese source against an English candidate: the baselines cannot apply, NaN with its reason
+    assert math.isnan(got["metric"][1].value) and got["metric"][1].reason
 
 
 @pytest.mark.slow
@@ -131,3 +135,38 @@ def test_a_server_that_refuses_several_greedy_replies_is_asked_one_by_one():
         assert asked[4:] == [1, 1]  # remembered: no second refused request
     finally:
         httpd.shutdown()
+
+
+def test_the_docs_echo_backend_passes_the_contract_the_page_says_it_passes():
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text(encoding="utf-8")
+    code = re.search(r"<!-- file: dhp/backends/echo.py -->\n```python\n(.*?)\n```", page, re.S).group(1)
+    scope: dict = {"__name__": "docs_echo_test"}
+    exec(compile(code, "docs/extending.md:echo.py", "exec"), scope)
+    try:
+        got = check_backend(get_backend("echo:1"))
+        assert got["modes"] == ("sample", "metric") and got["metric"][0].value == 3.0
+    finally:
+        BACKENDS.pop("echo")
+
+
+def test_a_mode_the_backend_cannot_serve_is_refused_before_any_call(tmp_path):
+    from dhp import methods
+
+    calls = []
+
+    class NoLogprobs(Echo):
+        identity = "nolog:test"
+        supports_logprobs = False
+
+        def chat_many(self, requests, on_result=None):
+            calls.append(len(requests))
+            return super().chat_many(requests, on_result)
+
+    b = NoLogprobs()
+    assert b.modes() == ("sample",)
+    with pytest.raises(DHPError, match=r"cannot serve mode 'logprobs'; it serves: sample .*Fix: use --mode sample"):
+        methods.run("dhp", run_dir=str(tmp_path), judge=b, mode="logprobs", n_items=2, figures=False)
+    assert calls == [] and not (tmp_path / "scores.parquet").exists()

@@ -22,6 +22,7 @@ import pytest
 
 from dhp import methods
 from dhp.backends import register_backend
+from dhp.datasets.files import dataset_pool
 from dhp.errors import DHPError
 from dhp.judging import protocol
 from dhp.judging.strategies import strategy
@@ -97,7 +98,7 @@ def _dhp_run(repo, inputs, run_dir):
 
 def _pairwise_run(repo, inputs, run_dir):
     return _start(repo, "-m", "dhp", "run", "--method", "decompose_aggregate", "--pairs-path", str(inputs["pairs"]),
-                  "--strategies", "echo_compare", "--dhp-items", "0", "--judge", "echo:1", "--mode", "logprobs",
+                  "--strategies", "echo_compare", "--dhp-items", "0", "--judge", "echo:1", "--mode", "sample",
                   "--run-dir", str(run_dir))
 
 
@@ -178,7 +179,7 @@ def test_one_new_file_per_kind_works_from_the_command_line_and_each_fails_withou
 
 def test_the_docs_give_one_worked_example_per_kind_each_passing_the_import_checks():
     kinds = {Path(rel).parent.name for rel in FILES}
-    assert kinds == {"backends", "perturb", "recorded", "judging", "methods"}
+    assert kinds == {"backends", "perturb", "recorded", "judging", "methods", "datasets"}
     for rel, text in FILES.items():
         assert nested_dhp_imports(text, rel) == [] and late_dhp_imports(text, rel) == [], rel
         compile(text, rel, "exec")
@@ -194,6 +195,7 @@ def test_a_name_already_taken_is_refused_for_every_kind():
         "pairwise strategy": lambda: strategy("direct")(lambda items, ctx: []),
         "judge protocol": lambda: protocol("pointwise")(lambda table, judge: table),
         "method": lambda: methods.register(type("Again", (methods.Method,), {"name": "dhp"})),
+        "dataset": lambda: dataset_pool("summeval")(lambda files: []),
     }
     assert set(attempts) <= set(REGISTRIES)
     for kind, attempt in attempts.items():

@@ -161,3 +161,117 @@ def test_dual_perspective_analyzes_judgments_in_the_run_folder(tmp_path):
     assert kappa["n"].tolist() == expected["n"].tolist() == [3, 2]
     assert np.allclose(kappa["kappa"], expected["kappa"], equal_nan=True)
     assert local.set_index("aspect")["accuracy"].to_dict() == {"coherence": 0.5}  # the tie counts as a miss
+
+
+# ---------------------------------------------------------------- one duplicate rule (dhp.registry), no hole
+
+
+def test_a_partial_or_lambda_under_a_taken_name_is_refused_and_a_rerun_replaces_itself():
+    import functools
+
+    from dhp.judging import PROTOCOLS, gemba_score, protocol
+    from dhp.judging.strategies import STRATEGIES, strategy
+
+    before = PROTOCOLS["gemba:DA"]
+    # every gemba: entry is a partial of gemba_score; one made here is another registration, not a rerun
+    with pytest.raises(DHPError, match=r"'gemba:DA' is already registered .*registered in dhp\.judging\).*"
+                                       r"registered in test_registries\) registers it again"):
+        protocol("gemba:DA")(functools.partial(gemba_score, protocol="gemba:DA"))
+    with pytest.raises(DHPError, match="already registered"):
+        protocol("pointwise")(lambda table, judge: table)
+    assert PROTOCOLS["gemba:DA"] is before  # nothing replaced
+
+    def cell():  # a notebook cell run twice: the same module registers the same definition again
+        return strategy("rerun_test")(lambda items, ctx: [])
+
+    try:
+        first = cell()
+        second = cell()
+        assert STRATEGIES["rerun_test"] is second is not first
+    finally:
+        STRATEGIES.remove("rerun_test")
+
+
+def test_a_clash_found_while_discovering_fails_only_the_name_it_concerns(tmp_path, monkeypatch):
+    from dhp.registry import REGISTRIES, Registry
+
+    pkg = tmp_path / "clash_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for mod in ("a", "b"):  # two files (an in-tree one and a dropped-in plug-in) take the name "same"
+        (pkg / f"{mod}.py").write_text("import functools\nfrom clash_pkg_reg import REG\n"
+                                       f"REG.add('same', functools.partial(print, {mod!r}))\n"
+                                       f"REG.add('only_{mod}', functools.partial(print, {mod!r}))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("clash thing", "clash_pkg")
+    import types
+    monkeypatch.setitem(__import__("sys").modules, "clash_pkg_reg", types.SimpleNamespace(REG=reg))
+    try:
+        assert list(reg) == ["only_a", "only_b"]  # the other names work
+        with pytest.raises(DHPError) as err:
+            reg.lookup("same")
+        msg = str(err.value)
+        assert msg.count("Fix:") == 1 and "registered by 2 definitions" in msg
+        assert "registered in clash_pkg.a" in msg and "registered in clash_pkg.b" in msg
+        assert reg.conflicts() == {"same": [o for o in msg.split(": ", 1)[1].split(". Fix")[0].split("; ")]}
+    finally:
+        REGISTRIES.pop("clash thing", None)
+
+
+def test_an_installed_plug_in_clashing_with_an_in_tree_name_breaks_only_that_name(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "clash_plugin").mkdir()
+    (tmp_path / "clash_plugin" / "__init__.py").write_text("")
+    (tmp_path / "clash_plugin" / "typo.py").write_text(
+        "from dhp.perturb import perturbation\n"
+        "perturbation('char_typo', level='character', tasks={'summarization': ('single',)})("
+        "lambda text, ctx: (text.upper(), ''))\n")
+    info = tmp_path / "clash_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[dhp.perturbations]\ntypo = clash_plugin.typo\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"}
+    code = ("from dhp import methods; from dhp.perturb.registry import get; print(len(methods.names()), "
+            "get('char_deletion').name); get('char_typo')")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "5 char_deletion" in out.stdout, out.stdout + out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "The perturbation name 'char_typo' is registered by 2 definitions" in last and last.count("Fix:") == 1
+
+
+def test_help_texts_list_the_registries_and_no_family_is_special_cased_by_prefix():
+    import argparse
+
+    from dhp.backends import BACKENDS, register_backend
+    from dhp.backends.base import run_options
+    from dhp.config import RunParams, add_arguments
+    from dhp.leaderboard import LeaderboardParams
+    from dhp.recorded import IMPORTERS, importer
+
+    @register_backend("ollama_help_test", example="ollama_help_test:<model>@<url>", accepts=("allow_insecure_key",))
+    def _make(rest, **options):
+        return options
+
+    importer("json_help_test", suffixes=(".json",), default="x/y.json")(lambda f, ctx: {})
+    try:
+        def help_of(model, flag):
+            ap = argparse.ArgumentParser()
+            add_arguments(ap, model)
+            return next(a.help for a in ap._actions if flag in a.option_strings)
+
+        assert "ollama_help_test:<model>@<url>" in help_of(RunParams, "--judge")
+        assert "openai:<model>[@<base_url>]" in help_of(RunParams, "--judge")
+        assert "json_help_test" in help_of(LeaderboardParams, "--recorded")
+        # the run-level option goes to the families that declare it, whatever their prefix
+        assert run_options("ollama_help_test:m@http://h", allow_insecure_key=True) == {"allow_insecure_key": True}
+        assert run_options("openai:m@http://h", allow_insecure_key=True) == {"allow_insecure_key": True}
+        assert run_options("embedded", allow_insecure_key=True) == {}
+        assert run_options("openai:m", allow_insecure_key=False) == {}
+    finally:
+        BACKENDS.remove("ollama_help_test")
+        IMPORTERS.remove("json_help_test")

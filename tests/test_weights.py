@@ -10,6 +10,8 @@ from dhp.weights import (
     default_votes,
     task_perturbations,
     coverage_gaps,
+    defaulted_weights,
+    shipped_perturbations,
     load_expert_weights,
     validate_expert_weights,
     weights_for,
@@ -29,7 +31,7 @@ def test_shipped_default_is_complete_valid_and_labelled_as_ours():
 
 
 def test_shipped_default_matches_default_votes():
-    ew = load_expert_weights()
+    ew = load_expert_weights(DEFAULT_PATH)  # the file alone: the shipped perturbations' votes
     expected = weights_from_votes(default_votes())
     pd.testing.assert_frame_equal(ew, expected, check_dtype=False)
 
@@ -149,11 +151,44 @@ def test_shipped_default_covers_every_family_of_the_registry():
 
     ew = load_expert_weights(DEFAULT_PATH)  # the file alone, no registered defaults mixed in
     have = set(zip(ew["task"], ew["perturbation"]))
-    every = {(t, n) for n, p in PERTURBATIONS.items() for t in p.tasks}
-    assert {p.family for p in PERTURBATIONS.values()} >= {"dhp", "criteria_confusion"}
-    assert every - have == set()
+    shipped = {(t, p) for t, ps in shipped_perturbations().items() for p in ps}
+    assert {PERTURBATIONS[p].family for _, p in shipped} >= {"dhp", "criteria_confusion"}
+    assert shipped - have == set() and len(shipped) >= 60  # the paper's and Hu et al.'s, every task
 
 
 def test_the_shipped_file_is_what_python_m_dhp_weights_writes(tmp_path):
     out = write_default_weights(tmp_path / "ew.csv")
     assert out.read_bytes() == resolve(DEFAULT_PATH).read_bytes()  # regenerate with: python -m dhp weights
+
+
+def test_a_perturbation_of_your_own_gets_the_default_rule_and_the_shipped_tests_still_hold(own_perturbations,
+                                                                                          tmp_path):
+    # a newcomer's perturbations, one with votes, one without: the shipped file and its tests are unchanged
+    own_perturbations("swap_votes_test", weights={"translation": {"fluency": 1, "accuracy": 3}})
+    own_perturbations("swap_plain_test")
+    test_shipped_default_matches_default_votes()
+    test_shipped_default_covers_every_family_of_the_registry()
+    test_shipped_default_is_complete_valid_and_labelled_as_ours()
+    test_the_shipped_file_is_what_python_m_dhp_weights_writes(tmp_path)
+    ew = load_expert_weights()
+    assert weights_for(ew, "translation", "swap_plain_test", ["accuracy", "fluency"]).tolist() == [0.5, 0.5]
+    mine = ("swap_votes_test", "swap_plain_test")  # other registered ones (a plug-in's) may be said too
+    said = {d["perturbation"]: d["rule"] for d in defaulted_weights() if d["perturbation"] in mine}
+    assert said == {"swap_votes_test": "its own weights= votes", "swap_plain_test": "equal weights (no votes declared)"}
+
+
+def test_the_run_manifest_says_once_which_perturbations_got_the_default_rule(own_perturbations, tmp_path):
+    import json
+
+    from dhp import methods
+
+    own_perturbations("swap_plain_test")
+    dhp = methods.get("dhp")
+    config = dhp.config(None, run_dir=str(tmp_path), dataset="wmt22_de_en", perturbations=["swap_plain_test"])
+    methods.record(dhp, config)
+    said = json.loads((tmp_path / "manifest.json").read_text())["stages"]["dhp"]["expert_weights_defaults"]
+    assert said == [{"task": "translation", "perturbation": "swap_plain_test",
+                     "rule": "equal weights (no votes declared)"}]
+    shipped = dhp.config(None, run_dir=str(tmp_path / "b"), perturbations=["char_typo"])
+    methods.record(dhp, shipped)  # only shipped perturbations: nothing to say
+    assert "expert_weights_defaults" not in json.loads((tmp_path / "b" / "manifest.json").read_text())["stages"]["dhp"]

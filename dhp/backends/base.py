@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
 from dhp.io import file_sha256
 
 Messages = Sequence[dict[str, str]]
@@ -175,6 +175,9 @@ class Backend:
     #: Honours ``ChatRequest.stop_when`` (the judge sets it only then, so other backends' cache keys stay).
     supports_stop_when: bool = False
     supports_metric: bool = False  # scores (source, candidate) directly: mode "metric" (metric_many)
+    #: Generates chat replies (modes "sample" and, with supports_logprobs, "logprobs"). None: it does, unless it
+    #: scores texts directly (supports_metric) and does not implement chat_many (a metric-only backend need not say).
+    supports_chat: bool | None = None
     #: Same request, same reply (greedy decoding at temperature 0 in process): n replies need one call.
     deterministic: bool = False
     #: Takes a request with ``max_tokens=None`` (sends none: the server's own limit); others need a bound.
@@ -214,7 +217,7 @@ class Backend:
         """Run many chat calls. Per-call failures (after retries) come back as exceptions in the list;
         configuration errors (bad key, unknown model, unreachable server) raise DHPError at once.
         ``on_result(i, result)`` is called as each result arrives (the judge stores it in the cache)."""
-        raise NotImplementedError
+        raise DHPError(f"{self.identity} generates no chat replies.", f"run it in mode {' or '.join(self.modes())}.")
 
     def loglikelihood(self, prefix: str, continuation: str) -> LogLikelihood:
         out = self.loglikelihood_many([(prefix, continuation)])[0]
@@ -225,7 +228,30 @@ class Backend:
 
     def loglikelihood_many(self, pairs: Sequence[tuple[str, str]], on_result: OnResult | None = None
                            ) -> list[LogLikelihood | Exception]:
-        raise NotImplementedError
+        raise DHPError(f"{self.identity} has no token likelihoods (mode 'likelihood').",
+                       f"run it in mode {' or '.join(self.modes())}.")
+
+    def chats(self) -> bool:
+        """Whether it generates chat replies: ``supports_chat``; unset, every backend does but one that scores texts
+        directly (supports_metric) without implementing chat_many."""
+        if self.supports_chat is not None:
+            return bool(self.supports_chat)
+        return not (self.supports_metric and type(self).chat_many is Backend.chat_many)
+
+    def modes(self) -> tuple[str, ...]:
+        """The judging modes this backend can serve, read from its supports_* flags (dhp.config.MODES' order)."""
+        can = {"logprobs": self.chats() and self.supports_logprobs, "sample": self.chats(),
+               "likelihood": self.supports_loglikelihood,
+               "metric": self.supports_metric}
+        return tuple(m for m in ("logprobs", "sample", "likelihood", "metric") if can[m])
+
+    def check_mode(self, mode: str) -> None:
+        """Refuse, before any call, a mode this backend cannot serve, naming the modes it can."""
+        if mode in ("logprobs", "sample", "likelihood", "metric") and mode not in self.modes():
+            can = self.modes()
+            raise DHPError(f"The judge {self.identity} cannot serve mode {mode!r}; it serves: "
+                           f"{', '.join(can) or 'no mode'} (its supports_* flags).",
+                           f"use --mode {' or '.join(can)}." if can else "use another judge.")
 
     def metric_many(self, requests: Sequence[tuple[str, str, str]], on_result: OnResult | None = None
                     ) -> list[MetricScore | Exception]:
@@ -261,14 +287,31 @@ def stop_condition(stop_when: str):
 #: discovery (dhp.registry): every module of dhp.backends and the entry-point group ``dhp.backends``.
 BACKENDS: "Registry[tuple[Callable[..., Backend], str]]" = Registry(
     "judge backend", "dhp.backends",
-    fix="use one of those spec families, or add a module to dhp/backends/ with @register_backend(\"family\", example).")
+    fix="use one of those spec families, or add a module to dhp/backends/ with @register_backend(\"family\", example).",
+    show=lambda name, entry: entry[1])
+
+#: family -> the run-level options its factory takes (``register_backend(accepts=)``), e.g. allow_insecure_key.
+BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def register_backend(name: str, example: str) -> Callable:
+def register_backend(name: str, example: str, accepts: tuple[str, ...] = ()) -> Callable:
     """Register a backend family: ``factory(rest, **options)`` builds the backend of spec ``<name>:<rest>``.
-    A new backend is one module with one registered factory (and a Backend subclass)."""
+    A new backend is one module with one registered factory (and a Backend subclass). ``accepts``: the run-level
+    options (dhp.config.RunParams, e.g. ``allow_insecure_key``) its factory takes, passed only to it
+    (:func:`run_options`): no family is special-cased by its prefix elsewhere."""
+    @registrar
     def deco(factory: Callable) -> Callable:
         BACKENDS.add(name, (factory, example), origin_of(factory))
+        BACKEND_OPTIONS[name] = tuple(accepts)
         return factory
 
     return deco
+
+
+def run_options(spec, **options) -> dict:
+    """The run-level ``options`` (those set) that the family of ``spec`` accepts (``register_backend(accepts=)``)."""
+    if not isinstance(spec, str):
+        return {}
+    family = spec.strip().partition(":")[0]
+    BACKENDS.discover()
+    return {k: v for k, v in options.items() if v and k in BACKEND_OPTIONS.get(family, ())}

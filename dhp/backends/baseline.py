@@ -65,6 +65,7 @@ class BaselineBackend(Backend):
     supports_logprobs = False
     supports_loglikelihood = False
     supports_metric = True
+    supports_chat = False
     deterministic = True
 
     def __init__(self, name: str):

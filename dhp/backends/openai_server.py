@@ -458,7 +458,7 @@ class OpenAIBackend(Backend):
         return f"<OpenAIBackend {self.identity}>"
 
 
-@register_backend("openai", example="openai:<model>[@<base_url>]")
+@register_backend("openai", example="openai:<model>[@<base_url>]", accepts=("allow_insecure_key",))
 def _openai(rest: str, **options: Any) -> OpenAIBackend:
     model, _, base = rest.partition("@")
     return OpenAIBackend(model, base or None, **options)

@@ -15,7 +15,7 @@ from pydantic import AfterValidator
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
 from dhp.schema import TASK_METRICS
-from dhp.datasets.files import DATASETS
+from dhp.datasets.files import dataset_names
 from dhp.datasets.selection import _frame, load_dataset, select_ids
 
 
@@ -25,13 +25,13 @@ CUSTOM_SUFFIXES = (".csv", ".jsonl", ".ndjson")
 
 
 def is_own_file(dataset) -> bool:
-    """True when ``dataset`` names a file of your own rather than one of DATASETS."""
-    return str(dataset) not in DATASETS and Path(str(dataset)).suffix.lower() in CUSTOM_SUFFIXES
+    """True when ``dataset`` names a file of your own rather than a registered dataset pool."""
+    return str(dataset) not in dataset_names() and Path(str(dataset)).suffix.lower() in CUSTOM_SUFFIXES
 
 
 def _check_dataset(value: str) -> str:
-    if value not in DATASETS and not is_own_file(value):
-        raise ValueError(f"unknown dataset; use one of {list(DATASETS)} or the path of a .csv/.jsonl file")
+    if value not in dataset_names() and not is_own_file(value):
+        raise ValueError(f"unknown dataset; use one of {dataset_names()} or the path of a .csv/.jsonl file")
     return value
 
 
@@ -201,7 +201,7 @@ def load_items(dataset: str | os.PathLike, n_items: int, seed: int = 0, data_dir
     """The items of a run: ``dataset`` is one of DATASETS (loaded with its selection rule) or the path of your own
     CSV/JSONL file (dhp.datasets.load_custom), from which ``n_items`` are drawn with the same seeded rule. Every
     method that takes a dataset loads it here, so a bring-your-own file works on every route."""
-    if str(dataset) in DATASETS:
+    if str(dataset) in dataset_names():
         return load_dataset(str(dataset), n_items=n_items, seed=seed, data_dir=data_dir, path=path)
     table = load_custom(dataset)
     ids = select_ids(list(table["item_id"]), n_items, seed)

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 
 from dhp.errors import DHPError
 from dhp.io import RESOURCES, file_sha256
-from dhp.schema import DATASET_TASK
+from dhp.schema import DATASET_TASK, TASK_METRICS
 from dhp.datasets import registry
-from dhp.registry import Registry
+from dhp.registry import Registry, origin_of, registrar
 
 #: dataset -> its pool reader (the eligible items in file order: item_id, source, reference, ...); found by discovery
 #: (dhp.registry): each loader module of dhp.datasets registers its pool with :func:`dataset_pool`, and the entry-point
@@ -23,9 +24,94 @@ POOLS: "Registry" = Registry("dataset", "dhp.datasets",
                              fix="use one of those, or dhp.datasets.load_custom for a file of your own.")
 
 
-def dataset_pool(name: str):
-    """Register the decorated ``pool(files) -> list of item dicts`` as dataset ``name``'s pool reader."""
-    return POOLS.decorator(name)
+#: The DHP paper's datasets (their tasks in dhp.schema, their files in dhp/resources/data_registry.json, their
+#: seed-0 selections in dhp/resources/selections/); taken before any pool registers.
+PAPER_DATASETS: tuple[str, ...] = tuple(DATASET_TASK)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """Where a pool's file comes from when it is not already local: its URL and the sha256 (and size, if given)
+    that the fetched bytes must have."""
+
+    url: str
+    sha256: str
+    bytes: int | None = None
+
+
+def fetched(url: str, sha256: str, bytes: int | None = None) -> Fetched:
+    """A pool file fetched on first need from ``url`` and checked against ``sha256`` (``@dataset_pool(files=)``)."""
+    if not (isinstance(sha256, str) and len(sha256) == 64 and all(c in "0123456789abcdef" for c in sha256)):
+        raise DHPError(f"The sha256 declared for {url} is {sha256!r}, not 64 lowercase hex digits.",
+                       "give the file's sha256 (python -c \"import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"
+                       "'rb').read()).hexdigest())\" FILE).")
+    return Fetched(url, sha256, bytes)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A registered dataset: ``read(files) -> list of item dicts`` (item_id, source, reference, ...: the
+    eligible items in file order), its task, its selection rule (said in words; the rule itself is what ``read``
+    keeps), and the files it reads (path -> None for a local file, or :class:`Fetched`). The paper's datasets
+    declare their files in dhp/resources/data_registry.json instead (``files`` empty)."""
+
+    name: str
+    read: Callable
+    task: str
+    selection: str = ""
+    files: Mapping[str, Fetched | None] = field(default_factory=dict)
+
+    def __call__(self, files):
+        return self.read(files)
+
+
+def dataset_pool(name: str, *, task: str | None = None, selection: str = "",
+                 files: Iterable[str] | Mapping[str, Fetched | None] | None = None) -> Callable:
+    """Register the decorated ``pool(files) -> list of item dicts`` as dataset ``name``, declared in one place:
+
+    ``task``: one of dhp.schema.TASK_METRICS (the paper's datasets have theirs in dhp.schema); ``selection``: the
+    eligibility rule in words (the rows ``pool`` returns are the eligible items; ``n_items`` of them are drawn
+    with the seeded, prefix-stable rule); ``files``: the files ``pool`` reads, by the key it reads them with — a
+    local file (a path under the data root, or an absolute path) as a plain name, a fetched one as
+    ``{"path/under/data/root": fetched(url, sha256)}`` (fetched on first need, checked before use). No registry
+    entry, schema or selection file is edited for a new pool."""
+    paper = name in PAPER_DATASETS
+    task = task or (DATASET_TASK[name] if paper else None)
+    if task not in TASK_METRICS:
+        raise DHPError(f"Dataset pool {name!r} declares task {task!r}.",
+                       f"declare @dataset_pool({name!r}, task=...) with one of {sorted(TASK_METRICS)}.")
+    declared = dict(files) if isinstance(files, Mapping) else dict.fromkeys(files or ())
+    if not paper and not declared:
+        raise DHPError(f"Dataset pool {name!r} declares no files.",
+                       f"declare files=[\"{name}/items.jsonl\"] (a local file) or files={{path: fetched(url, sha256)}}.")
+    for rel, src in declared.items():
+        if src is not None and not isinstance(src, Fetched):
+            raise DHPError(f"Dataset pool {name!r} declares {rel!r} as {src!r}.",
+                           "give None for a local file or dhp.datasets.files.fetched(url, sha256).")
+
+    @registrar
+    def deco(fn: Callable) -> Callable:
+        POOLS.add(name, Pool(name, fn, task, selection, declared), origin_of(fn))
+        if POOLS.registered().get(name, None) is not None and POOLS.registered()[name].read is fn:
+            DATASET_TASK.setdefault(name, task)  # every stage reads a dataset's task there
+            remote = {rel: src for rel, src in declared.items() if src is not None}
+            if remote:
+                registry.declare(name, {rel: (src.url, src.sha256, src.bytes) for rel, src in remote.items()},
+                                 needed_for=f"the dataset pool {name!r} ({fn.__module__})")
+        return fn
+
+    return deco
+
+
+def dataset_names() -> list[str]:
+    """Every dataset a run can name: the registered pools (the paper's and yours), in registry order."""
+    return list(POOLS)
+
+
+def pool_of(name: str) -> Pool:
+    """The registered pool ``name``; an unknown name is the one error (never another dataset's files)."""
+    _check_name(name)
+    return POOLS.lookup(name)
 
 
 
@@ -92,6 +178,9 @@ def dataset_files(name: str, sumpubmed: str = "all") -> list[str]:
     selection, `"all"` the 1,000 files of the pool (articles 1..500).
     """
     _check_name(name)
+    declared = getattr(POOLS[name], "files", {})
+    if declared:
+        return list(declared)
     if name == "summeval":
         return ["summeval/summac_summeval.json", "summeval/bartscore_summeval.json"]
     if name == "sumpubmed":
@@ -106,7 +195,10 @@ def dataset_files(name: str, sumpubmed: str = "all") -> list[str]:
         return list(AE_FILES)
     if name == "pubmedqa":
         return ["pubmedqa/ori_pqal.json"]
-    return _wmt_files("de-en" if name == "wmt22_de_en" else "zh-en")
+    if name in ("wmt22_de_en", "wmt22_zh_en"):
+        return _wmt_files("de-en" if name == "wmt22_de_en" else "zh-en")
+    raise DHPError(f"Dataset {name!r} declares no files.",
+                   f"declare them on its pool: @dataset_pool({name!r}, task=..., files=[...]).")
 
 
 def upstream_url(relpath: str) -> str:
@@ -132,6 +224,8 @@ def _checksums() -> dict[str, dict]:
 @lru_cache(maxsize=None)
 def _committed(name: str) -> dict:
     p = _DATA_DIR / "selections" / f"{name}.json"
+    if not p.exists() and name not in PAPER_DATASETS:
+        return {}  # a pool of your own: no recorded selection, the seeded rule draws from its pool
     if not p.exists():
         raise DHPError(f"Selection record {p} is missing.", "restore dhp/resources/selections/ from git.")
     return json.loads(p.read_text(encoding="utf-8"))
@@ -148,10 +242,13 @@ def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
     A user's Answer Equivalence file may have any name: it must match one official AE file.
     """
     declared = _checksums()
+    own = getattr(POOLS[name], "files", {}) if name not in PAPER_DATASETS else {}
     ok = True
     for rel, p in files.items():
         if not p.is_file():
             raise DHPError(f"Data file for {name!r} not found: {p}.", _how_to_get(name))
+        if rel in own and own[rel] is None:
+            continue  # a local file of a pool of your own: used as it is, nothing to check it against
         actual = _sha256(p)
         if name == "answer_equivalence":
             allowed = {declared[r]["sha256"]: r for r in AE_FILES}
@@ -181,6 +278,10 @@ def _check_files(files: dict[str, Path], name: str, verify: bool) -> bool:
 
 
 def _how_to_get(name: str) -> str:
+    own = getattr(POOLS.registered().get(name), "files", {}) if name not in PAPER_DATASETS else {}
+    if own and all(src is None for src in own.values()):
+        return (f"put the file(s) of the dataset pool {name!r} where it declares them ({', '.join(own)}: a relative "
+                "path is under the data root, DHP_DATA_DIR).")
     if name == "storycloze":
         return (
             f"request the Story Cloze Test (spring 2016 validation set) at {STORYCLOZE_FORM}, then "
@@ -257,6 +358,9 @@ def _lines(p: Path) -> list[str]:
     return [ln.rstrip("\r") for ln in lines]
 
 def _check_name(name: str) -> None:
-    if name not in DATASET_TASK:
+    if name in POOLS.conflicts():
+        POOLS.lookup(name)  # the one clash error
+    if name not in POOLS:
         raise DHPError(f"Unknown dataset {name!r}.",
-                       f"use one of {list(DATASETS)}, or dhp.datasets.load_custom for your own file.")
+                       f"use one of {dataset_names()}, a file of your own (.csv/.jsonl: dhp.datasets.load_custom), or register a pool with "
+                       "@dataset_pool(name, task=..., files=[...]) in a module of dhp/datasets/.")

@@ -62,9 +62,12 @@ class DataFile:
     git_blob: str | None = None
     upstream_bytes: int | None = None  # of the upstream file, when the data root holds a re-serialisation
     upstream_sha256: str | None = None
+    href: str | None = None  # a URL declared by a dataset pool (dhp.datasets.files.fetched), not a GitHub file
 
     @property
     def url(self) -> str | None:
+        if self.href is not None:
+            return self.href
         if self.repository is None:
             return None
         return f"https://raw.githubusercontent.com/{self.repository}/{self.commit}/{self.upstream_path}"
@@ -115,6 +118,20 @@ def _load() -> tuple[dict[str, DataSet], dict[str, DataFile]]:
                               tuple(sorted(by_set.get(name, []), key=lambda f: f.rel)))
                 for name, s in raw["sets"].items()}
     return the_sets, out
+
+
+def declare(set_name: str, declared: dict[str, tuple[str, str, int | None]], needed_for: str = "") -> None:
+    """Declare the files of a dataset pool (path -> (url, sha256, bytes or None)) beside the committed registry,
+    as the set ``set_name``: fetched on first need and checked like every declared file (dhp.datasets.files)."""
+    the_sets, the_files = _load()
+    made = tuple(DataFile(rel, set_name, size, sha, href=url) for rel, (url, sha, size) in sorted(declared.items()))
+    for f in made:
+        if the_files.get(f.rel, f).set != set_name:
+            raise DHPError(f"{f.rel} is already declared by the data set {the_files[f.rel].set!r}.",
+                           "declare your pool's file under another path.")
+    the_files.update((f.rel, f) for f in made)
+    the_sets[set_name] = DataSet(set_name, set_name, "declared by its pool", needed_for, "open", False, True, made)
+    _sha_index.cache_clear()
 
 
 def sets() -> dict[str, DataSet]:
@@ -247,7 +264,7 @@ def _url(f: DataFile, base_url: str | None = None) -> str:
     if base_url:  # a mirror with the data root's layout (dhp.datasets.download's base_url)
         return f"{base_url.rstrip('/')}/{f.rel}"
     mirror = os.environ.get("DHP_DATA_MIRROR", "").rstrip("/")
-    if not mirror:
+    if not mirror or f.href is not None:  # a pool's own URL is not on the upstream-layout mirror
         return f.url
     return f"{mirror}/{f.repository}/{f.commit}/{f.upstream_path}"
 
@@ -297,10 +314,12 @@ def _git_blob(data: bytes) -> str:
 
 def _check(f: DataFile, data: bytes, url: str) -> None:
     actual = hashlib.sha256(data).hexdigest()
-    if f.sha256 is not None and (actual != f.sha256 or len(data) != f.bytes):
+    if f.sha256 is not None and (actual != f.sha256 or (f.bytes is not None and len(data) != f.bytes)):
+        size = "" if f.bytes is None else f"{f.bytes:,} bytes with "
         raise DHPError(
-            f"{f.rel}: {url} gave {len(data):,} bytes with sha256 {actual}; expected {f.bytes:,} bytes with sha256 "
-            f"{f.sha256} (dhp/resources/data_registry.json). Nothing was written.",
+            f"{f.rel}: {url} gave {len(data):,} bytes with sha256 {actual}; expected {size}sha256 "
+            f"{f.sha256} ({'its dataset pool' if f.href else 'dhp/resources/data_registry.json'}). Nothing was "
+            "written.",
             "the upstream file changed or the transfer was corrupted: retry; if it persists, report it "
             "(the pinned version is the one the results were computed on).")
     if f.sha256 is None and f.git_blob is not None and _git_blob(data) != f.git_blob:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -12,8 +13,8 @@ from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK
 from dhp.datasets import registry
 from dhp.datasets.files import (
-    COLUMNS, DATASETS, POOLS, SELECTION_SIZE, _check_files, _check_name, _committed, _sumpubmed_files, _user_files,
-    data_root, dataset_files,
+    COLUMNS, PAPER_DATASETS, POOLS, SELECTION_SIZE, _check_files, _check_name, _committed,
+    _sumpubmed_files, _user_files, data_root, dataset_files,
 )
 from dhp.datasets import sumpubmed
 
@@ -33,6 +34,11 @@ SELECTION_RULES = {
 }
 
 
+
+def selection_rule(name: str) -> str:
+    """The eligibility rule of dataset ``name`` in words: the paper's (above) or the one its pool declares."""
+    _check_name(name)
+    return SELECTION_RULES.get(name) or POOLS[name].selection
 
 
 def select_ids(pool_ids: list[str], n_items: int, seed: int) -> list[str]:
@@ -124,6 +130,11 @@ def _dataset_paths(name: str, path, data_dir) -> dict:
     files under the data root."""
     if name in ("storycloze", "answer_equivalence"):
         return _user_files(name, path, data_dir)
+    if name not in PAPER_DATASETS:  # a pool of your own: its declared files, the fetched ones fetched if missing
+        own = POOLS[name].files
+        registry.ensure([rel for rel, src in own.items() if src is not None], data_dir)
+        root = data_root(data_dir)
+        return {rel: Path(rel).expanduser() if Path(rel).expanduser().is_absolute() else root / rel for rel in own}
     rels = dataset_files(name, sumpubmed="all")
     if name != "sumpubmed":  # SumPubMed's recorded selection needs 200 of its 1,000 files: fetched below
         registry.ensure(rels, data_dir)
@@ -161,7 +172,7 @@ def load_many(
     (table with the `load_dataset` columns, {skipped dataset: the DHPError message}).
     """
     frames, skipped = [], {}
-    for name in names or DATASETS:
+    for name in names or PAPER_DATASETS:
         try:
             frames.append(load_dataset(name, n_items, seed, data_dir, (paths or {}).get(name)))
         except DHPError as e:

@@ -45,11 +45,15 @@ import pandas as pd
 
 from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
 from dhp.backends import Backend, get_backend
+from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
+from dhp import weights
+from dhp.judging import PROTOCOLS
+from dhp.judging.strategies import STRATEGIES
 
 __all__ = ["Method", "Table", "Stage", "StageResult", "Plan", "register", "get", "names", "all_methods", "run", "run_stage",
            "read_tables", "write_tables", "report_card", "judge_modes"]
@@ -193,8 +197,7 @@ class Method:
         spec = judge or config.judge
         if spec == RECORDED:
             return None
-        options = {"allow_insecure_key": True} if config.allow_insecure_key and str(spec).startswith("openai:") else {}
-        return get_backend(spec, **options)
+        return get_backend(spec, **run_options(spec, allow_insecure_key=config.allow_insecure_key))
 
     # ------------------------------------------------------------------ stages (override)
     def collect(self, config: RunParams, judge=None) -> "dict[str, pd.DataFrame] | StageResult":
@@ -267,6 +270,7 @@ _REGISTRY: "Registry[Method]" = Registry(
                                  "to dhp/methods/.")
 
 
+@registrar
 def register(cls: type[Method]) -> type[Method]:
     """Class decorator: register one instance of a Method subclass under its ``name``."""
     if not cls.name or not cls.name.isidentifier():
@@ -299,6 +303,44 @@ def names() -> list[str]:
 def get(name: str) -> Method:
     """The registered method called ``name``."""
     return _REGISTRY.lookup(name)
+
+
+def judge_protocol_names() -> list[str]:
+    """Every judge protocol a run can name (``evaluate --protocol``, the grid's ``protocols``): the registered pairwise
+    strategies and judge protocols, by their registered names (a ``source:`` prefix is a naming habit, not a rule)."""
+    return list(dict.fromkeys([*STRATEGIES, *PROTOCOLS]))
+
+
+def check_protocol_names(protocols, where: str = "") -> None:
+    """An unknown judge protocol is refused with the registered names."""
+    known = judge_protocol_names()
+    unknown = [p for p in protocols if p not in known]
+    if unknown:
+        raise DHPError(f"{where}{'u' if where else 'U'}nknown judge protocol(s) {unknown}; registered: {', '.join(known)}.",
+                       "use a registered name, or register yours (@strategy / @protocol in a module of "
+                       "dhp/judging/; python -m dhp extensions lists them).")
+
+
+def protocol_refusal(unclaimed, profile: str, mode: str | None = None, candidates=None, data_dir=None,
+                     where: str = "") -> DHPError:
+    """Why no method ran the registered judge protocols ``unclaimed``: no method runs it at all, the method that
+    runs it is not among ``candidates`` (method names), or it does not run in ``mode`` — the real reason, with its
+    fix."""
+    p = sorted(unclaimed)[0]
+    owners = [m for m in all_methods() if m.protocol_params(profile, [p], data_dir)]
+    origin = STRATEGIES.origin(p) if p in STRATEGIES else PROTOCOLS.origin(p)
+    if not owners:
+        return DHPError(f"{where}No method runs the judge protocol {p!r} ({origin}): pairwise strategies run through "
+                        "decompose_aggregate, GEMBA's protocols through human_alignment; others only where a "
+                        "method's protocol_params names them.",
+                        "name a pairwise strategy or a gemba: protocol, or give the method that should run it a "
+                        "protocol_params (dhp.methods.Method).")
+    if candidates is not None and not any(m.name in candidates for m in owners):
+        return DHPError(f"{where}no method of {list(candidates)} runs {p!r}; {owners[0].name} does.",
+                        f"add {owners[0].name} to methods.")
+    m = owners[0]
+    return DHPError(f"{where}{m.name} runs the judge protocol {p!r} in mode(s) {', '.join(m.modes)}, not {mode!r}.",
+                    f"use --mode {m.modes[0]} (the modes {m.name} runs).")
 
 
 #: The judge spec of a run that calls no model: it analyzes the judgments imported into the run folder.
@@ -508,6 +550,8 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
     if not recorded:
         method.check_mode(config)
     backend = method.backend(config, backend)
+    if not recorded and isinstance(backend, Backend):
+        backend.check_mode(config.mode)  # a mode the backend cannot serve: refused before any call
     paths = dict(run_stage(method, "reference" if recorded else "collect", config, judge=backend).paths)
     paths.update(run_stage(method, "analyze", config).paths)
     if figures:
@@ -517,9 +561,16 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
 
 
 def record(method: Method, config: RunParams, backends: Iterable = (), inputs: Iterable = ()) -> Path:
-    """Add this method's run (its parameters, the judge's identity, the user files it read) to manifest.json."""
-    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs,
-                          extra={"code": code_version()})
+    """Add this method's run (its parameters, the judge's identity, the user files it read) to manifest.json; a
+    run on the default expert weights also says, once, which of its perturbations got the default rule
+    (dhp.weights: not in the shipped file)."""
+    extra: dict[str, Any] = {"code": code_version()}
+    if "expert_weights" in type(config).model_fields and getattr(config, "expert_weights") is None:
+        named = getattr(config, "perturbations", None)
+        defaulted = [d for d in weights.defaulted_weights() if named is None or d["perturbation"] in named]
+        if defaulted:
+            extra["expert_weights_defaults"] = defaulted
+    return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs, extra=extra)
 
 
 # ---------------------------------------------------------------------------------------------- report card

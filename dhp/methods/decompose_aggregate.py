@@ -193,9 +193,9 @@ class DecomposeAggregate(Method):
     }
 
     def protocol_params(self, profile: str, protocols: list[str], data_dir=None) -> dict | None:
-        """``llmbar:<Strategy>``: LLMBar's pairs of the profile judged with those strategies (every other protocol is
-        not this method's)."""
-        mine = [p for p in protocols if p.startswith("llmbar:")]
+        """Any registered pairwise strategy (``llmbar:<Strategy>``, the project's, yours): LLMBar's pairs of the profile
+        judged with those strategies (every other protocol is not this method's)."""
+        mine = [p for p in protocols if p in STRATEGIES]
         if not mine:
             return None
         return {**(self.profile_params(profile, data_dir) or self.profiles["quick"]), "strategies": mine}

@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
 from dhp import schema
 from dhp.schema import DATASET_TASK, TASK_METRICS
 
@@ -111,6 +111,7 @@ PERTURBATIONS: "Registry[Perturbation]" = Registry(
     fix="use one of those, or register your own with dhp.perturb.perturbation (a module in dhp/perturb/ or a cell).")
 
 
+@registrar
 def register(p: Perturbation) -> Perturbation:
     """Add `p` to the registry (dhp.registry's one rule: a name another definition holds is refused; the same
     definition again — a notebook cell rerun — replaces itself)."""
@@ -129,6 +130,7 @@ def perturbation(name: str, *, level: str, tasks: Mapping[str, tuple[str, ...]],
                  **fields) -> Callable:
     """Decorator form of :func:`register`: the decorated function is the rule (``apply``)."""
 
+    @registrar
     def wrap(fn: Callable) -> Callable:
         register(Perturbation(name=name, level=level, description=description or (fn.__doc__ or "").strip(),
                               apply=fn, tasks={t: tuple(s) for t, s in tasks.items()}, **fields))
@@ -158,8 +160,9 @@ def llm_methods() -> frozenset[str]:
 
 
 @dataclass(frozen=True)
-class Method:
-    """One cell of Table 2 for one dataset: a (perturbation, severity) with its level and k."""
+class Table2Cell:
+    """One cell of the paper's Table 2 for one dataset: a (perturbation, severity) with its level and k (not a
+    meta-evaluation method: those are dhp.methods.Method)."""
 
     perturbation: str
     level: str
@@ -183,7 +186,7 @@ def k_for(dataset: str, task: str | None, perturbation: str, severity: str) -> i
     return p.k.get(source, {}).get(severity)
 
 
-def methods_for(dataset: str, perturbations: list[str] | None = None, task: str | None = None) -> list[Method]:
+def methods_for(dataset: str, perturbations: list[str] | None = None, task: str | None = None) -> list[Table2Cell]:
     """The methods that apply to `dataset`, optionally restricted to the named `perturbations`.
 
     `task` is needed only for a dataset of your own (not one of the paper's); its k values are those
@@ -204,7 +207,7 @@ def methods_for(dataset: str, perturbations: list[str] | None = None, task: str 
             if name not in available:
                 raise DHPError(f"Perturbation {name!r} is not defined for dataset {dataset!r} (task {task}).",
                                f"use one of {available} for this dataset.")
-    return [Method(n, PERTURBATIONS[n].level, sev, k_for(dataset, task, n, sev))
+    return [Table2Cell(n, PERTURBATIONS[n].level, sev, k_for(dataset, task, n, sev))
             for n in available if n in perturbations for sev in PERTURBATIONS[n].tasks[task]]
 
 

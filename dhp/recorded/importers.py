@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of
+from dhp.registry import Registry, origin_of, registrar
 from dhp.judging.strategies import VERDICT_COLUMNS
 from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
 
@@ -143,6 +143,7 @@ def importer(name: str, *, suffixes: tuple[str, ...], relative_path: Callable | 
     the path written into ``source`` (default: relative to the folder imported, or the file's name); the other
     arguments are the source's facts (:class:`Importer`)."""
 
+    @registrar
     def wrap(fn: Callable) -> Callable:
         IMPORTERS.add(name, Importer(name, fn, tuple(suffixes), relative_path or _relative_to_root,
                                      (fn.__doc__ or "").strip(), default, tuple(companions), lp, reference_method,
