@@ -17,6 +17,8 @@ only one judge is in it — is printed with the reason and written as a row of l
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import sys
 import tempfile
@@ -29,6 +31,8 @@ import pandas as pd
 import platformdirs
 from pydantic import Field, field_validator
 
+import dhp.analysis
+import dhp.stats
 from dhp import methods
 from dhp.analysis.leaderboard import View, leaderboard
 from dhp.analysis.recorded_views import item_views
@@ -173,6 +177,20 @@ def default_views_cache() -> Path:
     return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "views"
 
 
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """sha256 of the source of the statistics modules (dhp.stats, dhp.analysis's leaderboard and views): the store
+    keeps each code version's results in a folder of its own, so an edit that forgot to raise STATS_VERSION never
+    reuses an older result (kept here, not in the pure analysis code, because it reads files)."""
+    analysis = Path(dhp.analysis.__file__).parent
+    files = sorted(Path(dhp.stats.__file__).parent.glob("*.py")) + [
+        analysis / f"{m}.py" for m in ("leaderboard", "system_level", "recorded_views")]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    return h.hexdigest()
+
+
 class StoredViews(MutableMapping):
     """The stored results of views holding only recorded judges (dhp.analysis.leaderboard.view_key -> (board rows,
     pair rows)): two parquet files per key in ``folder``, each written to a temporary file and renamed into place,
@@ -183,7 +201,8 @@ class StoredViews(MutableMapping):
         self.folder = Path(folder) if folder else default_views_cache()
 
     def _paths(self, key: str) -> tuple[Path, Path]:
-        return self.folder / f"{key}.board.parquet", self.folder / f"{key}.pairs.parquet"
+        folder = self.folder / code_digest()[:16]
+        return folder / f"{key}.board.parquet", folder / f"{key}.pairs.parquet"
 
     def __contains__(self, key) -> bool:
         board, pairs = self._paths(str(key))
@@ -200,9 +219,9 @@ class StoredViews(MutableMapping):
         board_df, pairs_df = value
         board, pairs = self._paths(str(key))
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            board.parent.mkdir(parents=True, exist_ok=True)
             for df, path in ((pairs_df, pairs), (board_df, board)):
-                fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=self.folder)
+                fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
                 os.close(fd)
                 try:
                     df.to_parquet(tmp, index=False)
@@ -217,7 +236,8 @@ class StoredViews(MutableMapping):
             path.unlink(missing_ok=True)
 
     def __iter__(self):
-        return (p.name[: -len(".board.parquet")] for p in sorted(self.folder.glob("*.board.parquet")))
+        boards = sorted((self.folder / code_digest()[:16]).glob("*.board.parquet"))
+        return (p.name[: -len(".board.parquet")] for p in boards)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

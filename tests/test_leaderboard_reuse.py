@@ -82,12 +82,12 @@ def test_a_failed_write_leaves_no_entry_and_no_partial_file(monkeypatch, tmp_pat
 
     monkeypatch.setattr(pd.DataFrame, "to_parquet", broken)
     store["k1"] = (board, pairs)
-    assert "k1" not in store and list(tmp_path.iterdir()) == []
+    assert "k1" not in store and [p for p in tmp_path.rglob("*") if p.is_file()] == []
     monkeypatch.undo()
     store["k1"] = (board, pairs)
     got = store["k1"]
     pd.testing.assert_frame_equal(got[0], board) and pd.testing.assert_frame_equal(got[1], pairs)
-    (tmp_path / "k1.board.parquet").write_bytes(b"garbage")  # unreadable: counts as absent
+    store._paths("k1")[0].write_bytes(b"garbage")  # unreadable: counts as absent
     with pytest.raises(KeyError):
         store["k1"]
 
@@ -106,3 +106,17 @@ def test_a_view_on_too_few_units_is_not_ranked_ok():
             assert sys_board["rank"].notna().all()  # still placed, as indicative
         else:
             assert (seg_board["status"] == "ok").all() and (sys_board["status"] == "ok").all()
+
+
+def test_a_stored_result_is_not_reused_by_other_statistics_code(monkeypatch, tmp_path):
+    """The store keeps each version of the statistics code's results apart (dhp.leaderboard.code_digest): an edit of
+    dhp/stats that forgot to raise STATS_VERSION never reads an older result. Control: the same digest reads it."""
+    import dhp.leaderboard as lb
+
+    store = StoredViews(tmp_path)
+    store["k1"] = (pd.DataFrame({"judge": ["a"], "value": [0.5]}), pd.DataFrame({"judge_a": ["a"], "p": [0.1]}))
+    assert "k1" in store and list(store) == ["k1"]
+    monkeypatch.setattr(lb, "code_digest", lambda: "0" * 64)
+    assert "k1" not in store and list(store) == []
+    monkeypatch.undo()
+    assert "k1" in store

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 import hashlib
 import itertools
 import math
@@ -49,7 +48,6 @@ import multiprocessing
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -472,21 +470,6 @@ def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
         return pd.DataFrame({"rank": []})
 
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """sha256 of the source of the statistics modules (dhp.stats, this module, the views of dhp.analysis): a stored
-    result is also not reused after an edit that forgot to raise STATS_VERSION."""
-    import dhp.analysis
-    import dhp.stats
-
-    files = sorted(Path(dhp.stats.__file__).parent.glob("*.py")) + [
-        Path(dhp.analysis.__file__).parent / f"{m}.py" for m in ("leaderboard", "system_level", "recorded_views")]
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
-    return h.hexdigest()
-
-
 def view_key(v: View, **settings) -> str | None:
     """The key under which a view's results can be stored and reused: None unless every judge of the view is a
     recorded one (a live judge's views are computed fresh), else the sha256 of the view's rows (its judges' scores,
@@ -494,7 +477,7 @@ def view_key(v: View, **settings) -> str | None:
     ``settings`` and STATS_VERSION. Equal keys: equal results (every draw is seeded)."""
     if v.notes.get("not_built") or not len(v.data) or (v.data["mode"] != RECORDED_MODE).any():
         return None
-    h = hashlib.sha256(f"dhp-leaderboard-view v{STATS_VERSION} {_code_digest()}\x1e".encode())
+    h = hashlib.sha256(f"dhp-leaderboard-view v{STATS_VERSION}\x1e".encode())
     fn = (lambda f: "" if f is None else f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', repr(f))}")
     h.update(repr((v.view, v.scope, v.measure, v.kind, v.strategy, fn(v.statistic), fn(v.draws), fn(v.pair_test),
                    v.pair_test_name, sorted((str(a), repr(b)) for a, b in v.notes.items()),

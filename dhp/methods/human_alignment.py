@@ -10,6 +10,8 @@ Notebook 09 runs its stages (with the dual_perspective method).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
@@ -18,17 +20,20 @@ from dhp.analysis import alignment as al
 from dhp.analysis.leaderboard import RECORDED_MODE, View
 from dhp.analysis.system_level import system_accuracy_view
 from dhp.analysis.report_card import alignment_rows
-from dhp.backends import Backend
+from dhp.backends import Backend, get_backend
+from dhp.cache import Cache
 from dhp.config import RunParams
 from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
 from dhp.judging import Judged, build_prompt, score_prompts
 from dhp import calls
-from dhp.judging.gemba import gemba_messages, gemba_protocol, gemba_score
+from dhp.judging.gemba import (GEMBA_REPLY_TOKENS, _resolve_limit, gemba_call_bounds, gemba_messages, gemba_protocol,
+                               gemba_request, gemba_score)
 from dhp.methods import Method, Plan, StageResult, Table, register
 from dhp.methods.dual_perspective import SUMMEVAL_ASPECTS
 from dhp.recorded import SEGMENT_COLUMNS
+from dhp.recorded.gemba import PROTOCOLS as GEMBA_RECORDED
 
 #: ``evaluate --protocol gemba:<name>``: MQM-scored segments judged per profile (quick: the fewest a paired test
 #: resamples, dhp.stats.resample; paper: every one, GEMBA's own units)
@@ -86,8 +91,6 @@ HUMAN = Table("segment_human.parquet", ("lp", "system", "seg_id", "mqm", "da_z")
 def _protocols(*tables: pd.DataFrame) -> dict[tuple[str, str], str]:
     """{(judge, mode): protocol} of the segment rows that name one (a live GEMBA run's rows, GEMBA's recorded rows);
     recorded GEMBA rows imported before they carried one get theirs from dhp.recorded.gemba.PROTOCOLS."""
-    from dhp.recorded.gemba import PROTOCOLS as GEMBA_RECORDED
-
     by_label = {f"{j}-{r}": p for (j, r), p in GEMBA_RECORDED.items()}
     out: dict[tuple[str, str], str] = {}
     for t in tables:
@@ -180,12 +183,6 @@ class HumanAlignment(Method):
         the run's cache lacks (the expected count: every reply answers), at most (the retry rule) every temperature
         — times the raised limits where a limit is sent; tokens and the cost (a priced model) at both bounds. The
         cache is read only where it exists: a plan writes nothing."""
-        from pathlib import Path
-
-        from dhp.backends import get_backend
-        from dhp.cache import Cache
-        from dhp.judging.gemba import GEMBA_REPLY_TOKENS, _resolve_limit, gemba_call_bounds, gemba_request
-
         judge = get_backend(backend or config.judge)
         proto = _resolve_limit(gemba_protocol(config.segment_protocol, config.data_dir), judge,
                                config.gemba_max_tokens)
