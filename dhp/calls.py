@@ -47,6 +47,9 @@ __all__ = [
 MAX_CONSECUTIVE_FAILURES = 20
 #: Tokens of chat-template wrapping (system prompt, role tags) beyond the user text, for estimates.
 TEMPLATE_MARGIN = 48
+#: The reply length an estimate assumes for a request sent without max_tokens (GEMBA a7a7eff8 sends none): no upper
+#: bound exists there, so its completion tokens are an assumption, said in the estimate's text.
+UNLIMITED_REPLY_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,14 @@ class Estimate:
     prompt_tokens: int
     completion_tokens: int  # upper bound: max_tokens per call
     cost_usd: float | None  # None: no price known for this model; 0.0 for local backends
+    unlimited_calls: int = 0  # calls sent without max_tokens, counted at UNLIMITED_REPLY_TOKENS each
 
     def describe(self, what: str = "calls") -> str:
         cost = "unknown (add the model to dhp/resources/judge_prices.yaml)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
         return (f"[{what}] {self.identity}: {self.calls} calls to make ({self.cached_calls} cached), "
-                f"~{self.prompt_tokens:,} prompt + <= {self.completion_tokens:,} completion tokens, "
-                f"est. cost {cost}")
+                f"~{self.prompt_tokens:,} prompt + <= {self.completion_tokens:,} completion tokens"
+                + (f" ({self.unlimited_calls} calls without max_tokens counted at {UNLIMITED_REPLY_TOKENS} each: no "
+                   "bound)" if self.unlimited_calls else "") + f", est. cost {cost}")
 
 
 @dataclass
@@ -211,19 +216,21 @@ def estimate(backend: Backend, calls: Sequence[Call], store: Cache, price_table=
     """Calls :func:`run` would make for ``calls`` given the cache, with estimated tokens and cost."""
     todo = pending(calls, store)
     n_all = len(_unique(calls))
-    prompt_tokens = completion = 0
+    prompt_tokens = completion = unlimited = 0
     for c in todo:
         if c.kind == "chat":
             text = "".join(content for _, content in c.request.messages)
             prompt_tokens += backend.count_tokens(text) + TEMPLATE_MARGIN
-            completion += c.request.max_tokens * len(c.keys)
+            if c.request.max_tokens is None:
+                unlimited += len(c.keys)
+            completion += (UNLIMITED_REPLY_TOKENS if c.request.max_tokens is None else c.request.max_tokens) * len(c.keys)
         else:
             prompt_tokens += backend.count_tokens(c.request[0] + c.request[1]) + 1
     cost: float | None = 0.0
     if backend.is_paid:
         p = load_price_table(price_table).get(backend.model)
         cost = None if p is None else (prompt_tokens * float(p["input"]) + completion * float(p["output"])) / 1e6
-    return Estimate(backend.identity, len(todo), n_all - len(todo), prompt_tokens, completion, cost)
+    return Estimate(backend.identity, len(todo), n_all - len(todo), prompt_tokens, completion, cost, unlimited)
 
 
 # ---------------------------------------------------------------------------------------------- run

@@ -109,6 +109,18 @@ def test_estimate_counts_without_calling():
     assert b.seen == ["ab"]
 
 
+def test_estimate_of_a_request_without_max_tokens_counts_an_assumed_reply_and_says_so():
+    """GEMBA a7a7eff8 sends no max_tokens: an estimate neither crashes on it nor calls it bounded. Control: a request
+    with a limit is counted at its limit and the text names no assumption."""
+    b, store = Echo(), Cache(None)
+    open_req = ChatRequest.make([{"role": "user", "content": "gh"}], max_tokens=None)
+    est = calls.chat(b, [req("ab"), open_req], store, dry_run=True)
+    assert est.completion_tokens == 4 + calls.UNLIMITED_REPLY_TOKENS and est.unlimited_calls == 1
+    assert "1 calls without max_tokens" in est.describe()
+    bounded = calls.chat(b, [req("ab")], store, dry_run=True)
+    assert bounded.unlimited_calls == 0 and "without max_tokens" not in bounded.describe()
+
+
 def test_collect_pending_raises_with_the_uncached_calls_instead_of_calling():
     b, store = Echo(), Cache(None)
     calls.chat(b, [req("ab")], store, progress=False)
