@@ -10,10 +10,12 @@
     P2naive <ratio>                 same for a shuffled order (simulated with the backend's own reuse rule)
     P3 calls=<a>/<b> D=<x>/<y>      logprobs vs sample(5): calls, and D for one perturbation
     P4 calls=<n> seconds=<s>        warm rerun of notebooks/02_judge.ipynb (papermill): calls made, wall time
+    P7<mode> cpu=<r> tokens=<r>     (--only P7) a DHP run's embedded calls before / after issue 39 (prefix order,
+                                    the likelihood's shared positions reused): CPU seconds and prompt tokens computed
     P6 <seconds>                    point statistics (Wilcoxon -> combination -> D -> D_avg/D_min, no bootstrap)
                                     of 19 judges x 6 datasets x 3 modes x 100 items, synthetic scores (goal < 1 s)
 
-Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1] [--repeat 1] [--only P1|P6]
+Usage: python benchmarks/judge_throughput.py [--items 2] [--p3-items 8] [--p4-items 1] [--repeat 1] [--only P1|P6|P7]
 Not a test: numbers depend on the machine and its load.
 """
 
@@ -154,6 +156,51 @@ def p6() -> float:
     return time.perf_counter() - t
 
 
+def p7(n_items: int, ll_items: int) -> list[str]:
+    """The embedded judge's calls of a DHP run before and after issue 39, in one run, on the same prompts: the
+    calls in the judge's grouped order, each likelihood computed whole ("before": the loop chat_many and
+    loglikelihood_many ran until then), and through chat_many / loglikelihood_many (prefix order, the likelihood's
+    shared positions taken from the call before). Every result must be identical. CPU seconds (process time: the
+    machine is shared) and prompt tokens computed; the ratios are before / after."""
+    from dhp.judging.pointwise import _groups, _item_table, _plan_judge_rows
+
+    ds = load_dataset("summeval", n_items=max(n_items, ll_items), seed=0)
+    pt = perturb(ds, seed=0)
+    ids = list(dict.fromkeys(pt["item_id"]))
+    out = []
+    for mode, k in (("logprobs", n_items), ("likelihood", ll_items)):
+        sub = pt[pt["item_id"].isin(ids[:k])]
+        b = EmbeddedBackend()
+        ok, items = _item_table(sub, ds)
+        rows, _ = _plan_judge_rows(b, _groups(ok, items, mode, None), mode, b.n_ctx, 8, 1, 0, 0.0)
+        reqs = [r.call.request for r in rows if r.call is not None]
+        res, cpu, computed = {}, {}, {}
+        for how in ("before", "after"):
+            b.close()
+            b = EmbeddedBackend()  # a cold model each time
+            b.llm if mode == "logprobs" else b._loglik_tokens("", "")  # load outside the timing
+            c = time.process_time()
+            if how == "after":
+                got = b.chat_many(reqs) if mode == "logprobs" else b.loglikelihood_many(reqs)
+            elif mode == "logprobs":
+                got = [b._generate_n(r) for r in reqs]
+            else:
+                got = []
+                for r in reqs:
+                    b._ll_prev = None  # no position taken from the call before
+                    got.append(b._loglik(*r))
+            cpu[how] = time.process_time() - c
+            computed[how] = sum(g.prompt_tokens_computed for g in got)
+            res[how] = [(g.text, g.top_logprobs) if mode == "logprobs" else g.logprob_sum for g in got]
+        b.close()
+        assert res["before"] == res["after"], f"{mode}: results differ"
+        print(f"[P7] {mode}, {k} items, {len(reqs)} calls: CPU {cpu['before']:.1f} s before, {cpu['after']:.1f} s "
+              f"after; prompt tokens computed {computed['before']} before, {computed['after']} after; "
+              "results identical")
+        out.append(f"P7{mode} cpu={cpu['before'] / cpu['after']:.3f} tokens={computed['before'] / computed['after']:.3f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=2)
@@ -161,11 +208,17 @@ def main() -> None:
     ap.add_argument("--p4-items", type=int, default=1)
     ap.add_argument("--metric", default="coherence")
     ap.add_argument("--repeat", type=int, default=1, help="judge runs per setting for P1/P_limit (fastest kept)")
-    ap.add_argument("--only", default=None, choices=["P1", "P6"],
-                    help="P1: only the judge-engine ratios (P1, P1chat, P_limit, P2); P6: only the statistics")
+    ap.add_argument("--p7-items", type=int, default=1, help="P7: items of the logprobs run (4 metrics)")
+    ap.add_argument("--p7-ll-items", type=int, default=3, help="P7: items of the likelihood run")
+    ap.add_argument("--only", default=None, choices=["P1", "P6", "P7"],
+                    help="P1: only the judge-engine ratios (P1, P1chat, P_limit, P2); P6: only the statistics; "
+                         "P7: only the demo's DHP calls before / after prefix order and position reuse")
     args = ap.parse_args()
     if args.only == "P6":
         print(f"P6 {p6():.2f}")
+        return
+    if args.only == "P7":
+        print("\n".join(p7(args.p7_items, args.p7_ll_items)))
         return
 
     ds = load_dataset("summeval", n_items=max(args.items, args.p3_items), seed=0)

@@ -158,3 +158,72 @@ def test_early_stop_gives_the_verdicts_of_fixed_length_replies(handful, mode, kw
     assert (early["completion_tokens"] < fixed["completion_tokens"]).any()
     assert (early["completion_tokens"] <= fixed["completion_tokens"]).all()
     assert (fixed["n_failed"] > 0).any() and (fixed["n_valid"] > 0).any()
+
+
+# ------------------------------------------------------------------ prefix order (issue 39: a demo that fits)
+
+def test_prefix_order_is_a_stable_lexicographic_walk():
+    """Lexicographic order by token id visits the prompts' trie depth first: each prompt follows the one
+    sharing its longest prefix. Equal prompts keep their order (stable)."""
+    from dhp.backends.embedded import prefix_order
+
+    seqs = [[1, 5, 2], [1, 2, 3, 4], [7], [1, 2], [1, 5, 2], [1, 2, 3, 9]]
+    assert prefix_order(seqs) == [3, 1, 5, 0, 4, 2]
+    assert prefix_order([]) == []
+
+
+EDITS = [  # variants of one summary, edited at its start, middle and end, in an order that is not the trie's
+    SOURCE.replace("Sunday", "Saturday"),
+    SOURCE,
+    SOURCE.replace("storm", "strom"),
+    SOURCE.replace("county said", "county said on Monday"),
+    SOURCE.replace("Crews cleared", "Crews cleard"),
+    SOURCE,  # a duplicate: the same result as its twin
+]
+
+
+def _cold(b):
+    """Forget what the backend's KV caches hold: its next call is computed from an empty cache."""
+    b._kv_prompt_len.clear()
+    b._ll_prev = None
+
+
+def test_reordered_chat_calls_give_each_request_a_cold_evaluations_result():
+    """chat_many evaluates its requests in prefix order, reusing the KV cache; each request must get, in its own
+    slot, exactly (bit for bit) the reply and top-20 logprobs of evaluating it alone from an empty cache."""
+    from dhp.backends import ChatRequest, EmbeddedBackend
+
+    reqs = [ChatRequest.make([{"role": "user", "content": f"Article: {SOURCE}\nSummary: {t}\nRate it 1-5:"}],
+                             max_tokens=3, logprobs=20) for t in EDITS]
+    b = EmbeddedBackend()
+    seen = []
+    got = b.chat_many(reqs, on_result=lambda i, r: seen.append(i))
+    assert sorted(seen) == list(range(len(reqs))) and seen != sorted(seen)  # reordered, each index once
+    reused = sum(g.prompt_tokens - g.prompt_tokens_computed for g in got)
+    assert reused > 0.5 * sum(g.prompt_tokens for g in got)
+    for req, g in zip(reqs, got):
+        _cold(b)
+        alone = b.chat_many([req])[0]
+        assert alone.prompt_tokens_computed == alone.prompt_tokens  # really from an empty cache
+        assert (g.text, g.top_logprobs) == (alone.text, alone.top_logprobs)
+    b.close()
+
+
+def test_likelihood_reuses_the_shared_positions_of_the_previous_call_exactly():
+    """loglikelihood_many evaluates its pairs in prefix order, and takes the log-probabilities of the positions
+    a variant shares with the one before it from that call: every sum must equal (bit for bit) a cold model's,
+    with fewer tokens computed than the continuations hold."""
+    from dhp.backends import EmbeddedBackend
+
+    prefix = f"Article:\n{SOURCE}\n\nSummary:\n"
+    pairs = [(prefix, t) for t in EDITS] + [(prefix + "A", " storm closed the road.")]
+    b = EmbeddedBackend()
+    got = b.loglikelihood_many(pairs)
+    n_cont = sum(g.n_tokens for g in got)
+    assert sum(g.prompt_tokens_computed for g in got) < len(b.tokenize(prefix)) + 0.8 * n_cont
+    for pair, g in zip(pairs, got):
+        _cold(b)
+        alone = b.loglikelihood_many([pair])[0]
+        assert alone.prompt_tokens_computed == alone.prompt_tokens
+        assert (g.logprob_sum, g.n_tokens) == (alone.logprob_sum, alone.n_tokens), pair[1]
+    b.close()

@@ -82,6 +82,14 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def prefix_order(seqs: Sequence[Sequence[int]]) -> list[int]:
+    """The order to evaluate token sequences in so that each shares the longest possible prefix with the one
+    before it: lexicographic by token id. That is a depth-first walk of the sequences' trie, so a one-slot KV
+    cache computes every distinct prefix once (the least any prefix cache can). Stable: equal sequences keep
+    their order."""
+    return sorted(range(len(seqs)), key=lambda i: list(seqs[i]))
+
+
 def prompt_batches(start: int, end: int, size: int) -> list[tuple[int, int]]:
     """[start, end) cut into batches of at most ``size`` tokens, none of exactly one token unless the whole
     range is one token (see EmbeddedBackend._decode_with_reuse)."""
@@ -129,6 +137,7 @@ class EmbeddedBackend(Backend):
         self._lock = threading.Lock()
         self._formatter = None
         self._kv_prompt_len: dict[int, int] = {}
+        self._ll_prev: tuple[list[int], dict[int, float]] | None = None  # the last likelihood call (see _loglik)
 
     @property
     def fingerprint(self) -> str:
@@ -270,9 +279,9 @@ class EmbeddedBackend(Backend):
         n_vocab = llm.n_vocab()
         return {p: np.ctypeslib.as_array(llm._ctx.get_logits_ith(p - start), shape=(n_vocab,)).copy() for p in want}
 
-    def _generate(self, req: ChatRequest) -> Completion:
+    def _generate(self, req: ChatRequest, formatted: tuple[list[int], set[int]] | None = None) -> Completion:
         llm = self.llm
-        tokens, stop_ids = self.format_chat(req.message_dicts())
+        tokens, stop_ids = formatted or self.format_chat(req.message_dicts())
         if len(tokens) + req.max_tokens > self.n_ctx:
             raise DHPError(f"Prompt of {len(tokens)} tokens + {req.max_tokens} new tokens exceeds the "
                            f"embedded judge's context of {self.n_ctx} tokens.",
@@ -322,14 +331,15 @@ class EmbeddedBackend(Backend):
             return False
         return stop_when(text, tops)
 
-    def _generate_n(self, req: ChatRequest) -> Completion:
-        first = self._generate(req)
+    def _generate_n(self, req: ChatRequest, formatted: tuple[list[int], set[int]] | None = None) -> Completion:
+        first = self._generate(req, formatted)
         if req.n == 1:
             return first
         if req.temperature <= 0:  # greedy: every reply would be this one
             first.texts = [first.text] * req.n
             return first
-        others = [self._generate(dataclasses.replace(req, seed=(req.seed or 0) + i, n=1)) for i in range(1, req.n)]
+        others = [self._generate(dataclasses.replace(req, seed=(req.seed or 0) + i, n=1), formatted)
+                  for i in range(1, req.n)]
         first.texts = [first.text] + [o.text for o in others]
         first.calls = req.n
         first.completion_tokens += sum(o.completion_tokens for o in others)
@@ -338,49 +348,79 @@ class EmbeddedBackend(Backend):
         return first
 
     def chat_many(self, requests, on_result=None):
-        results: list[Completion | Exception] = []
+        """The requests in prefix order (:func:`prefix_order`): each prompt reuses the longest prefix any
+        earlier one left in the KV cache. The results are the same in any order (bit-identical logits however
+        a prompt's prefix was batched: see _decode_with_reuse); they come back in the requests' order, and
+        ``on_result`` gets each one's index as it is done."""
+        results: list[Completion | Exception | None] = [None] * len(requests)
         if requests:
             self._chat_template()  # a base model: one configuration error, not one failure per call
         with self._lock:
-            for i, req in enumerate(requests):
+            formatted = [self.format_chat(req.message_dicts()) for req in requests]
+            for i in prefix_order([f[0] for f in formatted]):
                 try:
-                    res = self._generate_n(req)
+                    res = self._generate_n(requests[i], formatted[i])
                 except DHPError as e:  # a prompt that does not fit: that call fails, the run goes on
                     res = e
-                results.append(res)
+                results[i] = res
                 if on_result is not None:
                     on_result(i, res)
         return results
 
-    def _loglik(self, prefix: str, continuation: str) -> LogLikelihood:
+    def _loglik_tokens(self, prefix: str, continuation: str) -> tuple[list[int], list[int]]:
         if self._ll_llm is None:
             self._ll_llm = self._load(logits_all=False)  # rows are asked for per position (_eval_rows)
         llm = self._ll_llm
-        pre = llm.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
-        cont = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
+        return (llm.tokenize(prefix.encode("utf-8"), add_bos=True, special=False),
+                llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False))
+
+    def _loglik(self, prefix: str, continuation: str,
+                tokenized: tuple[list[int], list[int]] | None = None) -> LogLikelihood:
+        """log p(continuation | prefix). Where this model's logits do not depend on the batching
+        (exact_prefix_reuse), the log-probabilities of the continuation's first positions that the previous call
+        already computed in the same context, for the same next token, are taken from it: the variants of one
+        text share their beginning, and only the rest is computed (bit-identical to computing it all: tested)."""
+        pre, cont = tokenized or self._loglik_tokens(prefix, continuation)
+        llm = self._ll_llm
         tokens = pre + cont
         if not cont:
             return LogLikelihood(math.nan, 0, len(tokens), 0)
         if len(tokens) > self.n_ctx:
             raise DHPError(f"Likelihood input of {len(tokens)} tokens exceeds the context of {self.n_ctx}.",
                            "shorten the source (the judge truncates sources automatically).")
-        wanted = {"from": len(pre) - 1}  # the logits at position t predict token t+1
-        computed = self._decode_with_reuse(llm, tokens, wanted)
-        rows = np.stack([wanted["logits"][t] for t in range(len(pre) - 1, len(tokens) - 1)]).astype(np.float64)
-        m = rows.max(axis=1, keepdims=True)
-        logz = (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
-        lp = rows[np.arange(len(cont)), cont] - logz
+        first = len(pre) - 1  # the logits at position t predict token t+1
+        start, known = first, {}
+        if self.exact_prefix_reuse and self._ll_prev is not None:
+            prev_tokens, prev_lp = self._ll_prev
+            shared = _lcp(prev_tokens, tokens)  # position t's value needs tokens 0..t+1 shared
+            while start <= shared - 2 and start in prev_lp and start < len(tokens) - 1:
+                known[start] = prev_lp[start]
+                start += 1
+        computed = 0
+        if start < len(tokens) - 1:
+            wanted = {"from": start}
+            computed = self._decode_with_reuse(llm, tokens, wanted)
+            t = np.arange(start, len(tokens) - 1)
+            rows = np.stack([wanted["logits"][int(i)] for i in t]).astype(np.float64)
+            m = rows.max(axis=1, keepdims=True)
+            logz = (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
+            new = rows[np.arange(len(t)), [tokens[int(i) + 1] for i in t]] - logz
+            known.update(zip(t.tolist(), new.tolist()))
+        lp = np.array([known[t] for t in range(first, len(tokens) - 1)], dtype=np.float64)
+        self._ll_prev = (tokens, known)
         return LogLikelihood(float(lp.sum()), len(cont), len(tokens), computed)
 
     def loglikelihood_many(self, pairs, on_result=None):
-        results: list[LogLikelihood | Exception] = []
+        """The pairs in prefix order (:func:`prefix_order`, as chat_many); results in the pairs' order."""
+        results: list[LogLikelihood | Exception | None] = [None] * len(pairs)
         with self._lock:
-            for i, (prefix, cont) in enumerate(pairs):
+            tokenized = [self._loglik_tokens(prefix, cont) for prefix, cont in pairs]
+            for i in prefix_order([pre + cont for pre, cont in tokenized]):
                 try:
-                    res = self._loglik(prefix, cont)
+                    res = self._loglik(*pairs[i], tokenized[i])
                 except DHPError as e:
                     res = e
-                results.append(res)
+                results[i] = res
                 if on_result is not None:
                     on_result(i, res)
         return results
@@ -391,6 +431,7 @@ class EmbeddedBackend(Backend):
             if llm is not None:
                 llm.close()
                 setattr(self, attr, None)
+        self._ll_prev = None
 
 
 _EMBEDDED_CACHE: dict[tuple, EmbeddedBackend] = {}

@@ -24,7 +24,7 @@ from dhp.judging import failures_table, score_perturbed
 from dhp.methods import Method, Plan, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.registry import methods_for
-from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
+from dhp.schema import DATASET_TASK, SCORE_COLUMNS, TASK_METRICS, metrics_for
 from dhp.weights import check_weights_cover, load_expert_weights
 
 
@@ -39,6 +39,9 @@ class DHPParams(RunParams):
     perturber: str = Field("rule", description="'rule' or an LLM judge spec that writes the LLM perturbations")
     perturbations: list[str] | None = Field(None, description="perturbations to run (None: every one of the "
                                                               "dataset's task)")
+    metrics: list[str] | None = Field(None, description="the task's metrics to ask the judge for (None: every one; "
+                                                        "e.g. [coherence]: a quarter of SummEval's calls); "
+                                                        "likelihood and metric modes score each text once anyway")
     n_samples: int = Field(5, ge=1, description="replies per prompt in sample mode (the paper's 5)")
     max_tokens: int | None = Field(None, ge=1, description="reply length limit (None: the mode's default)")
     expert_weights: str | None = Field(None, description="expert-weights CSV (None: the shipped "
@@ -49,6 +52,14 @@ class DHPParams(RunParams):
     zero_method: str = Field("wilcox", description="Wilcoxon zero handling: wilcox | pratt | zsplit (scipy's)")
     wilcoxon_method: str = Field("auto", description="Wilcoxon p: auto | exact | asymptotic | permutation")
 
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, v: list[str] | None) -> list[str] | None:
+        known = {m for ms in TASK_METRICS.values() for m in ms}
+        if v is not None and (not v or set(v) - known):
+            raise ValueError(f"use metrics from {sorted(known)} (None: every one of the task's)")
+        return v
 
     @field_validator("combine")
     @classmethod
@@ -145,8 +156,8 @@ class DHP(Method):
         self._check_weights(config, items)
         scores, judge_stats = score_perturbed(perturbed, items, judge=backend, mode=config.mode,
                                               n_samples=config.n_samples, seed=config.seed, cache=config.cache,
-                                              max_tokens=config.max_tokens, n_ctx=config.n_ctx,
-                                              progress=config.progress,
+                                              metrics=config.metrics, max_tokens=config.max_tokens,
+                                              n_ctx=config.n_ctx, progress=config.progress,
                                               max_consecutive_failures=config.max_consecutive_failures)
         return StageResult({"scores.parquet": scores, "failures.csv": failures_table(scores)},
                            stats={"scores.parquet": judge_stats})
@@ -179,8 +190,8 @@ class DHP(Method):
             text=perturbed["text"].where(perturbed["status"] != "pending", perturbed["item_id"].map(refs)),
             status=perturbed["status"].replace("pending", "ok"))
         judge_est = score_perturbed(stand_in, items, judge=backend, mode=config.mode, n_samples=config.n_samples,
-                                    seed=config.seed, cache=config.cache, max_tokens=config.max_tokens,
-                                    n_ctx=config.n_ctx, progress=False, dry_run=True)
+                                    seed=config.seed, cache=config.cache, metrics=config.metrics,
+                                    max_tokens=config.max_tokens, n_ctx=config.n_ctx, progress=False, dry_run=True)
         return {"perturber": perturber_est, "judge": judge_est}
 
     def _check_weights(self, config: DHPParams, items: pd.DataFrame | None) -> None:
@@ -194,7 +205,8 @@ class DHP(Method):
             pairs = [(str(items["dataset"].iloc[0]), t) for t in sorted(set(items["task"].astype(str)))]
         for dataset, task in pairs:
             planned = [m.perturbation for m in methods_for(dataset, config.perturbations, task)]
-            metrics = ("likelihood",) if config.mode in ("likelihood", "metric") else metrics_for(task)
+            metrics = ("likelihood",) if config.mode in ("likelihood", "metric") else [
+                m for m in metrics_for(task) if config.metrics is None or m in config.metrics]
             check_weights_cover(ew, task, planned, metrics)
 
     def inputs(self, config: DHPParams) -> list[Path]:
