@@ -242,17 +242,62 @@ def _notebook_intro(path: Path) -> tuple[str, str]:
     return path.stem, ""
 
 
-#: the judge folder a lesson about an LLM judge is shown from (make demo's SmolLM2 asked for a score): the course
-#: teaches the LLM judge, so a baseline's run (no tokens, "not run in metric mode") is never its page
-PREFERRED_RUN = "embedded-logprobs"
+#: The rule that picks, among make demo's copies of a lesson under runs/ (one per judge x mode), the one its page
+#: shows: the most informative LLM-judge run. Stated on the course page (``course()``) and tested.
+PICK_RULE = ("an LLM judge's run before a baseline's (the course teaches the LLM judge); then the run with the most "
+             "items behind a finite interval (an interval whose ends are numbers and differ, in any of its tables); "
+             "then the one with the most finite intervals; then the most items scored; then the most score rows (more "
+             "aspects or variants rated); ties broken by the folder's name")
+#: the columns that count a table row's items, first found wins
+_ITEM_COUNTS = ("n_items", "n_docs", "n_targets", "n_pairs", "n_texts", "n")
+
+
+def run_evidence(folder: Path) -> dict:
+    """What a run folder's own tables show: ``items`` (the most items behind one finite interval), ``intervals``
+    (how many finite intervals), ``score_rows`` (rows of its score/verdict tables, ``*scores*``/``*verdicts*``
+    parquet files) and ``item_ids`` (distinct items its score rows cover). Read from the files, never typed."""
+    items = intervals = score_rows = 0
+    ids: set = set()
+    for csv in sorted(folder.glob("*.csv")):
+        try:
+            df = pd.read_csv(csv)
+        except (OSError, ValueError):
+            continue
+        count = next((c for c in _ITEM_COUNTS if c in df.columns), None)
+        # an interval's two columns in a method's tables: X_lo/X_hi or lo/hi
+        for lo in [c for c in df.columns if c == "lo" or c.endswith("_lo")]:
+            hi = lo[:-2] + "hi"
+            if hi not in df.columns:
+                continue
+            a, b = pd.to_numeric(df[lo], errors="coerce"), pd.to_numeric(df[hi], errors="coerce")
+            ok = a.notna() & b.notna() & (b > a) & a.abs().ne(float("inf")) & b.abs().ne(float("inf"))
+            intervals += int(ok.sum())
+            if ok.any() and count:
+                items = max(items, int(pd.to_numeric(df.loc[ok, count], errors="coerce").fillna(0).max()))
+    for pq in sorted(folder.glob("*.parquet")):
+        if not re.search(r"scores|verdicts", pq.name):
+            continue
+        try:
+            df = pd.read_parquet(pq)
+        except (OSError, ValueError, ImportError):
+            continue
+        score_rows += len(df)
+        for c in ("item_id", "pair_id", "source_id", "target_id"):
+            if c in df.columns:
+                ids |= set(df[c].astype(str))
+                break
+    return {"items": items, "intervals": intervals, "score_rows": score_rows, "item_ids": len(ids)}
 
 
 def _rank(path: Path) -> tuple:
-    """Sort key of a notebook copy under runs/: the preferred judge folder first, then any LLM judge's, a baseline's
-    last; then by path, so the choice never depends on which file was written last."""
+    """Sort key of a notebook copy under runs/ (smallest first), PICK_RULE: an LLM judge's run before a baseline's,
+    then the most items behind a finite interval, the most finite intervals, the most items scored, the most score
+    rows; then by path, so
+    the choice never depends on which file was written last, nor on a judge's name."""
     parts = path.relative_to(ROOT).parts
-    folder = path.parent.name
-    return (folder != PREFERRED_RUN, any(p.startswith("baseline") for p in parts), "likelihood" in folder,
+    ev = run_evidence(path.parent)
+    return (any(p.startswith("baseline") for p in parts), -ev["items"], -ev["intervals"], -ev["item_ids"],
+            -ev["score_rows"],
             len(parts), path.as_posix())
 
 
@@ -265,10 +310,12 @@ def course_sources() -> dict[str, Path]:
         return {p.name: p for p in sorted(Path(chosen).resolve().glob("[0-9][0-9]_*.ipynb"))}
     out: dict[str, Path] = {}
     runs = ROOT / "runs"
+    ranks: dict[Path, tuple] = {}
     for p in sorted(runs.rglob("[0-9][0-9]_*.ipynb") if runs.is_dir() else []):
         if ".ipynb_checkpoints" in p.parts:
             continue
-        if p.name not in out or _rank(p) < _rank(out[p.name]):
+        ranks[p] = _rank(p)
+        if p.name not in out or ranks[p] < ranks[out[p.name]]:
             out[p.name] = p
     for p in sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb")) if EXECUTED.is_dir() else []:
         out[p.name] = p  # the notebook check's run: the one `make test` checked
@@ -308,10 +355,12 @@ def course() -> str:
     if executed:
         note = ("Each lesson page is one executed copy of its notebook, with its outputs (figures, tables and the "
                 "assert cells that check them): the notebook check's (`build/executed/`, `make test`) where it ran, "
-                "else `make demo`'s run with the SmolLM2 judge asked for a score (`embedded-logprobs`) where the "
-                "lesson is about a judge, else the copy `make docs` executed at the notebook's defaults. The top of "
-                "each page names its copy. The timings are each notebook's cost at its defaults, measured on the "
-                "project's 2-core x86-64 development machine (AMD EPYC, 2 vCPUs).")
+                "else one of `make demo`'s runs (`runs/`), else the copy `make docs` executed at the notebook's "
+                "defaults. Where the demo ran a lesson for several judges, the page shows the most informative "
+                f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds (judge, "
+                "items, score rows, time), read from that run's own files. The column *at its defaults it takes* "
+                "is each notebook's cost at its defaults, as the notebook states it (measured on the project's "
+                "2-core x86-64 development machine), not the run shown.")
     else:
         note = ("!!! note \"No executed notebooks in this build\"\n    This site was built without executed "
                 "notebooks, so the course lists them without their pages. `make test` executes every notebook "
@@ -417,19 +466,81 @@ def _page_title(src: str) -> str:
     return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ").replace("`", "")).strip()
 
 
+def _run_facts(path: Path) -> str:
+    """What the run a lesson page shows holds, read from its own files: the items and score rows of its tables, its
+    finite intervals and its wall time (papermill's record in the notebook, or the notebook check's,
+    scripts/keep_executed.py). Empty where the copy's folder holds no tables and no time was recorded."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    except (OSError, ValueError):
+        meta = {}
+    seconds = (meta.get("papermill") or {}).get("duration") or (meta.get("dhp") or {}).get("wall_seconds")
+    facts = []
+    folder = path.parent
+    if any(folder.glob("*.csv")) or any(folder.glob("*.parquet")):
+        ev = run_evidence(folder)
+        if ev["item_ids"]:
+            facts.append(f"{ev['item_ids']:,} item{'s' if ev['item_ids'] != 1 else ''} scored "
+                         f"({ev['score_rows']:,} score rows)")
+        facts.append(f"{ev['intervals']:,} finite interval{'s' if ev['intervals'] != 1 else ''} in its tables"
+                     + (f", the widest on {ev['items']:,} items" if ev["items"] else
+                        " (too few items for one: its intervals are shown as —)"))
+    if seconds:
+        facts.append(f"{float(seconds):,.0f} s to execute when it ran")
+    return "; ".join(facts)
+
+
+#: the folder (under course/) of the notebooks the download buttons give: each lesson as executed, without the
+#: site's header cell; beside each a script defining it, so the button downloads from a page opened from disk too
+DOWNLOADS = "download"
+
+
 def _lesson_header(path: Path) -> str:
-    """The Markdown cell each lesson page opens with: which run it shows and where to download the notebook."""
+    """The Markdown cell each lesson page opens with: which run it shows (with what it holds, read from it) and
+    the download of the notebook (the lesson as executed, without this header: ``on_post_build`` writes it)."""
     try:
         where = path.relative_to(ROOT).as_posix()
     except ValueError:
         where = path.name
     pages = LESSON_PAGES.get(path.name[:2], [])
     about = ", ".join(f'<a href="../{p.removesuffix(".md")}.html">{html.escape(_page_title(p))}</a>' for p in pages)
+    facts = _run_facts(path)
     # raw HTML: a notebook's Markdown cells are rendered by nbconvert, without the site's Markdown extensions
-    return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "") + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary" href="{path.name}" download>'
+    return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "")
+            + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary dhp-download" '
+            f'href="{DOWNLOADS}/{path.name}" download="{path.name}" data-script="{DOWNLOADS}/{path.name}.js">'
             f"Download this notebook</a> <small>the executed copy shown on this page, from <code>{html.escape(where)}"
-            f"</code>; without outputs it is <code>notebooks/{path.name}</code> (open it with <code>make lab</code>)."
-            "</small></p>")
+            f"</code>" + (f" ({html.escape(facts)})" if facts else "") + f"; without outputs it is "
+            f"<code>notebooks/{path.name}</code> (open it with <code>make lab</code>).</small></p>")
+
+
+#: every relative link in a lesson's Markdown cells must name a file of the site (the strict build's rule for pages)
+LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|href=[\"']([^\"']+)[\"']")
+
+
+def lesson_links(nb: dict) -> list[str]:
+    """The relative link targets of a notebook's Markdown cells (web, mail and in-page links aside)."""
+    out = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = re.sub(r"```.*?```|`[^`]*`", "", "".join(cell.get("source", "")), flags=re.S)  # code is no link
+        for a, b in LINK.findall(text):
+            target = (a or b).split("#")[0].split("?")[0]
+            if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) and not target.startswith("/"):
+                out.append(target)
+    return out
+
+
+def dead_lesson_links(nb: dict, name: str, known: set[str]) -> list[str]:
+    """Links of lesson ``name`` (course/NAME) that resolve to no file of the site: ``known`` holds the site's source
+    paths (docs/, the staged course) and their output paths (.md as .html)."""
+    dead = []
+    for target in lesson_links(nb):
+        resolved = os.path.normpath(os.path.join("course", target)).replace(os.sep, "/")
+        if resolved not in known:
+            dead.append(f"course/{name}: the link '{target}' names no page or file of the site")
+    return dead
 
 
 @event_priority(100)  # before mkdocs-jupyter's on_files, so the notebooks added here become its pages
@@ -444,10 +555,53 @@ def on_files(files, config, **_):
         files.append(File(f"course/{p.name}", str(STAGE), config["site_dir"], config["use_directory_urls"]))
     for p in sorted(FIGURES.glob("*.png")):
         files.append(File.generated(config, f"figures/{p.name}", abs_src_path=str(p)))
+    # the strict build checks the links of Markdown pages; a lesson's cells are rendered by nbconvert, unchecked:
+    # a dead link there fails the build here (strict or not)
+    known = {f.src_uri for f in files} | {f.dest_uri for f in files}
+    dead = [d for p in _COURSE["notebooks"]
+            for d in dead_lesson_links(json.loads(p.read_text(encoding="utf-8")), p.name, known)]
+    if dead:
+        raise PluginError("dead link(s) in the course's lessons (fix the notebook's Markdown cell):\n  "
+                          + "\n  ".join(dead))
     return files
 
 
+#: the download button from a page opened from disk: Chromium ignores ``download`` on a file:// link and shows the
+#: JSON; the page loads the notebook's script (a <script> loads from disk) and saves it as a file (a Blob)
+DOWNLOAD_JS = """<script>
+document.addEventListener("click", function (e) {
+  var a = e.target.closest && e.target.closest("a.dhp-download");
+  if (!a || location.protocol !== "file:") return;
+  e.preventDefault();
+  var save = function () {
+    var url = URL.createObjectURL(new Blob([window.DHP_NOTEBOOK], {type: "application/x-ipynb+json"}));
+    var link = document.createElement("a");
+    link.href = url; link.download = a.getAttribute("download"); document.body.appendChild(link); link.click();
+    setTimeout(function () { URL.revokeObjectURL(url); link.remove(); }, 1000);
+  };
+  if (window.DHP_NOTEBOOK) return save();
+  var s = document.createElement("script");
+  s.src = a.getAttribute("data-script"); s.onload = save; document.head.appendChild(s);
+});
+</script>
+"""
+
+
+def download_copy(path: Path) -> str:
+    """The notebook a lesson's download button gives: the executed copy with the build machine's paths made
+    relative, without the site's header cell (the staged page's copy has it)."""
+    return json.dumps(json.loads(_relative_paths(path.read_text(encoding="utf-8"))), indent=1, ensure_ascii=False)
+
+
 def on_post_build(config, **_):
+    out = Path(config["site_dir"]) / "course" / DOWNLOADS
+    shutil.rmtree(out, ignore_errors=True)
+    if _COURSE["notebooks"]:
+        out.mkdir(parents=True)
+    for p in _COURSE["notebooks"]:
+        text = download_copy(p)
+        (out / p.name).write_text(text, encoding="utf-8")
+        (out / f"{p.name}.js").write_text(f"window.DHP_NOTEBOOK = {json.dumps(text)};\n", encoding="utf-8")
     # mkdocs-jupyter's own default URL is empty (no formula would render); a CDN would fail offline
     static = Path(jupyter_server_mathjax.__file__).parent / "static"
     dest = Path(config["site_dir"]) / "assets" / "mathjax"
@@ -489,6 +643,9 @@ def trim_long_tables(output: str) -> str:
 def on_post_page(output, page, config, **_):
     if page.file.src_uri.endswith(".ipynb"):
         output = trim_long_tables(output)
+        # a lesson's link to a Markdown page (checked by on_files) goes to its HTML page, as on the Markdown pages
+        output = re.sub(r'(<a href="(?![a-z]+:)[^"#]*?)\.md([#"])', r"\1.html\2", output)
+        output = output.replace("</body>", DOWNLOAD_JS + "</body>", 1)
         m = NOTEBOOK_MATHJAX.search(output)
         if m:
             output = output[:m.start()] + "<script>window.MathJax = {" + FONTS + "};</script>" + output[m.start():]

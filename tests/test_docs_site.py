@@ -168,28 +168,59 @@ def test_make_docs_fails_on_a_broken_link_or_a_page_missing_from_nav(tmp_path):
     assert "no-such-page.md" in bad.stderr and "orphan.md" in bad.stderr, bad.stderr[-3000:]
 
 
-def test_the_course_shows_an_llm_judges_run_never_the_newest_baselines(tmp_path, monkeypatch):
-    """Issue 36: make demo leaves one copy of 02/03 per judge x mode; the course shows the LLM judge's (SmolLM2 asked
-    for a score), whichever was written last, and the notebook check's copy where there is one."""
+def _demo_run(folder: Path, items: int, metrics: int, finite: bool = True) -> None:
+    """A run folder as make demo leaves it for DHP: discernment.csv (intervals, n_items) and scores.parquet."""
+    folder.mkdir(parents=True, exist_ok=True)
+    nan = float("nan")
+    pd.DataFrame({"perturbation": ["a", "b"], "D": [1.5, 2.0], "D_lo": [1.2, 1.8] if finite else [nan, nan],
+                  "D_hi": [1.7, 2.2] if finite else [nan, nan], "n_items": [items, items]}
+                 ).to_csv(folder / "discernment.csv", index=False)
+    pd.DataFrame({"item_id": [f"i{i}" for i in range(items) for _ in range(14 * metrics)],
+                  "score": 1.0}).to_parquet(folder / "scores.parquet")
+
+
+def test_the_course_shows_the_most_informative_llm_judge_run_by_its_stated_rule(tmp_path, monkeypatch):
+    """Issue 41: make demo leaves one copy of 02/03 per judge x mode; the course shows, by the rule the course page
+    states (hooks.PICK_RULE), an LLM judge's run before a baseline's, then the one with the most items behind a
+    finite interval, then the most finite intervals, the most score rows, the name: never the newest file, and no
+    judge named in the code. The notebook check's copy wins where there is one."""
     hooks = _hooks()
     monkeypatch.setattr(hooks, "ROOT", tmp_path)
     monkeypatch.setattr(hooks, "EXECUTED", tmp_path / "build" / "executed")
     monkeypatch.delenv("DHP_DOCS_NOTEBOOKS", raising=False)
     base = tmp_path / "runs" / "demo" / "dhp" / "summeval"
-    for i, judge in enumerate(["embedded-logprobs", "embedded_gemma-3-270m-likelihood", "baseline_chrf_src-metric",
-                               "baseline_length_ratio-metric"]):
-        (base / judge).mkdir(parents=True)
+    # today's demo: SmolLM2 asked for a score on 1 item (no interval), its likelihood on 10, Gemma on 3, the
+    # baselines on 100 items (the newest files)
+    runs = {"embedded-logprobs": (1, 4, False), "embedded-likelihood": (10, 1, True),
+            "embedded_gemma-3-270m-likelihood": (3, 1, True), "baseline_chrf_src-metric": (100, 1, True),
+            "baseline_length_ratio-metric": (100, 1, True)}
+    for i, (judge, (items, metrics, finite)) in enumerate(runs.items()):
+        _demo_run(base / judge, items, metrics, finite)
         for name in ("02_judge.ipynb", "03_discernment.ipynb"):
             (base / judge / name).write_text("{}")
-            os.utime(base / judge / name, (1e9 + i, 1e9 + i))  # the baselines are the newest
+            os.utime(base / judge / name, (1e9 + i, 1e9 + i))
     (base / "01_perturb.ipynb").write_text("{}")
     chosen = hooks.course_sources()
-    assert chosen["02_judge.ipynb"] == base / "embedded-logprobs" / "02_judge.ipynb"
-    assert chosen["03_discernment.ipynb"] == base / "embedded-logprobs" / "03_discernment.ipynb"
+    assert chosen["02_judge.ipynb"] == base / "embedded-likelihood" / "02_judge.ipynb"
+    assert chosen["03_discernment.ipynb"] == base / "embedded-likelihood" / "03_discernment.ipynb"
     assert chosen["01_perturb.ipynb"] == base / "01_perturb.ipynb"
-    # without the SmolLM2 score run, another LLM judge's, still never a baseline's
-    shutil.rmtree(base / "embedded-logprobs")
-    assert hooks.course_sources()["02_judge.ipynb"].parent.name == "embedded_gemma-3-270m-likelihood"
+    assert hooks.run_evidence(base / "embedded-logprobs") == {"items": 0, "intervals": 0, "score_rows": 56,
+                                                              "item_ids": 1}
+    # the rating judge on 10 items (issue 41's demo): as many items as its likelihood, more score rows: it wins
+    _demo_run(base / "embedded-logprobs", 10, 4)
+    assert hooks.course_sources()["03_discernment.ipynb"].parent.name == "embedded-logprobs"
+    # no LLM judge with an interval: still an LLM judge's run (the most items scored), never a baseline's
+    for judge in ("embedded-logprobs", "embedded-likelihood", "embedded_gemma-3-270m-likelihood"):
+        _demo_run(base / judge, runs[judge][0], runs[judge][1], finite=False)
+    assert hooks.course_sources()["02_judge.ipynb"].parent.name == "embedded-likelihood"
+    # the page states what the run holds, read from its files (and the time papermill recorded)
+    (base / "embedded-logprobs" / "02_judge.ipynb").write_text(json.dumps({"metadata": {"papermill":
+                                                                                        {"duration": 152.6}}}))
+    facts = hooks._run_facts(base / "embedded-logprobs" / "02_judge.ipynb")
+    assert facts == ("1 item scored (56 score rows); 0 finite intervals in its tables (too few items for one: its "
+                     "intervals are shown as —); 153 s to execute when it ran"), facts
+    monkeypatch.setitem(hooks._COURSE, "notebooks", [base / "embedded-logprobs" / "02_judge.ipynb"])
+    assert "most items behind a finite interval" in hooks.PICK_RULE and hooks.PICK_RULE in hooks.course()
     (tmp_path / "build" / "executed").mkdir(parents=True)
     (tmp_path / "build" / "executed" / "02_judge.ipynb").write_text("{}")
     assert hooks.course_sources()["02_judge.ipynb"] == tmp_path / "build" / "executed" / "02_judge.ipynb"
