@@ -175,13 +175,26 @@ def cli_commands() -> str:
     return "\n".join([md_text(lines[0]), "", "```text", *usage, "```", "", md_text("\n".join(prose).strip())])
 
 
+def default_text(field) -> str:
+    """A parameter's default as the reference shows it: "(required)" only where pydantic requires a value; a
+    ``default_factory``'s value (an empty list, a mapping) is its default, computed, not a requirement."""
+    if field.is_required():
+        return "(required)"
+    if field.default_factory is not None:
+        try:
+            return f"`{field.default_factory()!r}`"
+        except TypeError:  # a factory that takes the validated data: no value to show before validation
+            return "(computed)"
+    return f"`{field.default!r}`"
+
+
 def _model_table(model, flags: bool) -> str:
     from dhp.config import describe
 
     lines = ["| " + ("option" if flags else "key") + " | type | default | meaning |", "|---|---|---|---|"]
     for name, kind, default, help_text in describe(model):
         key = f"`--{name.replace('_', '-')}`" if flags else f"`{name}`"
-        default = "(required)" if repr(default) == "PydanticUndefined" else f"`{default!r}`"
+        default = default_text(model.model_fields[name])
         kind = str(kind).replace(" | ", " or ").replace("|", " or ")  # a \| inside `code` shows its backslash
         lines.append(f"| {key} | `{kind}` | {default.replace('|', chr(92) + '|')} | "
                      f"{md_text(help_text).replace('|', chr(92) + '|')} |")

@@ -389,3 +389,21 @@ def test_method_pages_link_their_lessons_where_the_course_has_them(monkeypatch):
     linked, named = hooks.lesson("03", "07").split(", ")
     assert linked.startswith("[03 · Discernment") and linked.endswith("](../course/03_discernment.ipynb)")
     assert named == "`notebooks/07_criteria_confusion.ipynb`"
+
+
+def test_reference_marks_required_only_what_pydantic_requires():
+    """Issue 41: the reference marked five optional grid keys "(required)": every default_factory (methods: ['dhp'],
+    params: {}, ...) read as PydanticUndefined. A key is "(required)" exactly when its model requires it."""
+    from dhp.config import RunParams
+    from dhp.grid import GridParams
+    from dhp.leaderboard import LeaderboardParams
+
+    hooks = _hooks()
+    for model, flags in ((GridParams, False), (RunParams, True), (LeaderboardParams, True)):
+        rows = hooks._model_table(model, flags=flags).splitlines()[2:]
+        for (name, field), row in zip(model.model_fields.items(), rows):
+            assert ("| (required) |" in row) == field.is_required(), (model.__name__, name, row)
+    factories = [n for n, f in GridParams.model_fields.items() if f.default_factory is not None]
+    assert {"params", "method_params", "overrides"} <= set(factories)  # the keys the old reference called required
+    ref = hooks.config_reference()
+    assert "| `params` | `dict` | `{}` |" in ref and "| `overrides` | `list` | `[]` |" in ref
