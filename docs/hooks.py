@@ -108,14 +108,43 @@ def count(file: str, **where) -> str:
     return f"{len(_select(_read(file), file, where)):,}"
 
 
+TOO_FEW = re.compile(r"^too few units \((\d+) of (\d+)\)$")
+TOO_FEW_COMMON = re.compile(r"^too few common units \((\d+)\)$")
+
+
+def status_text(status, units: str = "units") -> str:
+    """A leaderboard row's ``status`` in words a reader follows: "too few units (3 of 100)" says the judge was
+    scored on 3 of the 100 ``units`` the best-covered judge of the view has, and what a judge needs to be compared
+    (dhp.analysis.leaderboard: at least MIN_UNITS units and the run's min_coverage share of the best judge's)."""
+    from dhp.analysis.leaderboard import MIN_UNITS
+
+    if not isinstance(status, str):
+        return _fmt(status)
+    m = TOO_FEW.match(status)
+    if m:
+        have, best = int(m.group(1)), int(m.group(2))
+        if best < MIN_UNITS:
+            return (f"not compared: the best-covered judge has {best} {units}, fewer than the {MIN_UNITS} a paired "
+                    f"comparison needs (this judge: {have})")
+        return (f"left out: scored on {have} of the {best} {units} the best-covered judge has (a judge needs at "
+                f"least {MIN_UNITS} and the run's minimum share of them); its own numbers are on its report card")
+    m = TOO_FEW_COMMON.match(status)
+    if m:
+        return (f"not compared: the judges share only {m.group(1)} {units}, fewer than the {MIN_UNITS} a paired "
+                "comparison needs")
+    return status
+
+
 def table(file: str, columns: list, where: dict | None = None, rename: dict | None = None, digits: int = 2,
           ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None,
-          join: dict | None = None) -> str:
+          join: dict | None = None, units: str | None = None, notes: dict | None = None) -> str:
     """A Markdown table of the rows of ``results/<file>`` matching ``where``.
 
     ``ci={"value": ["lo", "hi"]}`` writes a column as "value (lo–hi)"; ``rename`` gives a column its header.
     ``join={"file": F, "on": [...], "column": C}`` adds column C of ``results/F`` (its largest value per ``on``
     key): e.g. the number of items a judge's row was measured on, so the page labels its unit set in place.
+    ``units="items"`` writes a leaderboard ``status`` in words (``status_text``). ``notes={"column": "text"}``
+    puts a short reason beside a cell that is missing (—) or an interval of zero width, so a reader sees why.
     """
     df = _select(_read(file), file, where or {})
     if join:
@@ -142,10 +171,18 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
         cells = []
         for c in columns:
             text = _fmt(r[c], digits, integer[c])
+            if c == "status" and units:
+                text = status_text(r[c], units)
             if ci and c in ci:
                 lo, hi = (r[x] for x in ci[c])
                 if not (pd.isna(lo) or pd.isna(hi)):
                     text += f" ({_fmt(lo, digits)}–{_fmt(hi, digits)})"
+                    if float(hi) == float(lo) and notes and c in notes:
+                        text += f" {notes[c]}"
+                elif notes and c in notes and not pd.isna(r[c]):
+                    text += f" {notes[c]}"
+            if notes and c in notes and text == "—":
+                text += f" {notes[c]}"
             cells.append(text.replace("|", "\\|"))
         rows.append("| " + " | ".join(cells) + " |")
     align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in columns]
@@ -211,13 +248,13 @@ def config_reference() -> str:
     shared = set(RunParams.model_fields)
     out = ["## Commands", "", cli_commands(), "",
            "## Options every method shares (`RunParams`)", "",
-           "`python -m dhp run --method NAME` takes these, and a grid's `params:` sets them for every method.", "",
+           "`dhp run --method NAME` takes these, and a grid's `params:` sets them for every method.", "",
            _model_table(RunParams, flags=True), ""]
     for m in all_methods():
         own = [n for n in m.Params.model_fields if n not in shared]
         out += [f"## `{m.name}` — {m.title}", "",
                 f"Paper: {m.paper}. Modes: {', '.join(f'`{x}`' for x in m.modes)}. "
-                f"Its own options (`python -m dhp run --method {m.name} --help`; a grid's "
+                f"Its own options (`dhp run --method {m.name} --help`; a grid's "
                 f"`method_params: {{{m.name}: {{...}}}}`):", ""]
         if own:
             sub = m.Params.model_fields
@@ -226,7 +263,7 @@ def config_reference() -> str:
             out += ["\n".join(keep), ""]
         else:
             out += ["(none beyond the shared options)", ""]
-    out += ["## `python -m dhp leaderboard` (`LeaderboardParams`)", "",
+    out += ["## `dhp leaderboard` (`LeaderboardParams`)", "",
             "A grid's `leaderboard:` mapping takes the same keys (except `run_dir` and `figures_dir`, set by the grid).",
             "", _model_table(LeaderboardParams, flags=True), "",
             "## Grid file keys (`python -m dhp.grid FILE.yaml`, `GridParams`)", "",

@@ -407,3 +407,58 @@ def test_reference_marks_required_only_what_pydantic_requires():
     assert {"params", "method_params", "overrides"} <= set(factories)  # the keys the old reference called required
     ref = hooks.config_reference()
     assert "| `params` | `dict` | `{}` |" in ref and "| `overrides` | `list` | `[]` |" in ref
+
+
+@pytest.mark.usefixtures("chromium")
+def test_browser_check_sees_a_table_cut_off_or_scrolling_without_a_sign(tmp_path):
+    """Issue 41: tables clipped their columns at 1280 px with no visible scroll (data.html hid 542 px). A table wider
+    than its box must sit in a box that scrolls and shows it (the site's dhp.js marks it dhp-scrolls); the controls:
+    one cut by overflow: hidden, one scrolling in an unmarked box, one wider than the window."""
+    check_site = _check_site()
+    row = "<tr>" + "".join(f"<td>column_{i}_with_a_long_value</td>" for i in range(12)) + "</tr>"
+    table = f"<table>{row}</table>"
+    page = '<html><head><meta name="viewport" content="width=device-width"></head><body>{}</body></html>'
+    (tmp_path / "marked.html").write_text(page.format(
+        f'<div class="dhp-scrolls" style="max-width:600px;overflow-x:auto">{table}</div>'))
+    (tmp_path / "narrow.html").write_text(page.format(f'<div style="max-width:600px">{table.replace("long_", "")[:60]}'
+                                                      "</td></tr></table></div>"))
+    (tmp_path / "cut.html").write_text(page.format(f'<div style="max-width:600px;overflow:hidden">{table}</div>'))
+    (tmp_path / "unmarked.html").write_text(page.format(f'<div style="max-width:600px;overflow-x:auto">{table}</div>'))
+    (tmp_path / "window.html").write_text(page.format(f'<div style="width:3000px">{table}</div>'))
+    assert check_site.check(tmp_path, ["marked.html", "narrow.html"]) == []
+    cut = check_site.check(tmp_path, ["cut.html"])
+    assert len(cut) == 1 and "a table is cut off by" in cut[0] and "at 1280 px" in cut[0], cut
+    unmarked = check_site.check(tmp_path, ["unmarked.html"])
+    assert len(unmarked) == 1 and "with no visible sign" in unmarked[0], unmarked
+    window = [p for p in check_site.check(tmp_path, ["window.html"]) if "table" in p]
+    assert len(window) == 1 and "cut off" in window[0], window
+
+
+@pytest.mark.usefixtures("chromium")
+def test_browser_check_sees_a_figure_shown_too_small_to_read(tmp_path):
+    """Issue 41: wide figures were shown at 0.25-0.37 of their size (labels ~5 px). The check computes the smallest
+    label's rendered size from the PNG (dhp.plots.save's dhp:min_font_px chunk, else 6 pt at its dpi) and the width
+    the page shows it at; under 9 px fails. Controls: the same figure at a legible and at a too-small width."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    check_site = _check_site()
+    fig, ax = plt.subplots(figsize=(4, 2))
+    ax.set_title("t", fontsize=9.6)
+    fig.savefig(tmp_path / "meta.png", dpi=150, metadata={check_site.MIN_FONT_KEY: "20"})  # 20 px in the PNG
+    fig.savefig(tmp_path / "plain.png", dpi=150)  # no chunk: 6 pt at 150 dpi = 12.5 px
+    plt.close(fig)
+    font, width = check_site.png_font_px((tmp_path / "meta.png").read_bytes())
+    assert (font, width) == (20.0, 600)
+    assert check_site.png_font_px((tmp_path / "plain.png").read_bytes()) == (12.5, 600)
+    for name, shown in (("ok", 300), ("small", 240), ("plain_ok", 600), ("plain_small", 300)):
+        src = "plain.png" if name.startswith("plain") else "meta.png"
+        (tmp_path / f"{name}.html").write_text(f'<html><body><img src="{src}" style="width:{shown}px;max-width:100%"></body></html>')
+    assert check_site.check(tmp_path, ["ok.html", "plain_ok.html"]) == []  # 20 x 300/600 = 10 px; 12.5 px
+    small = check_site.check(tmp_path, ["small.html", "plain_small.html"])
+    assert small == ["small.html: meta.png is shown at 240 of its 600 px at 1280 px: its smallest label renders "
+                     "at 8.0 px (under 9)",
+                     "plain_small.html: plain.png is shown at 300 of its 600 px at 1280 px: its smallest label renders "
+                     "at 6.2 px (under 9)"], small
