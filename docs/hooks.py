@@ -512,8 +512,11 @@ def _relative_paths(text: str) -> str:
 
 def _page_title(src: str) -> str:
     """A Markdown page's title (its first heading, code marks dropped)."""
-    first = (ROOT / "docs" / src).read_text(encoding="utf-8").lstrip().splitlines()[0]
-    return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ").replace("`", "")).strip()
+    text = (ROOT / "docs" / src).read_text(encoding="utf-8").lstrip()
+    if text.startswith("---"):  # YAML front matter (a search boost) before the title
+        text = text.split("\n---", 2)[-1] if text.count("\n---") else text
+    first = next(ln for ln in text.splitlines() if ln.startswith("#"))
+    return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ")).replace("`", "").strip()
 
 
 def _run_facts(path: Path) -> str:
@@ -643,7 +646,42 @@ def download_copy(path: Path) -> str:
     return json.dumps(json.loads(_relative_paths(path.read_text(encoding="utf-8"))), indent=1, ensure_ascii=False)
 
 
+#: a formula in a search snippet: $D$ -> D, $\\log_{0.05} p$ -> log_0.05 p (the snippets are plain text; MathJax
+#: does not run there)
+_MATH = re.compile(r"\$\$?([^$]{1,200}?)\$\$?")
+
+
+def plain_formula(tex: str) -> str:
+    """A TeX formula as plain text for a search snippet: commands lose their backslash, braces go."""
+    text = re.sub(r"\\(?:mathrm|text|mathbf|mathit|operatorname)\s*", "", tex)
+    text = re.sub(r"\\([A-Za-z]+)", r"\1", text).replace("{", "").replace("}", "")
+    return re.sub(r"\s+", " ", text.replace("\\", "")).strip()
+
+
+def plain_search_text(text: str) -> str:
+    """A page's search text with its $...$ formulas as plain text."""
+    return _MATH.sub(lambda m: plain_formula(m.group(1)), text)
+
+
+def _search_index(site: Path) -> None:
+    """The search index (search_index.json, or the offline plugin's search_index.js) with formulas as plain text."""
+    for path in (site / "search" / "search_index.json", site / "search" / "search_index.js"):
+        if not path.is_file():
+            continue
+        raw = path.read_text(encoding="utf-8")
+        prefix = raw[:raw.index("{")]
+        suffix = raw[raw.rindex("}") + 1:]
+        index = json.loads(raw[len(prefix):len(raw) - len(suffix)])
+        for doc in index.get("docs", []):
+            doc["text"] = plain_search_text(doc.get("text", ""))
+            doc["title"] = plain_search_text(doc.get("title", ""))
+        path.write_text(prefix + json.dumps(index, ensure_ascii=False, separators=(",", ":")) + suffix,
+                        encoding="utf-8")
+
+
+@event_priority(-100)  # after the search and offline plugins have written the index
 def on_post_build(config, **_):
+    _search_index(Path(config["site_dir"]))
     out = Path(config["site_dir"]) / "course" / DOWNLOADS
     shutil.rmtree(out, ignore_errors=True)
     if _COURSE["notebooks"]:

@@ -143,14 +143,15 @@ def _site_tree(tmp_path: Path) -> Path:
     return tree
 
 
-def _make_docs(tree: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """The Makefile's `docs` recipe's mkdocs command, run on ``tree`` (the course without executed notebooks)."""
+def _make_docs(tree: Path, tmp_path: Path, notebooks: Path | None = None) -> subprocess.CompletedProcess:
+    """The Makefile's `docs` recipe's mkdocs command, run on ``tree`` (the course without executed notebooks, or
+    with the executed copies in ``notebooks``)."""
     recipe = re.search(r"^docs:.*?\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
     line = next(ln.strip() for ln in recipe.splitlines() if "mkdocs build" in ln)
     command = line.replace("$(BIN)/", str(Path(sys.executable).parent) + "/") + f" -d {tmp_path / 'site'}"
     empty = tmp_path / "no-notebooks"
     empty.mkdir(exist_ok=True)
-    env = {**os.environ, "DHP_DOCS_NOTEBOOKS": str(empty), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DHP_DOCS_NOTEBOOKS": str(notebooks or empty), "PYTHONPATH": str(ROOT)}
     return subprocess.run(command, shell=True, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -166,6 +167,58 @@ def test_make_docs_fails_on_a_broken_link_or_a_page_missing_from_nav(tmp_path):
     bad = _make_docs(tree, tmp_path)
     assert bad.returncode != 0
     assert "no-such-page.md" in bad.stderr and "orphan.md" in bad.stderr, bad.stderr[-3000:]
+
+
+def test_make_docs_fails_on_a_dead_link_inside_a_lesson_and_downloads_the_lesson_without_its_header(tmp_path):
+    """Issue 41: a lesson's Markdown cells are rendered by nbconvert, which the strict build did not check: a dead
+    link built with exit 0. Now the build fails naming it; a link to a page of the site builds (and points to its
+    HTML page). The download button gives the lesson as executed, without the site's header cell, beside a script
+    that lets it download from a page opened from disk."""
+    tree = _site_tree(tmp_path)
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 99 · A lesson\n\nSee [the method](../methods/dhp.md#what-it-measures) and "
+                                      "[the data](../data.md); `[not a link](nowhere.md)`; [web](https://example.org)."),
+        nbformat.v4.new_code_cell("6 * 7")])
+    nbformat.write(nb, lessons / "99_lesson.ipynb")
+    ok = _make_docs(tree, tmp_path, lessons)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    site = tmp_path / "site"
+    page = (site / "course" / "99_lesson.html").read_text(encoding="utf-8")
+    assert 'href="../methods/dhp.html#what-it-measures"' in page and 'href="../data.html"' in page
+    button = re.search(r'<a class="[^"]*dhp-download"[^>]*>', page).group(0)  # nbconvert sorts the attributes
+    assert 'href="download/99_lesson.ipynb"' in button and 'data-script="download/99_lesson.ipynb.js"' in button
+    got = json.loads((site / "course" / "download" / "99_lesson.ipynb").read_text(encoding="utf-8"))
+    assert ["".join(c["source"]) for c in got["cells"]] == [c["source"] for c in nb.cells]  # no header cell
+    script = (site / "course" / "download" / "99_lesson.ipynb.js").read_text(encoding="utf-8")
+    assert json.loads(json.loads(script.removeprefix("window.DHP_NOTEBOOK = ").rstrip(";\n"))) == got
+    # the control: a dead link in the lesson fails the build, naming the lesson and the link
+    nb.cells[0].source += " Then [the next step](../no-such-page.md)."
+    nbformat.write(nb, lessons / "99_lesson.ipynb")
+    bad = _make_docs(tree, tmp_path, lessons)
+    assert bad.returncode != 0
+    assert "course/99_lesson.ipynb: the link '../no-such-page.md' names no page" in bad.stderr, bad.stderr[-3000:]
+
+
+def test_search_ranks_a_method_page_first_and_shows_no_raw_formula(tmp_path):
+    """Issue 41: "discernment" found lesson 08 above the DHP method page, and snippets showed raw `$D$`. The method
+    pages carry a search boost (front matter), and the index's text has formulas as plain text."""
+    hooks = _hooks()
+    for page in sorted((ROOT / "docs" / "methods").glob("*.md")):
+        front = page.read_text(encoding="utf-8").split("\n---", 1)[0]
+        assert front.startswith("---") and re.search(r"search:\s*\n\s+boost: [2-9]", front), page.name
+    assert hooks.plain_search_text(r"the score $D$ is $\log_{0.05} p$, $$\mathrm{D}_{avg}$$") == \
+        "the score D is log_0.05 p, D_avg"
+    site = tmp_path / "site"
+    (site / "search").mkdir(parents=True)
+    index = {"config": {}, "docs": [{"location": "a.html", "title": "$D$ per item", "text": "so $D > 1$ here"}]}
+    (site / "search" / "search_index.js").write_text("var __index = " + json.dumps(index) + ";")
+    hooks._search_index(site)
+    text = (site / "search" / "search_index.js").read_text()
+    assert text.startswith("var __index = ") and text.endswith(";")
+    doc = json.loads(text.removeprefix("var __index = ").rstrip(";"))["docs"][0]
+    assert (doc["title"], doc["text"]) == ("D per item", "so D > 1 here")
 
 
 def _demo_run(folder: Path, items: int, metrics: int, finite: bool = True) -> None:
