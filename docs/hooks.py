@@ -137,14 +137,16 @@ def status_text(status, units: str = "units") -> str:
 
 def table(file: str, columns: list, where: dict | None = None, rename: dict | None = None, digits: int = 2,
           ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None,
-          join: dict | None = None, units: str | None = None, notes: dict | None = None) -> str:
+          join: dict | None = None, units: str | None = None, notes: dict | None = None,
+          blank: dict | None = None) -> str:
     """A Markdown table of the rows of ``results/<file>`` matching ``where``.
 
     ``ci={"value": ["lo", "hi"]}`` writes a column as "value (lo–hi)"; ``rename`` gives a column its header.
     ``join={"file": F, "on": [...], "column": C}`` adds column C of ``results/F`` (its largest value per ``on``
     key): e.g. the number of items a judge's row was measured on, so the page labels its unit set in place.
     ``units="items"`` writes a leaderboard ``status`` in words (``status_text``). ``notes={"column": "text"}``
-    puts a short reason beside a cell that is missing (—) or an interval of zero width, so a reader sees why.
+    puts a short reason beside a cell that is missing (—) or an interval of zero width, so a reader sees why;
+    ``blank={"column": "text"}`` shows ``text`` instead of a missing cell (a note column that is empty).
     """
     df = _select(_read(file), file, where or {})
     if join:
@@ -183,6 +185,8 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
                     text += f" {notes[c]}"
             if notes and c in notes and text == "—":
                 text += f" {notes[c]}"
+            if blank and c in blank and text == "—":
+                text = blank[c]
             cells.append(text.replace("|", "\\|"))
         rows.append("| " + " | ".join(cells) + " |")
     align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in columns]

@@ -515,3 +515,27 @@ def test_browser_check_sees_a_figure_shown_too_small_to_read(tmp_path):
                      "at 8.0 px (under 9)",
                      "plain_small.html: plain.png is shown at 300 of its 600 px at 1280 px: its smallest label renders "
                      "at 6.2 px (under 9)"], small
+
+
+def test_tables_say_why_a_value_is_missing_and_what_too_few_units_means(tmp_path, monkeypatch):
+    """Issue 41: "too few units (2 of 2)" / "(1 of 100)" was opaque, NaN and empty note cells unexplained. A page's
+    table writes the leaderboard's status in words (the judge's units, the best-covered judge's, what a judge
+    needs), a reason beside a missing value, and its own text for an empty note cell."""
+    from dhp.analysis.leaderboard import MIN_UNITS
+
+    hooks = _hooks()
+    assert hooks.status_text("too few units (1 of 100)", "SummEval items") == (
+        f"left out: scored on 1 of the 100 SummEval items the best-covered judge has (a judge needs at least "
+        f"{MIN_UNITS} and the run's minimum share of them); its own numbers are on its report card")
+    assert hooks.status_text("too few units (2 of 2)", "systems").startswith(
+        f"not compared: the best-covered judge has 2 systems, fewer than the {MIN_UNITS}")
+    assert hooks.status_text("ok") == "ok" and hooks.status_text("not compared: one judge") == "not compared: one judge"
+    pd.DataFrame({"judge": ["a", "b"], "v": [0.5, float("nan")], "note": [float("nan"), "too few"],
+                  "status": ["ok", "too few units (3 of 100)"]}).to_csv(tmp_path / "t.csv", index=False)
+    monkeypatch.setattr(hooks, "RESULTS", tmp_path)
+    md = hooks.table("t.csv", ["judge", "v", "note", "status"], units="items", notes={"v": "(no pair)"},
+                     blank={"note": "(none needed)"})
+    assert "| a | 0.50 | (none needed) | ok |" in md
+    assert "| b | — (no pair) | too few | left out: scored on 3 of the 100 items" in md
+    # the control: without the options the table shows the raw codes
+    assert "| b | — | too few | too few units (3 of 100) |" in hooks.table("t.csv", ["judge", "v", "note", "status"])
