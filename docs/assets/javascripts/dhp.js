@@ -22,3 +22,16 @@
   window.addEventListener("load", mark);
   window.addEventListener("resize", mark);
 })();
+
+/* The lightbox (glightbox) fits a figure into the window: a tall figure (HANNA's views, 1854 x 4540 px) came out
+   370 px wide, unreadable. Show every figure as wide as the window allows, up to its own width, and let a tall one
+   scroll vertically inside the lightbox instead. */
+document.addEventListener("load", function (e) {
+  var img = e.target;
+  if (!img || img.tagName !== "IMG" || !img.closest || !img.closest(".gslide-image")) return;
+  var width = Math.min(img.naturalWidth, Math.floor(window.innerWidth * 0.96));
+  img.style.setProperty("width", width + "px", "important");
+  img.style.setProperty("max-width", "none", "important");
+  img.style.setProperty("max-height", "none", "important");
+  img.style.setProperty("height", "auto", "important");
+}, true);
