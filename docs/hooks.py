@@ -540,7 +540,7 @@ def _run_facts(path: Path) -> str:
             facts.append(f"{ev['item_ids']:,} item{'s' if ev['item_ids'] != 1 else ''} scored "
                          f"({ev['score_rows']:,} score rows)")
         facts.append(f"{ev['intervals']:,} finite interval{'s' if ev['intervals'] != 1 else ''} in its tables"
-                     + (f", the widest on {ev['items']:,} items" if ev["items"] else
+                     + (f", on up to {ev['items']:,} items each" if ev["items"] else
                         " (too few items for one: its intervals are shown as —)"))
     if seconds:
         facts.append(f"{float(seconds):,.0f} s to execute when it ran")
@@ -552,7 +552,7 @@ def _run_facts(path: Path) -> str:
 DOWNLOADS = "download"
 
 
-def _lesson_header(path: Path) -> str:
+def _lesson_header(path: Path, facts: bool = True) -> str:
     """The Markdown cell each lesson page opens with: which run it shows (with what it holds, read from it) and
     the download of the notebook (the lesson as executed, without this header: ``on_post_build`` writes it)."""
     try:
@@ -561,7 +561,7 @@ def _lesson_header(path: Path) -> str:
         where = path.name
     pages = LESSON_PAGES.get(path.name[:2], [])
     about = ", ".join(f'<a href="../{p.removesuffix(".md")}.html">{html.escape(_page_title(p))}</a>' for p in pages)
-    facts = _run_facts(path)
+    facts = _run_facts(path) if facts else ""
     # raw HTML: a notebook's Markdown cells are rendered by nbconvert, without the site's Markdown extensions
     return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "")
             + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary dhp-download" '
@@ -569,6 +569,21 @@ def _lesson_header(path: Path) -> str:
             f"Download this notebook</a> <small>the executed copy shown on this page, from <code>{html.escape(where)}"
             f"</code>" + (f" ({html.escape(facts)})" if facts else "") + f"; without outputs it is "
             f"<code>notebooks/{path.name}</code> (open it with <code>make lab</code>).</small></p>")
+
+
+_DEFAULTS_LINE = re.compile(r"^>\s*\*\*At its defaults it takes\*\*.*$", re.M)
+
+
+def _this_run_box(nb: dict, facts: str) -> bool:
+    """On a lesson page, the opening box's cost line (measured at the notebook's defaults, typed in the notebook)
+    becomes what the run shown holds and took, read from it (``_run_facts``): the page describes the run it shows.
+    The course page keeps the defaults' line; the downloaded notebook is unchanged."""
+    if not facts or not nb.get("cells") or nb["cells"][0].get("cell_type") != "markdown":
+        return False
+    text = "".join(nb["cells"][0].get("source", ""))
+    new = _DEFAULTS_LINE.sub(lambda m: "> **The run on this page** " + facts + ".", text, count=1)
+    nb["cells"][0]["source"] = new
+    return new != text
 
 
 #: every relative link in a lesson's Markdown cells must name a file of the site (the strict build's rule for pages)
@@ -606,8 +621,9 @@ def on_files(files, config, **_):
     (STAGE / "course").mkdir(parents=True)
     for p in _COURSE["notebooks"]:
         nb = json.loads(_relative_paths(p.read_text(encoding="utf-8")))
+        in_box = _this_run_box(nb, _run_facts(p))
         nb["cells"].insert(1 if nb["cells"] and nb["cells"][0].get("cell_type") == "markdown" else 0,
-                           {"cell_type": "markdown", "metadata": {}, "source": _lesson_header(p)})
+                           {"cell_type": "markdown", "metadata": {}, "source": _lesson_header(p, not in_box)})
         (STAGE / "course" / p.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
         files.append(File(f"course/{p.name}", str(STAGE), config["site_dir"], config["use_directory_urls"]))
     for p in sorted(FIGURES.glob("*.png")):

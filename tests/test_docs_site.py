@@ -272,6 +272,13 @@ def test_the_course_shows_the_most_informative_llm_judge_run_by_its_stated_rule(
     facts = hooks._run_facts(base / "embedded-logprobs" / "02_judge.ipynb")
     assert facts == ("1 item scored (56 score rows); 0 finite intervals in its tables (too few items for one: its "
                      "intervals are shown as —); 153 s to execute when it ran"), facts
+    # the lesson page's opening box says what this run holds and took, not the notebook's typed defaults
+    box = {"cells": [{"cell_type": "markdown", "source": "# 02 · Judge\n\n> **It needs** 01.  \n> **At its defaults "
+                      "it takes** about 2 minutes (its 112 judge calls, 2 items; 128 s wall).\n\nText."}]}
+    assert hooks._this_run_box(box, facts)
+    assert box["cells"][0]["source"] == ("# 02 · Judge\n\n> **It needs** 01.  \n> **The run on this page** "
+                                         + facts + ".\n\nText.")
+    assert "112" not in box["cells"][0]["source"] and not hooks._this_run_box(box, facts)
     monkeypatch.setitem(hooks._COURSE, "notebooks", [base / "embedded-logprobs" / "02_judge.ipynb"])
     assert "most items behind a finite interval" in hooks.PICK_RULE and hooks.PICK_RULE in hooks.course()
     (tmp_path / "build" / "executed").mkdir(parents=True)
