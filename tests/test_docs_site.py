@@ -360,8 +360,10 @@ def chromium():
 def test_browser_check_sees_a_broken_figure(tmp_path):
     check_site = _check_site()
     shutil.copy(next((ROOT / "figures").glob("*.png")), tmp_path / "ok.png")
-    (tmp_path / "index.html").write_text('<html><head><title>t</title></head><body><img src="ok.png" width="100"></body></html>')
-    (tmp_path / "broken.html").write_text('<html><body><img src="ok.png" width="100"><img src="gone.png"></body></html>')
+    # shown at the page's width: legible (a figure shrunk to 100 px would fail the label check)
+    img = '<img src="ok.png" style="max-width:100%">'
+    (tmp_path / "index.html").write_text(f'<html><head><title>t</title></head><body>{img}</body></html>')
+    (tmp_path / "broken.html").write_text(f'<html><body>{img}<img src="gone.png"></body></html>')
     assert check_site.check(tmp_path, ["index.html"]) == []
     assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: /gone.png is missing (404)",
                                                            "broken.html: image gone.png did not load"]
