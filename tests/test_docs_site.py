@@ -193,6 +193,17 @@ def test_make_docs_fails_on_a_dead_link_inside_a_lesson_and_downloads_the_lesson
     assert ["".join(c["source"]) for c in got["cells"]] == [c["source"] for c in nb.cells]  # no header cell
     script = (site / "course" / "download" / "99_lesson.ipynb.js").read_text(encoding="utf-8")
     assert json.loads(json.loads(script.removeprefix("window.DHP_NOTEBOOK = ").rstrip(";\n"))) == got
+    if shutil.which("chromium"):  # from file://: the click saves the notebook through a Blob (a download), not JSON
+        probe = ("<script>window.addEventListener('load', function () { var click = HTMLAnchorElement.prototype.click;"
+                 "HTMLAnchorElement.prototype.click = function () { var a = this; if (a.href.indexOf('blob:') !== 0) "
+                 "return click.call(this); var x = new XMLHttpRequest(); x.open('GET', a.href); x.onload = function () {"
+                 "document.body.insertAdjacentHTML('beforeend', '<pre id=dbg>' + JSON.stringify([a.download, "
+                 "JSON.parse(x.responseText).cells.length]) + '</pre>'); }; x.send(); };"
+                 "document.querySelector('a.dhp-download').click(); });</script>")
+        (site / "course" / "probe.html").write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+        out = subprocess.run([_check_site().chromium(), *_check_site().FLAGS, "--dump-dom",
+                              (site / "course" / "probe.html").as_uri()], capture_output=True, text=True, timeout=180)
+        assert '<pre id="dbg">["99_lesson.ipynb",2]</pre>' in out.stdout, out.stdout[-500:]
     # the control: a dead link in the lesson fails the build, naming the lesson and the link
     nb.cells[0].source += " Then [the next step](../no-such-page.md)."
     nbformat.write(nb, lessons / "99_lesson.ipynb")
