@@ -108,14 +108,45 @@ def count(file: str, **where) -> str:
     return f"{len(_select(_read(file), file, where)):,}"
 
 
+TOO_FEW = re.compile(r"^too few units \((\d+) of (\d+)\)$")
+TOO_FEW_COMMON = re.compile(r"^too few common units \((\d+)\)$")
+
+
+def status_text(status, units: str = "units") -> str:
+    """A leaderboard row's ``status`` in words a reader follows: "too few units (3 of 100)" says the judge was
+    scored on 3 of the 100 ``units`` the best-covered judge of the view has, and what a judge needs to be compared
+    (dhp.analysis.leaderboard: at least MIN_UNITS units and the run's min_coverage share of the best judge's)."""
+    from dhp.analysis.leaderboard import MIN_UNITS
+
+    if not isinstance(status, str):
+        return _fmt(status)
+    m = TOO_FEW.match(status)
+    if m:
+        have, best = int(m.group(1)), int(m.group(2))
+        if best < MIN_UNITS:
+            return (f"not compared: the best-covered judge has {best} {units}, fewer than the {MIN_UNITS} a paired "
+                    f"comparison needs (this judge: {have})")
+        return (f"left out: scored on {have} of the {best} {units} the best-covered judge has (a judge needs at "
+                f"least {MIN_UNITS} and the run's minimum share of them); its own numbers are on its report card")
+    m = TOO_FEW_COMMON.match(status)
+    if m:
+        return (f"not compared: the judges share only {m.group(1)} {units}, fewer than the {MIN_UNITS} a paired "
+                "comparison needs")
+    return status
+
+
 def table(file: str, columns: list, where: dict | None = None, rename: dict | None = None, digits: int = 2,
           ci: dict | None = None, sort: list | None = None, ascending: bool = True, limit: int | None = None,
-          join: dict | None = None) -> str:
+          join: dict | None = None, units: str | None = None, notes: dict | None = None,
+          blank: dict | None = None) -> str:
     """A Markdown table of the rows of ``results/<file>`` matching ``where``.
 
     ``ci={"value": ["lo", "hi"]}`` writes a column as "value (lo–hi)"; ``rename`` gives a column its header.
     ``join={"file": F, "on": [...], "column": C}`` adds column C of ``results/F`` (its largest value per ``on``
     key): e.g. the number of items a judge's row was measured on, so the page labels its unit set in place.
+    ``units="items"`` writes a leaderboard ``status`` in words (``status_text``). ``notes={"column": "text"}``
+    puts a short reason beside a cell that is missing (—) or an interval of zero width, so a reader sees why;
+    ``blank={"column": "text"}`` shows ``text`` instead of a missing cell (a note column that is empty).
     """
     df = _select(_read(file), file, where or {})
     if join:
@@ -142,10 +173,20 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
         cells = []
         for c in columns:
             text = _fmt(r[c], digits, integer[c])
+            if c == "status" and units:
+                text = status_text(r[c], units)
             if ci and c in ci:
                 lo, hi = (r[x] for x in ci[c])
                 if not (pd.isna(lo) or pd.isna(hi)):
                     text += f" ({_fmt(lo, digits)}–{_fmt(hi, digits)})"
+                    if float(hi) == float(lo) and notes and c in notes:
+                        text += f" {notes[c]}"
+                elif notes and c in notes and not pd.isna(r[c]):
+                    text += f" {notes[c]}"
+            if notes and c in notes and text == "—":
+                text += f" {notes[c]}"
+            if blank and c in blank and text == "—":
+                text = blank[c]
             cells.append(text.replace("|", "\\|"))
         rows.append("| " + " | ".join(cells) + " |")
     align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in columns]
@@ -175,13 +216,26 @@ def cli_commands() -> str:
     return "\n".join([md_text(lines[0]), "", "```text", *usage, "```", "", md_text("\n".join(prose).strip())])
 
 
+def default_text(field) -> str:
+    """A parameter's default as the reference shows it: "(required)" only where pydantic requires a value; a
+    ``default_factory``'s value (an empty list, a mapping) is its default, computed, not a requirement."""
+    if field.is_required():
+        return "(required)"
+    if field.default_factory is not None:
+        try:
+            return f"`{field.default_factory()!r}`"
+        except TypeError:  # a factory that takes the validated data: no value to show before validation
+            return "(computed)"
+    return f"`{field.default!r}`"
+
+
 def _model_table(model, flags: bool) -> str:
     from dhp.config import describe
 
     lines = ["| " + ("option" if flags else "key") + " | type | default | meaning |", "|---|---|---|---|"]
     for name, kind, default, help_text in describe(model):
         key = f"`--{name.replace('_', '-')}`" if flags else f"`{name}`"
-        default = "(required)" if repr(default) == "PydanticUndefined" else f"`{default!r}`"
+        default = default_text(model.model_fields[name])
         kind = str(kind).replace(" | ", " or ").replace("|", " or ")  # a \| inside `code` shows its backslash
         lines.append(f"| {key} | `{kind}` | {default.replace('|', chr(92) + '|')} | "
                      f"{md_text(help_text).replace('|', chr(92) + '|')} |")
@@ -198,13 +252,13 @@ def config_reference() -> str:
     shared = set(RunParams.model_fields)
     out = ["## Commands", "", cli_commands(), "",
            "## Options every method shares (`RunParams`)", "",
-           "`python -m dhp run --method NAME` takes these, and a grid's `params:` sets them for every method.", "",
+           "`dhp run --method NAME` takes these, and a grid's `params:` sets them for every method.", "",
            _model_table(RunParams, flags=True), ""]
     for m in all_methods():
         own = [n for n in m.Params.model_fields if n not in shared]
         out += [f"## `{m.name}` — {m.title}", "",
                 f"Paper: {m.paper}. Modes: {', '.join(f'`{x}`' for x in m.modes)}. "
-                f"Its own options (`python -m dhp run --method {m.name} --help`; a grid's "
+                f"Its own options (`dhp run --method {m.name} --help`; a grid's "
                 f"`method_params: {{{m.name}: {{...}}}}`):", ""]
         if own:
             sub = m.Params.model_fields
@@ -213,7 +267,7 @@ def config_reference() -> str:
             out += ["\n".join(keep), ""]
         else:
             out += ["(none beyond the shared options)", ""]
-    out += ["## `python -m dhp leaderboard` (`LeaderboardParams`)", "",
+    out += ["## `dhp leaderboard` (`LeaderboardParams`)", "",
             "A grid's `leaderboard:` mapping takes the same keys (except `run_dir` and `figures_dir`, set by the grid).",
             "", _model_table(LeaderboardParams, flags=True), "",
             "## Grid file keys (`python -m dhp.grid FILE.yaml`, `GridParams`)", "",
@@ -242,17 +296,62 @@ def _notebook_intro(path: Path) -> tuple[str, str]:
     return path.stem, ""
 
 
-#: the judge folder a lesson about an LLM judge is shown from (make demo's SmolLM2 asked for a score): the course
-#: teaches the LLM judge, so a baseline's run (no tokens, "not run in metric mode") is never its page
-PREFERRED_RUN = "embedded-logprobs"
+#: The rule that picks, among make demo's copies of a lesson under runs/ (one per judge x mode), the one its page
+#: shows: the most informative LLM-judge run. Stated on the course page (``course()``) and tested.
+PICK_RULE = ("an LLM judge's run before a baseline's (the course teaches the LLM judge); then the run with the most "
+             "items behind a finite interval (an interval whose ends are numbers and differ, in any of its tables); "
+             "then the one with the most finite intervals; then the most items scored; then the most score rows (more "
+             "aspects or variants rated); ties broken by the folder's name")
+#: the columns that count a table row's items, first found wins
+_ITEM_COUNTS = ("n_items", "n_docs", "n_targets", "n_pairs", "n_texts", "n")
+
+
+def run_evidence(folder: Path) -> dict:
+    """What a run folder's own tables show: ``items`` (the most items behind one finite interval), ``intervals``
+    (how many finite intervals), ``score_rows`` (rows of its score/verdict tables, ``*scores*``/``*verdicts*``
+    parquet files) and ``item_ids`` (distinct items its score rows cover). Read from the files, never typed."""
+    items = intervals = score_rows = 0
+    ids: set = set()
+    for csv in sorted(folder.glob("*.csv")):
+        try:
+            df = pd.read_csv(csv)
+        except (OSError, ValueError):
+            continue
+        count = next((c for c in _ITEM_COUNTS if c in df.columns), None)
+        # an interval's two columns in a method's tables: X_lo/X_hi or lo/hi
+        for lo in [c for c in df.columns if c == "lo" or c.endswith("_lo")]:
+            hi = lo[:-2] + "hi"
+            if hi not in df.columns:
+                continue
+            a, b = pd.to_numeric(df[lo], errors="coerce"), pd.to_numeric(df[hi], errors="coerce")
+            ok = a.notna() & b.notna() & (b > a) & a.abs().ne(float("inf")) & b.abs().ne(float("inf"))
+            intervals += int(ok.sum())
+            if ok.any() and count:
+                items = max(items, int(pd.to_numeric(df.loc[ok, count], errors="coerce").fillna(0).max()))
+    for pq in sorted(folder.glob("*.parquet")):
+        if not re.search(r"scores|verdicts", pq.name):
+            continue
+        try:
+            df = pd.read_parquet(pq)
+        except (OSError, ValueError, ImportError):
+            continue
+        score_rows += len(df)
+        for c in ("item_id", "pair_id", "source_id", "target_id"):
+            if c in df.columns:
+                ids |= set(df[c].astype(str))
+                break
+    return {"items": items, "intervals": intervals, "score_rows": score_rows, "item_ids": len(ids)}
 
 
 def _rank(path: Path) -> tuple:
-    """Sort key of a notebook copy under runs/: the preferred judge folder first, then any LLM judge's, a baseline's
-    last; then by path, so the choice never depends on which file was written last."""
+    """Sort key of a notebook copy under runs/ (smallest first), PICK_RULE: an LLM judge's run before a baseline's,
+    then the most items behind a finite interval, the most finite intervals, the most items scored, the most score
+    rows; then by path, so
+    the choice never depends on which file was written last, nor on a judge's name."""
     parts = path.relative_to(ROOT).parts
-    folder = path.parent.name
-    return (folder != PREFERRED_RUN, any(p.startswith("baseline") for p in parts), "likelihood" in folder,
+    ev = run_evidence(path.parent)
+    return (any(p.startswith("baseline") for p in parts), -ev["items"], -ev["intervals"], -ev["item_ids"],
+            -ev["score_rows"],
             len(parts), path.as_posix())
 
 
@@ -265,10 +364,12 @@ def course_sources() -> dict[str, Path]:
         return {p.name: p for p in sorted(Path(chosen).resolve().glob("[0-9][0-9]_*.ipynb"))}
     out: dict[str, Path] = {}
     runs = ROOT / "runs"
+    ranks: dict[Path, tuple] = {}
     for p in sorted(runs.rglob("[0-9][0-9]_*.ipynb") if runs.is_dir() else []):
         if ".ipynb_checkpoints" in p.parts:
             continue
-        if p.name not in out or _rank(p) < _rank(out[p.name]):
+        ranks[p] = _rank(p)
+        if p.name not in out or ranks[p] < ranks[out[p.name]]:
             out[p.name] = p
     for p in sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb")) if EXECUTED.is_dir() else []:
         out[p.name] = p  # the notebook check's run: the one `make test` checked
@@ -308,10 +409,12 @@ def course() -> str:
     if executed:
         note = ("Each lesson page is one executed copy of its notebook, with its outputs (figures, tables and the "
                 "assert cells that check them): the notebook check's (`build/executed/`, `make test`) where it ran, "
-                "else `make demo`'s run with the SmolLM2 judge asked for a score (`embedded-logprobs`) where the "
-                "lesson is about a judge, else the copy `make docs` executed at the notebook's defaults. The top of "
-                "each page names its copy. The timings are each notebook's cost at its defaults, measured on the "
-                "project's 2-core x86-64 development machine (AMD EPYC, 2 vCPUs).")
+                "else one of `make demo`'s runs (`runs/`), else the copy `make docs` executed at the notebook's "
+                "defaults. Where the demo ran a lesson for several judges, the page shows the most informative "
+                f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds (judge, "
+                "items, score rows, time), read from that run's own files. The column *at its defaults it takes* "
+                "is each notebook's cost at its defaults, as the notebook states it (measured on the project's "
+                "2-core x86-64 development machine), not the run shown.")
     else:
         note = ("!!! note \"No executed notebooks in this build\"\n    This site was built without executed "
                 "notebooks, so the course lists them without their pages. `make test` executes every notebook "
@@ -413,23 +516,103 @@ def _relative_paths(text: str) -> str:
 
 def _page_title(src: str) -> str:
     """A Markdown page's title (its first heading, code marks dropped)."""
-    first = (ROOT / "docs" / src).read_text(encoding="utf-8").lstrip().splitlines()[0]
-    return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ").replace("`", "")).strip()
+    text = (ROOT / "docs" / src).read_text(encoding="utf-8").lstrip()
+    if text.startswith("---"):  # YAML front matter (a search boost) before the title
+        text = text.split("\n---", 2)[-1] if text.count("\n---") else text
+    first = next(ln for ln in text.splitlines() if ln.startswith("#"))
+    return re.sub(r"\s*\(`[^`]*`\)", "", first.lstrip("# ")).replace("`", "").strip()
 
 
-def _lesson_header(path: Path) -> str:
-    """The Markdown cell each lesson page opens with: which run it shows and where to download the notebook."""
+def _run_facts(path: Path) -> str:
+    """What the run a lesson page shows holds, read from its own files: the items and score rows of its tables, its
+    finite intervals and its wall time (papermill's record in the notebook, or the notebook check's,
+    scripts/keep_executed.py). Empty where the copy's folder holds no tables and no time was recorded."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    except (OSError, ValueError):
+        meta = {}
+    seconds = (meta.get("papermill") or {}).get("duration") or (meta.get("dhp") or {}).get("wall_seconds")
+    facts = []
+    folder = path.parent
+    if any(folder.glob("*.csv")) or any(folder.glob("*.parquet")):
+        ev = run_evidence(folder)
+        if ev["item_ids"]:
+            facts.append(f"{ev['item_ids']:,} item{'s' if ev['item_ids'] != 1 else ''} scored "
+                         f"({ev['score_rows']:,} score rows)")
+        facts.append(f"{ev['intervals']:,} finite interval{'s' if ev['intervals'] != 1 else ''} in its tables"
+                     + (f", on up to {ev['items']:,} items each" if ev["items"] else
+                        " (too few items for one: its intervals are shown as —)"))
+    if seconds:
+        facts.append(f"{float(seconds):,.0f} s to execute when it ran")
+    return "; ".join(facts)
+
+
+#: the folder (under course/) of the notebooks the download buttons give: each lesson as executed, without the
+#: site's header cell; beside each a script defining it, so the button downloads from a page opened from disk too
+DOWNLOADS = "download"
+
+
+def _lesson_header(path: Path, facts: bool = True) -> str:
+    """The Markdown cell each lesson page opens with: which run it shows (with what it holds, read from it) and
+    the download of the notebook (the lesson as executed, without this header: ``on_post_build`` writes it)."""
     try:
         where = path.relative_to(ROOT).as_posix()
     except ValueError:
         where = path.name
     pages = LESSON_PAGES.get(path.name[:2], [])
     about = ", ".join(f'<a href="../{p.removesuffix(".md")}.html">{html.escape(_page_title(p))}</a>' for p in pages)
+    facts = _run_facts(path) if facts else ""
     # raw HTML: a notebook's Markdown cells are rendered by nbconvert, without the site's Markdown extensions
-    return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "") + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary" href="{path.name}" download>'
+    return ((f'<p class="dhp-lesson-source">The method behind this lesson: {about}.</p>' if about else "")
+            + f'<p class="dhp-lesson-source"><a class="md-button md-button--primary dhp-download" '
+            f'href="{DOWNLOADS}/{path.name}" download="{path.name}" data-script="{DOWNLOADS}/{path.name}.js">'
             f"Download this notebook</a> <small>the executed copy shown on this page, from <code>{html.escape(where)}"
-            f"</code>; without outputs it is <code>notebooks/{path.name}</code> (open it with <code>make lab</code>)."
-            "</small></p>")
+            f"</code>" + (f" ({html.escape(facts)})" if facts else "") + f"; without outputs it is "
+            f"<code>notebooks/{path.name}</code> (open it with <code>make lab</code>).</small></p>")
+
+
+_DEFAULTS_LINE = re.compile(r"^>\s*\*\*At its defaults it takes\*\*.*$", re.M)
+
+
+def _this_run_box(nb: dict, facts: str) -> bool:
+    """On a lesson page, the opening box's cost line (measured at the notebook's defaults, typed in the notebook)
+    becomes what the run shown holds and took, read from it (``_run_facts``): the page describes the run it shows.
+    The course page keeps the defaults' line; the downloaded notebook is unchanged."""
+    if not facts or not nb.get("cells") or nb["cells"][0].get("cell_type") != "markdown":
+        return False
+    text = "".join(nb["cells"][0].get("source", ""))
+    new = _DEFAULTS_LINE.sub(lambda m: "> **The run on this page** " + facts + ".", text, count=1)
+    nb["cells"][0]["source"] = new
+    return new != text
+
+
+#: every relative link in a lesson's Markdown cells must name a file of the site (the strict build's rule for pages)
+LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|href=[\"']([^\"']+)[\"']")
+
+
+def lesson_links(nb: dict) -> list[str]:
+    """The relative link targets of a notebook's Markdown cells (web, mail and in-page links aside)."""
+    out = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = re.sub(r"```.*?```|`[^`]*`", "", "".join(cell.get("source", "")), flags=re.S)  # code is no link
+        for a, b in LINK.findall(text):
+            target = (a or b).split("#")[0].split("?")[0]
+            if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) and not target.startswith("/"):
+                out.append(target)
+    return out
+
+
+def dead_lesson_links(nb: dict, name: str, known: set[str]) -> list[str]:
+    """Links of lesson ``name`` (course/NAME) that resolve to no file of the site: ``known`` holds the site's source
+    paths (docs/, the staged course) and their output paths (.md as .html)."""
+    dead = []
+    for target in lesson_links(nb):
+        resolved = os.path.normpath(os.path.join("course", target)).replace(os.sep, "/")
+        if resolved not in known:
+            dead.append(f"course/{name}: the link '{target}' names no page or file of the site")
+    return dead
 
 
 @event_priority(100)  # before mkdocs-jupyter's on_files, so the notebooks added here become its pages
@@ -438,16 +621,95 @@ def on_files(files, config, **_):
     (STAGE / "course").mkdir(parents=True)
     for p in _COURSE["notebooks"]:
         nb = json.loads(_relative_paths(p.read_text(encoding="utf-8")))
+        in_box = _this_run_box(nb, _run_facts(p))
         nb["cells"].insert(1 if nb["cells"] and nb["cells"][0].get("cell_type") == "markdown" else 0,
-                           {"cell_type": "markdown", "metadata": {}, "source": _lesson_header(p)})
+                           {"cell_type": "markdown", "metadata": {}, "source": _lesson_header(p, not in_box)})
         (STAGE / "course" / p.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
         files.append(File(f"course/{p.name}", str(STAGE), config["site_dir"], config["use_directory_urls"]))
     for p in sorted(FIGURES.glob("*.png")):
         files.append(File.generated(config, f"figures/{p.name}", abs_src_path=str(p)))
+    # the strict build checks the links of Markdown pages; a lesson's cells are rendered by nbconvert, unchecked:
+    # a dead link there fails the build here (strict or not)
+    known = {f.src_uri for f in files} | {f.dest_uri for f in files}
+    dead = [d for p in _COURSE["notebooks"]
+            for d in dead_lesson_links(json.loads(p.read_text(encoding="utf-8")), p.name, known)]
+    if dead:
+        raise PluginError("dead link(s) in the course's lessons (fix the notebook's Markdown cell):\n  "
+                          + "\n  ".join(dead))
     return files
 
 
+#: the download button from a page opened from disk: Chromium ignores ``download`` on a file:// link and shows the
+#: JSON; the page loads the notebook's script (a <script> loads from disk) and saves it as a file (a Blob)
+DOWNLOAD_JS = """<script>
+document.addEventListener("click", function (e) {
+  var a = e.target.closest && e.target.closest("a.dhp-download");
+  if (!a || location.protocol !== "file:") return;
+  e.preventDefault();
+  var save = function () {
+    var url = URL.createObjectURL(new Blob([window.DHP_NOTEBOOK], {type: "application/x-ipynb+json"}));
+    var link = document.createElement("a");
+    link.href = url; link.download = a.getAttribute("download"); document.body.appendChild(link); link.click();
+    setTimeout(function () { URL.revokeObjectURL(url); link.remove(); }, 1000);
+  };
+  if (window.DHP_NOTEBOOK) return save();
+  var s = document.createElement("script");
+  s.src = a.getAttribute("data-script"); s.onload = save; document.head.appendChild(s);
+});
+</script>
+"""
+
+
+def download_copy(path: Path) -> str:
+    """The notebook a lesson's download button gives: the executed copy with the build machine's paths made
+    relative, without the site's header cell (the staged page's copy has it)."""
+    return json.dumps(json.loads(_relative_paths(path.read_text(encoding="utf-8"))), indent=1, ensure_ascii=False)
+
+
+#: a formula in a search snippet: $D$ -> D, $\\log_{0.05} p$ -> log_0.05 p (the snippets are plain text; MathJax
+#: does not run there)
+_MATH = re.compile(r"\$\$?([^$]{1,200}?)\$\$?")
+
+
+def plain_formula(tex: str) -> str:
+    """A TeX formula as plain text for a search snippet: commands lose their backslash, braces go."""
+    text = re.sub(r"\\(?:mathrm|text|mathbf|mathit|operatorname)\s*", "", tex)
+    text = re.sub(r"\\([A-Za-z]+)", r"\1", text).replace("{", "").replace("}", "")
+    return re.sub(r"\s+", " ", text.replace("\\", "")).strip()
+
+
+def plain_search_text(text: str) -> str:
+    """A page's search text with its $...$ formulas as plain text."""
+    return _MATH.sub(lambda m: plain_formula(m.group(1)), text)
+
+
+def _search_index(site: Path) -> None:
+    """The search index (search_index.json, or the offline plugin's search_index.js) with formulas as plain text."""
+    for path in (site / "search" / "search_index.json", site / "search" / "search_index.js"):
+        if not path.is_file():
+            continue
+        raw = path.read_text(encoding="utf-8")
+        prefix = raw[:raw.index("{")]
+        suffix = raw[raw.rindex("}") + 1:]
+        index = json.loads(raw[len(prefix):len(raw) - len(suffix)])
+        for doc in index.get("docs", []):
+            doc["text"] = plain_search_text(doc.get("text", ""))
+            doc["title"] = plain_search_text(doc.get("title", ""))
+        path.write_text(prefix + json.dumps(index, ensure_ascii=False, separators=(",", ":")) + suffix,
+                        encoding="utf-8")
+
+
+@event_priority(-100)  # after the search and offline plugins have written the index
 def on_post_build(config, **_):
+    _search_index(Path(config["site_dir"]))
+    out = Path(config["site_dir"]) / "course" / DOWNLOADS
+    shutil.rmtree(out, ignore_errors=True)
+    if _COURSE["notebooks"]:
+        out.mkdir(parents=True)
+    for p in _COURSE["notebooks"]:
+        text = download_copy(p)
+        (out / p.name).write_text(text, encoding="utf-8")
+        (out / f"{p.name}.js").write_text(f"window.DHP_NOTEBOOK = {json.dumps(text)};\n", encoding="utf-8")
     # mkdocs-jupyter's own default URL is empty (no formula would render); a CDN would fail offline
     static = Path(jupyter_server_mathjax.__file__).parent / "static"
     dest = Path(config["site_dir"]) / "assets" / "mathjax"
@@ -489,6 +751,9 @@ def trim_long_tables(output: str) -> str:
 def on_post_page(output, page, config, **_):
     if page.file.src_uri.endswith(".ipynb"):
         output = trim_long_tables(output)
+        # a lesson's link to a Markdown page (checked by on_files) goes to its HTML page, as on the Markdown pages
+        output = re.sub(r'(<a href="(?![a-z]+:)[^"#]*?)\.md([#"])', r"\1.html\2", output)
+        output = output.replace("</body>", DOWNLOAD_JS + "</body>", 1)
         m = NOTEBOOK_MATHJAX.search(output)
         if m:
             output = output[:m.start()] + "<script>window.MathJax = {" + FONTS + "};</script>" + output[m.start():]

@@ -9,6 +9,12 @@ Every HTML page of the site is checked (or the PAGEs given, relative to the site
 - MathJax typesets every formula of a page that has some (no formula left as raw ``$...$`` or ``\\(...\\)``, no
   MathJax error) — the site's own copy of MathJax, served with the STIX-Web fonts it carries;
 - at 390 px the page does not scroll sideways (wide tables and code scroll inside their own boxes);
+- at 1280 px no table is cut off: a table wider than its box sits in a box that scrolls (``overflow-x: auto``) and
+  shows it (the site's docs/assets/javascripts/dhp.js marks such a box ``dhp-scrolls``: a visible scrollbar, a
+  shadow, a hint); a table cut by a box that hides its overflow, or wider than the window, fails;
+- at 1280 px every figure's smallest label renders at 9 px or more: the label's size in the PNG's pixels (the
+  ``dhp:min_font_px`` text chunk dhp.plots.save writes; without it the smallest font dhp/plots asks for, 6 pt, at
+  the PNG's dpi) times the width the image is shown at over its natural width;
 - the HTML holds no absolute path of the build machine (the project folder, the home folder, a temporary folder).
 
 The site is served on 127.0.0.1 (a free port) from a thread of this script, which records every 404 by the page being
@@ -66,12 +72,37 @@ function probe(frame, key) {{
       if (p.closest("pre, code, script, style, textarea, .MathJax, .MathJax_Preview, .MathJax_Display")) continue;
       if (/\\$[^$\\s][^$]*\\$|\\\\\\(.+?\\\\\\)/.test(n.nodeValue)) raw++;
     }}
-    found[key] = {{title: doc.title, mathjax: wants ? (win.MathJax && win.MathJax.version) || null : "not used",
+    // tables: one cut off (wider than a box that hides its overflow, or than the window with no box that scrolls),
+    // or scrolling inside a box that shows no sign of it (the site's dhp.js marks such a box dhp-scrolls)
+    var tables = [];
+    Array.prototype.forEach.call(doc.querySelectorAll("table"), function (t) {{
+      if (!t.offsetWidth || t.closest("details:not([open]), .MathJax, .MathJax_Display")) return;
+      var tr = t.getBoundingClientRect(), label = (t.textContent || "").trim().replace(/\\s+/g, " ").slice(0, 60);
+      for (var el = t; el && el !== doc.body && el !== doc.documentElement; el = el.parentElement) {{
+        var cs = win.getComputedStyle(el), ox = cs.overflowX;
+        if (cs.display === "table") continue;  // a table box does not clip or scroll, whatever its overflow says
+        // a box that scrolls but holds the table whole is no answer: the box itself may be cut further up
+        if ((ox === "auto" || ox === "scroll") && el.scrollWidth > el.clientWidth + 1) {{
+          if (!el.classList.contains("dhp-scrolls"))
+            tables.push({{kind: "hidden_scroll", px: el.scrollWidth - el.clientWidth, text: label}});
+          return;
+        }}
+        if (ox === "auto" || ox === "scroll") tr = el.getBoundingClientRect();
+        if (ox === "hidden" || ox === "clip") {{
+          var r = el.getBoundingClientRect();
+          if (tr.right > r.right + 1 || tr.left < r.left - 1)
+            tables.push({{kind: "clipped", px: Math.round(Math.max(tr.right - r.right, r.left - tr.left)), text: label}});
+          return;
+        }}
+      }}
+      if (tr.right > win.innerWidth + 1) tables.push({{kind: "clipped", px: Math.round(tr.right - win.innerWidth), text: label}});
+    }});
+    found[key] = {{title: doc.title, tables: tables, mathjax: wants ? (win.MathJax && win.MathJax.version) || null : "not used",
       typeset_done: done, formulas: doc.querySelectorAll(".MathJax, .MathJax_Display, .MathJax_SVG").length,
       errors: doc.querySelectorAll(".MathJax_Error, merror, .mjx-merror").length, raw_math: raw,
       scroll_width: doc.documentElement.scrollWidth, width: win.innerWidth,
       images: imgs.map(function (i) {{ return {{src: (i.getAttribute("src") || "").slice(0, 120),
-                                                width: i.naturalWidth}}; }})}};
+                                                width: i.naturalWidth, shown: i.getBoundingClientRect().width}}; }})}};
     if (--waiting === 0) document.getElementById("result").textContent = JSON.stringify(found);
   }})();
 }}
@@ -79,6 +110,85 @@ function probe(frame, key) {{
   document.getElementById(key).addEventListener("load", function () {{ probe(this, key); }});
 }});
 </script></body></html>"""
+
+
+#: The smallest label a figure may show on a page at 1280 px, in CSS pixels.
+MIN_LABEL_PX = 9.0
+#: The PNG text chunk where dhp.plots.save writes a figure's smallest font in the PNG's own pixels (points x dpi / 72).
+MIN_FONT_KEY = "dhp:min_font_px"
+#: Without that chunk, the smallest font size any dhp/plots module asks for (decomposition's bar labels: 6 pt), at the
+#: PNG's dpi (its pHYs chunk, else dhp.plots.save.DPI = 150): a figure could hold a label that small.
+FALLBACK_FONT_PT, FALLBACK_DPI = 6.0, 150.0
+
+
+def png_font_px(data: bytes) -> tuple[float, int] | None:
+    """(smallest font in the PNG's pixels, PNG width) of a PNG's bytes; None when they are no PNG. The font is the
+    ``dhp:min_font_px`` text chunk, else FALLBACK_FONT_PT at the PNG's dpi."""
+    import struct
+    import zlib
+
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    pos, width, dpi, font = 8, 0, FALLBACK_DPI, None
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width = struct.unpack(">I", body[:4])[0]
+        elif kind == b"pHYs" and body[8:9] == b"\x01":  # pixels per metre
+            dpi = round(struct.unpack(">I", body[:4])[0] * 0.0254)  # stored as whole pixels per metre
+        elif kind in (b"tEXt", b"zTXt", b"iTXt"):
+            key, _, value = body.partition(b"\x00")
+            if key.decode("latin-1") == MIN_FONT_KEY:
+                if kind == b"zTXt":
+                    value = zlib.decompress(value[1:])
+                elif kind == b"iTXt":
+                    value = value[2:].split(b"\x00", 2)[-1]
+                try:
+                    font = float(value.decode("utf-8"))
+                except ValueError:
+                    pass
+        elif kind == b"IEND":
+            break
+        pos += 12 + length
+    if font is None or font != font:  # no chunk, or NaN (a figure without text): assume the smallest font
+        font = FALLBACK_FONT_PT * dpi / 72
+    return font, width
+
+
+def _image_bytes(src: str, page: str, site: Path) -> bytes | None:
+    import base64
+    import urllib.parse
+
+    if src.startswith("data:image/png;base64,"):
+        return base64.b64decode(src.split(",", 1)[1])
+    if re.match(r"^[a-z]+:", src) or not src:
+        return None
+    path = (site / page).parent / urllib.parse.unquote(src.split("#")[0].split("?")[0])
+    return path.read_bytes() if path.is_file() else None
+
+
+def small_figures(page: str, text: str, site: Path, images: list[dict], width: int) -> list[str]:
+    """Figures whose smallest label renders under MIN_LABEL_PX: its font in the PNG's pixels x shown width / PNG
+    width. ``images`` are the browser's (document order, with naturalWidth and shown width); the page's <img> tags
+    are matched to them by order (and their PNG width checked against naturalWidth)."""
+    srcs = re.findall(r"<img\b[^>]*?\ssrc=[\"']([^\"']+)[\"']", text)
+    out = []
+    if len(srcs) != len(images):
+        return out  # an image added by a script: the order is not known
+    for src, img in zip(srcs, images):
+        if not img["shown"] or not img["width"]:
+            continue
+        data = _image_bytes(html.unescape(src), page, site)
+        got = png_font_px(data) if data else None
+        if not got or got[1] != img["width"]:
+            continue
+        label = got[0] * img["shown"] / got[1]
+        if label < MIN_LABEL_PX - 1e-6:
+            name = src if not src.startswith("data:") else "an inline figure"
+            out.append(f"{page}: {name[:80]} is shown at {img['shown']:.0f} of its {got[1]} px at {width} px: its "
+                       f"smallest label renders at {label:.1f} px (under {MIN_LABEL_PX:g})")
+    return out
 
 
 def chromium() -> str:
@@ -166,6 +276,13 @@ def check(site: Path, pages, formula_pages=(), forbidden=None) -> list[str]:
                       f"MathJax {wide['mathjax']}, {wide['formulas']} formulas typeset; "
                       f"{narrow['scroll_width']} px wide at {narrow['width']} px")
                 problems += [f"{page}: image {src} did not load" for src in broken]
+                for t in wide["tables"]:
+                    problems.append(f"{page}: a table is cut off by {t['px']} px at {wide['width']} px (no box that "
+                                    f"scrolls): {t['text']!r}" if t["kind"] == "clipped" else
+                                    f"{page}: a table scrolls {t['px']} px sideways at {wide['width']} px with no "
+                                    f"visible sign (no dhp-scrolls mark): {t['text']!r}")
+                problems += small_figures(page, path.read_text(encoding="utf-8", errors="replace"), site, images,
+                                          wide["width"])
                 if page in formula_pages and not wide["formulas"]:
                     problems.append(f"{page}: no formula was typeset (MathJax {wide['mathjax']}: is "
                                     "site/assets/mathjax/ there? docs/hooks.py copies it)")

@@ -143,14 +143,15 @@ def _site_tree(tmp_path: Path) -> Path:
     return tree
 
 
-def _make_docs(tree: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """The Makefile's `docs` recipe's mkdocs command, run on ``tree`` (the course without executed notebooks)."""
+def _make_docs(tree: Path, tmp_path: Path, notebooks: Path | None = None) -> subprocess.CompletedProcess:
+    """The Makefile's `docs` recipe's mkdocs command, run on ``tree`` (the course without executed notebooks, or
+    with the executed copies in ``notebooks``)."""
     recipe = re.search(r"^docs:.*?\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
     line = next(ln.strip() for ln in recipe.splitlines() if "mkdocs build" in ln)
     command = line.replace("$(BIN)/", str(Path(sys.executable).parent) + "/") + f" -d {tmp_path / 'site'}"
     empty = tmp_path / "no-notebooks"
     empty.mkdir(exist_ok=True)
-    env = {**os.environ, "DHP_DOCS_NOTEBOOKS": str(empty), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "DHP_DOCS_NOTEBOOKS": str(notebooks or empty), "PYTHONPATH": str(ROOT)}
     return subprocess.run(command, shell=True, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -168,28 +169,129 @@ def test_make_docs_fails_on_a_broken_link_or_a_page_missing_from_nav(tmp_path):
     assert "no-such-page.md" in bad.stderr and "orphan.md" in bad.stderr, bad.stderr[-3000:]
 
 
-def test_the_course_shows_an_llm_judges_run_never_the_newest_baselines(tmp_path, monkeypatch):
-    """Issue 36: make demo leaves one copy of 02/03 per judge x mode; the course shows the LLM judge's (SmolLM2 asked
-    for a score), whichever was written last, and the notebook check's copy where there is one."""
+def test_make_docs_fails_on_a_dead_link_inside_a_lesson_and_downloads_the_lesson_without_its_header(tmp_path):
+    """Issue 41: a lesson's Markdown cells are rendered by nbconvert, which the strict build did not check: a dead
+    link built with exit 0. Now the build fails naming it; a link to a page of the site builds (and points to its
+    HTML page). The download button gives the lesson as executed, without the site's header cell, beside a script
+    that lets it download from a page opened from disk."""
+    tree = _site_tree(tmp_path)
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 99 · A lesson\n\nSee [the method](../methods/dhp.md#what-it-measures) and "
+                                      "[the data](../data.md); `[not a link](nowhere.md)`; [web](https://example.org)."),
+        nbformat.v4.new_code_cell("6 * 7")])
+    nbformat.write(nb, lessons / "99_lesson.ipynb")
+    ok = _make_docs(tree, tmp_path, lessons)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    site = tmp_path / "site"
+    page = (site / "course" / "99_lesson.html").read_text(encoding="utf-8")
+    assert 'href="../methods/dhp.html#what-it-measures"' in page and 'href="../data.html"' in page
+    button = re.search(r'<a class="[^"]*dhp-download"[^>]*>', page).group(0)  # nbconvert sorts the attributes
+    assert 'href="download/99_lesson.ipynb"' in button and 'data-script="download/99_lesson.ipynb.js"' in button
+    got = json.loads((site / "course" / "download" / "99_lesson.ipynb").read_text(encoding="utf-8"))
+    assert ["".join(c["source"]) for c in got["cells"]] == [c["source"] for c in nb.cells]  # no header cell
+    script = (site / "course" / "download" / "99_lesson.ipynb.js").read_text(encoding="utf-8")
+    assert json.loads(json.loads(script.removeprefix("window.DHP_NOTEBOOK = ").rstrip(";\n"))) == got
+    if shutil.which("chromium"):  # from file://: the click saves the notebook through a Blob (a download), not JSON
+        probe = ("<script>window.addEventListener('load', function () { var click = HTMLAnchorElement.prototype.click;"
+                 "HTMLAnchorElement.prototype.click = function () { var a = this; if (a.href.indexOf('blob:') !== 0) "
+                 "return click.call(this); var x = new XMLHttpRequest(); x.open('GET', a.href); x.onload = function () {"
+                 "document.body.insertAdjacentHTML('beforeend', '<pre id=dbg>' + JSON.stringify([a.download, "
+                 "JSON.parse(x.responseText).cells.length]) + '</pre>'); }; x.send(); };"
+                 "document.querySelector('a.dhp-download').click(); });</script>")
+        (site / "course" / "probe.html").write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+        out = subprocess.run([_check_site().chromium(), *_check_site().FLAGS, "--dump-dom",
+                              (site / "course" / "probe.html").as_uri()], capture_output=True, text=True, timeout=180)
+        assert '<pre id="dbg">["99_lesson.ipynb",2]</pre>' in out.stdout, out.stdout[-500:]
+    # the control: a dead link in the lesson fails the build, naming the lesson and the link
+    nb.cells[0].source += " Then [the next step](../no-such-page.md)."
+    nbformat.write(nb, lessons / "99_lesson.ipynb")
+    bad = _make_docs(tree, tmp_path, lessons)
+    assert bad.returncode != 0
+    assert "course/99_lesson.ipynb: the link '../no-such-page.md' names no page" in bad.stderr, bad.stderr[-3000:]
+
+
+def test_search_ranks_a_method_page_first_and_shows_no_raw_formula(tmp_path):
+    """Issue 41: "discernment" found lesson 08 above the DHP method page, and snippets showed raw `$D$`. The method
+    pages carry a search boost (front matter), and the index's text has formulas as plain text."""
+    hooks = _hooks()
+    for page in sorted((ROOT / "docs" / "methods").glob("*.md")):
+        front = page.read_text(encoding="utf-8").split("\n---", 1)[0]
+        assert front.startswith("---") and re.search(r"search:\s*\n\s+boost: [2-9]", front), page.name
+    assert hooks.plain_search_text(r"the score $D$ is $\log_{0.05} p$, $$\mathrm{D}_{avg}$$") == \
+        "the score D is log_0.05 p, D_avg"
+    site = tmp_path / "site"
+    (site / "search").mkdir(parents=True)
+    index = {"config": {}, "docs": [{"location": "a.html", "title": "$D$ per item", "text": "so $D > 1$ here"}]}
+    (site / "search" / "search_index.js").write_text("var __index = " + json.dumps(index) + ";")
+    hooks._search_index(site)
+    text = (site / "search" / "search_index.js").read_text()
+    assert text.startswith("var __index = ") and text.endswith(";")
+    doc = json.loads(text.removeprefix("var __index = ").rstrip(";"))["docs"][0]
+    assert (doc["title"], doc["text"]) == ("D per item", "so D > 1 here")
+
+
+def _demo_run(folder: Path, items: int, metrics: int, finite: bool = True) -> None:
+    """A run folder as make demo leaves it for DHP: discernment.csv (intervals, n_items) and scores.parquet."""
+    folder.mkdir(parents=True, exist_ok=True)
+    nan = float("nan")
+    pd.DataFrame({"perturbation": ["a", "b"], "D": [1.5, 2.0], "D_lo": [1.2, 1.8] if finite else [nan, nan],
+                  "D_hi": [1.7, 2.2] if finite else [nan, nan], "n_items": [items, items]}
+                 ).to_csv(folder / "discernment.csv", index=False)
+    pd.DataFrame({"item_id": [f"i{i}" for i in range(items) for _ in range(14 * metrics)],
+                  "score": 1.0}).to_parquet(folder / "scores.parquet")
+
+
+def test_the_course_shows_the_most_informative_llm_judge_run_by_its_stated_rule(tmp_path, monkeypatch):
+    """Issue 41: make demo leaves one copy of 02/03 per judge x mode; the course shows, by the rule the course page
+    states (hooks.PICK_RULE), an LLM judge's run before a baseline's, then the one with the most items behind a
+    finite interval, then the most finite intervals, the most score rows, the name: never the newest file, and no
+    judge named in the code. The notebook check's copy wins where there is one."""
     hooks = _hooks()
     monkeypatch.setattr(hooks, "ROOT", tmp_path)
     monkeypatch.setattr(hooks, "EXECUTED", tmp_path / "build" / "executed")
     monkeypatch.delenv("DHP_DOCS_NOTEBOOKS", raising=False)
     base = tmp_path / "runs" / "demo" / "dhp" / "summeval"
-    for i, judge in enumerate(["embedded-logprobs", "embedded_gemma-3-270m-likelihood", "baseline_chrf_src-metric",
-                               "baseline_length_ratio-metric"]):
-        (base / judge).mkdir(parents=True)
+    # today's demo: SmolLM2 asked for a score on 1 item (no interval), its likelihood on 10, Gemma on 3, the
+    # baselines on 100 items (the newest files)
+    runs = {"embedded-logprobs": (1, 4, False), "embedded-likelihood": (10, 1, True),
+            "embedded_gemma-3-270m-likelihood": (3, 1, True), "baseline_chrf_src-metric": (100, 1, True),
+            "baseline_length_ratio-metric": (100, 1, True)}
+    for i, (judge, (items, metrics, finite)) in enumerate(runs.items()):
+        _demo_run(base / judge, items, metrics, finite)
         for name in ("02_judge.ipynb", "03_discernment.ipynb"):
             (base / judge / name).write_text("{}")
-            os.utime(base / judge / name, (1e9 + i, 1e9 + i))  # the baselines are the newest
+            os.utime(base / judge / name, (1e9 + i, 1e9 + i))
     (base / "01_perturb.ipynb").write_text("{}")
     chosen = hooks.course_sources()
-    assert chosen["02_judge.ipynb"] == base / "embedded-logprobs" / "02_judge.ipynb"
-    assert chosen["03_discernment.ipynb"] == base / "embedded-logprobs" / "03_discernment.ipynb"
+    assert chosen["02_judge.ipynb"] == base / "embedded-likelihood" / "02_judge.ipynb"
+    assert chosen["03_discernment.ipynb"] == base / "embedded-likelihood" / "03_discernment.ipynb"
     assert chosen["01_perturb.ipynb"] == base / "01_perturb.ipynb"
-    # without the SmolLM2 score run, another LLM judge's, still never a baseline's
-    shutil.rmtree(base / "embedded-logprobs")
-    assert hooks.course_sources()["02_judge.ipynb"].parent.name == "embedded_gemma-3-270m-likelihood"
+    assert hooks.run_evidence(base / "embedded-logprobs") == {"items": 0, "intervals": 0, "score_rows": 56,
+                                                              "item_ids": 1}
+    # the rating judge on 10 items (issue 41's demo): as many items as its likelihood, more score rows: it wins
+    _demo_run(base / "embedded-logprobs", 10, 4)
+    assert hooks.course_sources()["03_discernment.ipynb"].parent.name == "embedded-logprobs"
+    # no LLM judge with an interval: still an LLM judge's run (the most items scored), never a baseline's
+    for judge in ("embedded-logprobs", "embedded-likelihood", "embedded_gemma-3-270m-likelihood"):
+        _demo_run(base / judge, runs[judge][0], runs[judge][1], finite=False)
+    assert hooks.course_sources()["02_judge.ipynb"].parent.name == "embedded-likelihood"
+    # the page states what the run holds, read from its files (and the time papermill recorded)
+    (base / "embedded-logprobs" / "02_judge.ipynb").write_text(json.dumps({"metadata": {"papermill":
+                                                                                        {"duration": 152.6}}}))
+    facts = hooks._run_facts(base / "embedded-logprobs" / "02_judge.ipynb")
+    assert facts == ("1 item scored (56 score rows); 0 finite intervals in its tables (too few items for one: its "
+                     "intervals are shown as —); 153 s to execute when it ran"), facts
+    # the lesson page's opening box says what this run holds and took, not the notebook's typed defaults
+    box = {"cells": [{"cell_type": "markdown", "source": "# 02 · Judge\n\n> **It needs** 01.  \n> **At its defaults "
+                      "it takes** about 2 minutes (its 112 judge calls, 2 items; 128 s wall).\n\nText."}]}
+    assert hooks._this_run_box(box, facts)
+    assert box["cells"][0]["source"] == ("# 02 · Judge\n\n> **It needs** 01.  \n> **The run on this page** "
+                                         + facts + ".\n\nText.")
+    assert "112" not in box["cells"][0]["source"] and not hooks._this_run_box(box, facts)
+    monkeypatch.setitem(hooks._COURSE, "notebooks", [base / "embedded-logprobs" / "02_judge.ipynb"])
+    assert "most items behind a finite interval" in hooks.PICK_RULE and hooks.PICK_RULE in hooks.course()
     (tmp_path / "build" / "executed").mkdir(parents=True)
     (tmp_path / "build" / "executed" / "02_judge.ipynb").write_text("{}")
     assert hooks.course_sources()["02_judge.ipynb"] == tmp_path / "build" / "executed" / "02_judge.ipynb"
@@ -269,8 +371,10 @@ def chromium():
 def test_browser_check_sees_a_broken_figure(tmp_path):
     check_site = _check_site()
     shutil.copy(next((ROOT / "figures").glob("*.png")), tmp_path / "ok.png")
-    (tmp_path / "index.html").write_text('<html><head><title>t</title></head><body><img src="ok.png" width="100"></body></html>')
-    (tmp_path / "broken.html").write_text('<html><body><img src="ok.png" width="100"><img src="gone.png"></body></html>')
+    # shown at the page's width: legible (a figure shrunk to 100 px would fail the label check)
+    img = '<img src="ok.png" style="max-width:100%">'
+    (tmp_path / "index.html").write_text(f'<html><head><title>t</title></head><body>{img}</body></html>')
+    (tmp_path / "broken.html").write_text(f'<html><body>{img}<img src="gone.png"></body></html>')
     assert check_site.check(tmp_path, ["index.html"]) == []
     assert check_site.check(tmp_path, ["broken.html"]) == ["broken.html: /gone.png is missing (404)",
                                                            "broken.html: image gone.png did not load"]
@@ -358,3 +462,100 @@ def test_method_pages_link_their_lessons_where_the_course_has_them(monkeypatch):
     linked, named = hooks.lesson("03", "07").split(", ")
     assert linked.startswith("[03 · Discernment") and linked.endswith("](../course/03_discernment.ipynb)")
     assert named == "`notebooks/07_criteria_confusion.ipynb`"
+
+
+def test_reference_marks_required_only_what_pydantic_requires():
+    """Issue 41: the reference marked five optional grid keys "(required)": every default_factory (methods: ['dhp'],
+    params: {}, ...) read as PydanticUndefined. A key is "(required)" exactly when its model requires it."""
+    from dhp.config import RunParams
+    from dhp.grid import GridParams
+    from dhp.leaderboard import LeaderboardParams
+
+    hooks = _hooks()
+    for model, flags in ((GridParams, False), (RunParams, True), (LeaderboardParams, True)):
+        rows = hooks._model_table(model, flags=flags).splitlines()[2:]
+        for (name, field), row in zip(model.model_fields.items(), rows):
+            assert ("| (required) |" in row) == field.is_required(), (model.__name__, name, row)
+    factories = [n for n, f in GridParams.model_fields.items() if f.default_factory is not None]
+    assert {"params", "method_params", "overrides"} <= set(factories)  # the keys the old reference called required
+    ref = hooks.config_reference()
+    assert "| `params` | `dict` | `{}` |" in ref and "| `overrides` | `list` | `[]` |" in ref
+
+
+@pytest.mark.usefixtures("chromium")
+def test_browser_check_sees_a_table_cut_off_or_scrolling_without_a_sign(tmp_path):
+    """Issue 41: tables clipped their columns at 1280 px with no visible scroll (data.html hid 542 px). A table wider
+    than its box must sit in a box that scrolls and shows it (the site's dhp.js marks it dhp-scrolls); the controls:
+    one cut by overflow: hidden, one scrolling in an unmarked box, one wider than the window."""
+    check_site = _check_site()
+    row = "<tr>" + "".join(f"<td>column_{i}_with_a_long_value</td>" for i in range(12)) + "</tr>"
+    table = f"<table>{row}</table>"
+    page = '<html><head><meta name="viewport" content="width=device-width"></head><body>{}</body></html>'
+    (tmp_path / "marked.html").write_text(page.format(
+        f'<div class="dhp-scrolls" style="max-width:600px;overflow-x:auto">{table}</div>'))
+    (tmp_path / "narrow.html").write_text(page.format(f'<div style="max-width:600px">{table.replace("long_", "")[:60]}'
+                                                      "</td></tr></table></div>"))
+    (tmp_path / "cut.html").write_text(page.format(f'<div style="max-width:600px;overflow:hidden">{table}</div>'))
+    (tmp_path / "unmarked.html").write_text(page.format(f'<div style="max-width:600px;overflow-x:auto">{table}</div>'))
+    (tmp_path / "window.html").write_text(page.format(f'<div style="width:3000px">{table}</div>'))
+    assert check_site.check(tmp_path, ["marked.html", "narrow.html"]) == []
+    cut = check_site.check(tmp_path, ["cut.html"])
+    assert len(cut) == 1 and "a table is cut off by" in cut[0] and "at 1280 px" in cut[0], cut
+    unmarked = check_site.check(tmp_path, ["unmarked.html"])
+    assert len(unmarked) == 1 and "with no visible sign" in unmarked[0], unmarked
+    window = [p for p in check_site.check(tmp_path, ["window.html"]) if "table" in p]
+    assert len(window) == 1 and "cut off" in window[0], window
+
+
+@pytest.mark.usefixtures("chromium")
+def test_browser_check_sees_a_figure_shown_too_small_to_read(tmp_path):
+    """Issue 41: wide figures were shown at 0.25-0.37 of their size (labels ~5 px). The check computes the smallest
+    label's rendered size from the PNG (dhp.plots.save's dhp:min_font_px chunk, else 6 pt at its dpi) and the width
+    the page shows it at; under 9 px fails. Controls: the same figure at a legible and at a too-small width."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    check_site = _check_site()
+    fig, ax = plt.subplots(figsize=(4, 2))
+    ax.set_title("t", fontsize=9.6)
+    fig.savefig(tmp_path / "meta.png", dpi=150, metadata={check_site.MIN_FONT_KEY: "20"})  # 20 px in the PNG
+    fig.savefig(tmp_path / "plain.png", dpi=150)  # no chunk: 6 pt at 150 dpi = 12.5 px
+    plt.close(fig)
+    font, width = check_site.png_font_px((tmp_path / "meta.png").read_bytes())
+    assert (font, width) == (20.0, 600)
+    assert check_site.png_font_px((tmp_path / "plain.png").read_bytes()) == (12.5, 600)
+    for name, shown in (("ok", 300), ("small", 240), ("plain_ok", 600), ("plain_small", 300)):
+        src = "plain.png" if name.startswith("plain") else "meta.png"
+        (tmp_path / f"{name}.html").write_text(f'<html><body><img src="{src}" style="width:{shown}px;max-width:100%"></body></html>')
+    assert check_site.check(tmp_path, ["ok.html", "plain_ok.html"]) == []  # 20 x 300/600 = 10 px; 12.5 px
+    small = check_site.check(tmp_path, ["small.html", "plain_small.html"])
+    assert small == ["small.html: meta.png is shown at 240 of its 600 px at 1280 px: its smallest label renders "
+                     "at 8.0 px (under 9)",
+                     "plain_small.html: plain.png is shown at 300 of its 600 px at 1280 px: its smallest label renders "
+                     "at 6.2 px (under 9)"], small
+
+
+def test_tables_say_why_a_value_is_missing_and_what_too_few_units_means(tmp_path, monkeypatch):
+    """Issue 41: "too few units (2 of 2)" / "(1 of 100)" was opaque, NaN and empty note cells unexplained. A page's
+    table writes the leaderboard's status in words (the judge's units, the best-covered judge's, what a judge
+    needs), a reason beside a missing value, and its own text for an empty note cell."""
+    from dhp.analysis.leaderboard import MIN_UNITS
+
+    hooks = _hooks()
+    assert hooks.status_text("too few units (1 of 100)", "SummEval items") == (
+        f"left out: scored on 1 of the 100 SummEval items the best-covered judge has (a judge needs at least "
+        f"{MIN_UNITS} and the run's minimum share of them); its own numbers are on its report card")
+    assert hooks.status_text("too few units (2 of 2)", "systems").startswith(
+        f"not compared: the best-covered judge has 2 systems, fewer than the {MIN_UNITS}")
+    assert hooks.status_text("ok") == "ok" and hooks.status_text("not compared: one judge") == "not compared: one judge"
+    pd.DataFrame({"judge": ["a", "b"], "v": [0.5, float("nan")], "note": [float("nan"), "too few"],
+                  "status": ["ok", "too few units (3 of 100)"]}).to_csv(tmp_path / "t.csv", index=False)
+    monkeypatch.setattr(hooks, "RESULTS", tmp_path)
+    md = hooks.table("t.csv", ["judge", "v", "note", "status"], units="items", notes={"v": "(no pair)"},
+                     blank={"note": "(none needed)"})
+    assert "| a | 0.50 | (none needed) | ok |" in md
+    assert "| b | — (no pair) | too few | left out: scored on 3 of the 100 items" in md
+    # the control: without the options the table shows the raw codes
+    assert "| b | — | too few | too few units (3 of 100) |" in hooks.table("t.csv", ["judge", "v", "note", "status"])
