@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
+from dhp.plots.save import stable  # noqa: E402
 
 __all__ = ["AGREEMENT_MEASURES", "pooled_agreement", "plot_agreement"]
 
@@ -43,7 +44,7 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
     that judge ran, the measure pooled over the subsets (:func:`pooled_agreement`). A strategy keeps its colour in
     every group. The dotted line is 0.5: a judge that always names the first-shown response reaches 0.5
     agreement and 0 position consistency on LLMBar's labels."""
-    pooled = pooled_agreement(agreement, measures)
+    pooled = stable(pooled_agreement(agreement, measures))  # the same numbers to 10 digits: the same bytes
     if pooled.empty:
         raise DHPError("The agreement table has no rows to plot.", "run the decompose_aggregate method first.")
     groups = list(dict.fromkeys(zip(pooled["judge"], pooled["mode"])))

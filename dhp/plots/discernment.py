@@ -21,7 +21,7 @@ from dhp.errors import DHPError  # noqa: E402
 from dhp.io import read_table, resolve  # noqa: E402
 from dhp.perturb.registry import PERTURBATIONS  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
-from dhp.plots.save import save_figure  # noqa: E402  (one writer for every figure)
+from dhp.plots.save import save_figure, stable  # noqa: E402  (one writer for every figure)
 
 STAT_LABELS = {
     "D_avg": "$D_{avg}$",
@@ -72,7 +72,7 @@ def plot_discernment_bars(summary: pd.DataFrame, dataset: str, items: dict | Non
     says that n is not known. Error bars are the bootstrap 95% intervals when the summary has them; the red line is
     D = 1 (p = 0.05).
     """
-    s = summary[summary["dataset"] == dataset].sort_values(["judge", "mode"])
+    s = stable(summary[summary["dataset"] == dataset]).sort_values(["judge", "mode"])
     if s.empty:
         raise DHPError(f"No summary rows for dataset {dataset!r}.", "run notebook 03 for that dataset first.")
     keys = list(zip(s["judge"].astype(str), s["mode"].astype(str)))
@@ -146,7 +146,7 @@ def plot_discernment_heatmap(discernment: pd.DataFrame, dataset: str, value: str
 
     Columns are ordered by level (character, word, sentence) then the control last.
     """
-    d = discernment[discernment["dataset"] == dataset].copy()
+    d = stable(discernment[discernment["dataset"] == dataset])
     if d.empty:
         raise DHPError(f"No discernment rows for dataset {dataset!r}.", "run notebook 03 for that dataset first.")
     d["judge_mode"] = [_judge_label(j, m, wrap=9) for j, m in zip(d["judge"], d["mode"])]
@@ -199,7 +199,7 @@ def plot_response_styles(scores: pd.DataFrame, dataset: str, perturbation: str =
     when given, as in the paper; otherwise between its original and perturbed scores of the same items.
     Different shapes with the same ordering are response styles; the Wilcoxon test only sees the ordering.
     """
-    t = response_style_table(scores, dataset, perturbation, severity)
+    t = stable(response_style_table(scores, dataset, perturbation, severity))
     groups = list(t.groupby(["judge", "mode"], sort=True))
     if not groups:
         raise DHPError(f"No paired scores for {perturbation!r} on {dataset!r}.", "check that notebook 02 scored both sides.")
@@ -221,9 +221,9 @@ def plot_response_styles(scores: pd.DataFrame, dataset: str, perturbation: str =
         if human is not None:
             h = g["item_id"].map(human)
             ok = h.notna()
-            rho, what = _pearson(g.loc[ok, "original"], h[ok]), "ρ vs human"
+            rho, what = stable(_pearson(g.loc[ok, "original"], h[ok])), "ρ vs human"
         else:
-            rho, what = _pearson(g["original"], g["perturbed"]), "ρ(orig, pert)"
+            rho, what = stable(_pearson(g["original"], g["perturbed"])), "ρ(orig, pert)"
         ax.set_title(f"{judge} ({mode})\n{what} = {rho:.2f}", fontsize=8)
         ax.set_xlabel("metric-averaged score", fontsize=8)
         ax.set_ylabel("density", fontsize=8)
@@ -245,6 +245,7 @@ def _pearson(a, b) -> float:
 
 def plot_expert_weights(ew: pd.DataFrame, label: str = "project default mapping (not the paper's survey)"):
     """Paper Fig. 8: one heatmap per task, perturbations × metrics, cell = expert weight."""
+    ew = stable(ew)
     tasks = [t for t in ("summarization", "story_completion", "question_answering", "translation") if t in set(ew["task"])]
     tasks += sorted(set(ew["task"]) - set(tasks))
     ncols = min(2, len(tasks))  # two heatmaps a row: the figure fits a page's column

@@ -11,10 +11,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from dhp.plots.save import stable  # noqa: E402
+
 
 def plot_dual_perspective(targets: pd.DataFrame, matrix: pd.DataFrame, judge: str):
     """One judge: a confusion matrix per aspect (agreed targets with a rating; n in the title) and the local pair
     matrix (accuracy for every pair of error counts i < j, with its n per cell)."""
+    targets, matrix = stable(targets), stable(matrix)  # the same numbers to 10 digits: the same bytes anywhere
     t = targets[(targets["judge"] == judge) & targets["judge_rating"].notna()]
     m = matrix[matrix["judge"] == judge]
     aspects = sorted(set(targets.loc[targets["judge"] == judge, "aspect"]))

@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dhp.plots.save import stable  # noqa: E402
+
 BAND_COLOURS = ("#EEF3FA", "#FFFFFF")
 #: LLMBar's headline strategy, then the live ones: a view's figure shows one strategy per scope.
 HEADLINE_STRATEGIES = ("Vanilla", "llmbar:Vanilla", "dhp_vanilla", "direct", "dna")
@@ -64,7 +66,7 @@ def _panels(b: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
 def plot_view(board: pd.DataFrame, view: str, panels: list[tuple] | None = None, part: str = ""):
     """One view's figure (see the module docstring): its panels one under the other, ``PAGE_WIDTH`` wide.
     ``panels`` ((scope, measure, strategy) keys): only those (a part of a view too tall for one figure)."""
-    groups = _panels(board[board["view"] == view])
+    groups = _panels(stable(board[board["view"] == view]))  # the same numbers to 10 digits: the same bytes
     if panels is not None:
         groups = [(k, g) for k, g in groups if k in panels]
     heights = [_panel_height(g) for _, g in groups]
@@ -79,7 +81,8 @@ def plot_view(board: pd.DataFrame, view: str, panels: list[tuple] | None = None,
 
 
 def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None:
-    ok = g[g["status"] == "ok"].sort_values("value", ascending=False)
+    # ties in judge order (stable sort): which of two equal values comes first must not depend on their last bits
+    ok = g[g["status"] == "ok"].sort_values(["value", "judge", "mode"], ascending=[False, True, True], kind="stable")
     out = g[g["status"] != "ok"]
     title = f"{scope} · {measure}" + (f" · {strategy}" if strategy else "")
     if ok.empty:
@@ -139,7 +142,7 @@ def _protocol_note(ok: pd.DataFrame) -> str:
     bases = {p.split(" [", 1)[0] for p in protocols}
     if len(protocols) > 1 and len(bases) == 1:  # one template, some judges on their own config: say how they differ
         own = sorted(_short(p.split(" [", 1)[1].rstrip("]")) for p in protocols if " [" in p)
-        return "\n" + textwrap.fill(f"protocol: {bases.pop()}; not the same protocol — " + " / ".join(own), 90)
+        return "\n" + textwrap.fill(f"protocol: {bases.pop()}; not the same protocol — " + " / ".join(own), 80)
     if len(protocols) != 1:
         return ""
     both = ok["recorded"].astype(bool).nunique() == 2
@@ -160,7 +163,7 @@ def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) 
     ``MAX_HEIGHT`` inches that way (HANNA: 6 aspects × 37 judges) is one figure per panel instead, named
     ``<view>_<part>`` (``hanna_coherence``; the part: what tells the panels apart)."""
     shown = board[board["status"] == "ok"]  # a view that could not be built has no figure (its row says why)
-    board = board[board["judge"] != ""]
+    board = stable(board[board["judge"] != ""])
     out = {}
     for view in sorted(set(shown["view"])):
         groups = _panels(board[board["view"] == view])

@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from dhp.analysis.report_card import headline, standings  # noqa: E402
 from dhp.io import slug  # noqa: E402
 from dhp.plots.discernment import save_figure  # noqa: E402
+from dhp.plots.save import stable  # noqa: E402
 
 
 MAX_ROWS = 12
@@ -85,6 +86,7 @@ def plot_report_card(card: pd.DataFrame, judge: str, mode: str, standing: pd.Dat
     as a dot with its interval, its number and n beside it; rows without a number say why; a method that was not run
     says so. With ``standing`` (dhp.analysis.report_card.standings) a last panel shows the judge's rank and cluster on
     every leaderboard view next to the best judge measured there."""
+    card, standing = stable(card), (stable(standing) if standing is not None else None)  # same bytes everywhere
     g = card[(card["judge"] == judge) & (card["mode"] == mode)]
     method_names = list(dict.fromkeys(card["method"]))
     panels = [g[(g["method"] == m) & ~g["measure"].str.endswith("_EW")] for m in method_names]
@@ -152,6 +154,7 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
     dhp.analysis.report_card.headline) with the n behind it; a cell that is not ok (not run, n too small, no usable
     scores) shows its status, never a number. With ``board`` (leaderboard.csv), D is the leaderboard's, on the units
     every judge of its view shares (COMMON_UNIT_VIEWS)."""
+    card, board = stable(card), (stable(board) if board is not None else None)  # same bytes on every machine
     h = headline(card, picks).astype(object)
     used = headline(card, picks, measures=True)  # the measure of each cell (a fallback one is named in it)
     counts = headline(card, picks, counts=True)
