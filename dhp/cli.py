@@ -1,19 +1,20 @@
-"""One command line for the workbench: ``python -m dhp <command> ...``.
+"""One command line for the workbench: ``dhp <command> ...`` (``make setup`` installs the ``dhp`` command into
+.venv/bin; ``python -m dhp <command> ...`` is the same command).
 
-    python -m dhp methods                                        the registered methods, their modes and notebooks
-    python -m dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
-    python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
-    python -m dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
-    python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
-    python -m dhp batch import results.jsonl --method dhp <the same parameters>
-    python -m dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
-    python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
-    python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
-    python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--protocol P ...] [--yes] [--dry-run] [--run-dir R]
-                                                                 your judge beside the published ones (dhp.evaluate)
-    python -m dhp extensions                                     every registered extension of every kind
-    python -m dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
-                                                                 registered perturbations' votes (dhp.weights)
+    dhp methods                                        the registered methods, their modes and notebooks
+    dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
+    dhp run --method criteria_confusion --help         a method's parameters, defaults and help
+    dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
+    dhp batch export --method dhp <its parameters> --out calls.jsonl
+    dhp batch import results.jsonl --method dhp <the same parameters>
+    dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
+    dhp leaderboard --run-dir R                        every judge in R compared on every view
+    dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
+    dhp evaluate JUDGE [--profile quick|standard|paper] [--protocol P ...] [--yes] [--dry-run] [--run-dir R]
+                                                       your judge beside the published ones (dhp.evaluate)
+    dhp extensions                                     every registered extension of every kind
+    dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
+                                                       registered perturbations' votes (dhp.weights)
 
 ``run`` is :func:`dhp.methods.run` (the stages collect → analyze → figures into the run folder, each through the
 stage runner :func:`dhp.methods.run_stage`; ``--stage NAME`` runs one), with the parameters of the
@@ -73,10 +74,10 @@ def _run(argv: list[str]) -> int:
     def extra(ap):
         ap.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no "
                                                                "model, write no table")
-        ap.add_argument("--stage", help="run this one stage only (python -m dhp methods lists each method's stages); "
+        ap.add_argument("--stage", help="run this one stage only (dhp methods lists each method's stages); "
                                         "default: collect, analyze and figures")
 
-    m, config, args = config_from_argv(argv, "python -m dhp run", extra)
+    m, config, args = config_from_argv(argv, "dhp run", extra)
     if args.dry_run:
         for stage, est in m.estimate(config).items():
             if est is not None:
@@ -95,7 +96,7 @@ def _batch(action: str, argv: list[str]) -> int:
         else:
             ap.add_argument("results", help="the batch job's output file (JSONL)")
 
-    m, config, args = config_from_argv(argv, f"python -m dhp batch {action}", extra)
+    m, config, args = config_from_argv(argv, f"dhp batch {action}", extra)
     m.check_mode(config)
     collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
     if action == "export":
@@ -107,7 +108,7 @@ def _batch(action: str, argv: list[str]) -> int:
 
 
 def _import_judgments(rest: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
+    ap = argparse.ArgumentParser(prog="dhp import-judgments",
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
     ap.add_argument("path", nargs="?", help="a file, or a folder searched recursively (default: the source's place "
@@ -131,7 +132,7 @@ def _import_judgments(rest: list[str]) -> int:
 
 
 def _leaderboard(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp leaderboard",
+    ap = argparse.ArgumentParser(prog="dhp leaderboard",
                                  description="Compare the judges of a run folder on every view (dhp.leaderboard).")
     cfg.add_arguments(ap, LeaderboardParams)
     config = cfg.from_arguments(LeaderboardParams, ap.parse_args(argv))
@@ -142,7 +143,7 @@ def _leaderboard(argv: list[str]) -> int:
 
 def _data(argv: list[str]) -> int:
     """``data list`` / ``data fetch`` / ``data doc``: the declared input files (dhp.datasets.registry)."""
-    ap = argparse.ArgumentParser(prog="python -m dhp data", description="The workbench's input files, declared "
+    ap = argparse.ArgumentParser(prog="dhp data", description="The workbench's input files, declared "
                                  "in dhp/resources/data_registry.json (docs/data.md).")
     sub = ap.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="each data set: files present, size, licence, source")
@@ -187,7 +188,7 @@ def _data(argv: list[str]) -> int:
 
 
 def _evaluate(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp evaluate", description=(
+    ap = argparse.ArgumentParser(prog="dhp evaluate", description=(
         "Run every method your judge's mode supports on the units of the published judges, then the leaderboard "
         "and the report card, into its own run folder (dhp.evaluate)."))
     ap.add_argument("judge", help="judge spec, e.g. openai:<model>@http://host:8000/v1 (model optional when the "
@@ -213,7 +214,7 @@ def _evaluate(argv: list[str]) -> int:
 
 
 def _weights(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp weights", description=(
+    ap = argparse.ArgumentParser(prog="dhp weights", description=(
         "Regenerate the shipped expert weights from every registered perturbation's declared votes (dhp.weights)."))
     ap.add_argument("--out", help="where to write (default: dhp/resources/expert_weights.csv, replaced)")
     print(weights.write_default_weights(ap.parse_args(argv).out))
@@ -250,10 +251,10 @@ def main(argv=None) -> int:
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("error: use `python -m dhp methods`, `python -m dhp run --method NAME ...`, "
-          "`python -m dhp batch export ... --out F`, `python -m dhp batch import F ...`, "
-          "`python -m dhp import-judgments KIND PATH --run-dir R`, `python -m dhp leaderboard --run-dir R` or "
-          "`python -m dhp evaluate JUDGE`",
+    print("error: use `dhp methods`, `dhp run --method NAME ...`, "
+          "`dhp batch export ... --out F`, `dhp batch import F ...`, "
+          "`dhp import-judgments KIND PATH --run-dir R`, `dhp leaderboard --run-dir R` or "
+          "`dhp evaluate JUDGE`",
           file=sys.stderr)
     return 2
 
