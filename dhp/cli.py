@@ -28,6 +28,7 @@ verdicts, mt-metrics-eval score files, your own CSV/JSONL) into the tables the m
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from dhp import batch, methods, weights
@@ -36,7 +37,7 @@ from dhp import config as cfg
 from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.evaluate import PROFILES, evaluate
-from dhp.io import resolve, write_text
+from dhp.io import from_cwd, resolve, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, default_path, import_judgments
 
@@ -103,7 +104,7 @@ def _batch(action: str, argv: list[str]) -> int:
         n = batch.export_calls(collect, args.out)
         print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
     else:
-        print(batch.import_results(collect, args.results, config.cache).describe())
+        print(batch.import_results(collect, from_cwd(args.results), config.cache).describe())
     return 0
 
 
@@ -125,6 +126,8 @@ def _import_judgments(rest: list[str]) -> int:
         if IMPORTERS[args.kind].default is None:
             ap.error(f"{args.kind}: name the file or folder to import")
         args.path = default_path(args.kind, args.data_dir)
+    else:
+        args.path = from_cwd(args.path)  # a file or folder named on the command line: relative to the current dir
     report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
                               lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
     print(report.describe())
@@ -221,8 +224,32 @@ def _weights(argv: list[str]) -> int:
     return 0
 
 
+#: Options whose value is a path: given relative, it is relative to the current directory (dhp.io.from_cwd).
+PATH_OPTIONS = ("--run-dir", "--out", "--figures-dir", "--data-dir", "--cache-path", "--results-dir")
+#: --dataset is a path when it names a file (a CSV/JSONL/Parquet of your texts), else a registered dataset's name.
+DATASET_FILE = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+
+
+def _paths_from_cwd(argv: list[str]) -> list[str]:
+    """The command line with every path option made absolute against the current directory."""
+    out = list(argv)
+    for i, tok in enumerate(out):
+        flag, eq, value = tok.partition("=")
+        is_path = flag in PATH_OPTIONS
+        if flag == "--dataset":
+            nxt = value if eq else (out[i + 1] if i + 1 < len(out) else "")
+            is_path = nxt.lower().endswith(DATASET_FILE) or os.sep in nxt
+        if not is_path:
+            continue
+        if eq and value:
+            out[i] = f"{flag}={from_cwd(value)}"
+        elif not eq and i + 1 < len(out) and out[i + 1] and not out[i + 1].startswith("-"):
+            out[i + 1] = from_cwd(out[i + 1])
+    return out
+
+
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _paths_from_cwd(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
