@@ -125,7 +125,7 @@ def synthetic_scores(n_judges: int = 19, n_items: int = 100, seed: int = 0):
     Table 2, scores drawn so that perturbed copies are a little lower."""
     import pandas as pd
 
-    from dhp.perturb.registry import methods_for
+    from dhp.perturb.catalog import methods_for
     from dhp.schema import DATASET_TASK, TASK_METRICS
 
     rng = np.random.default_rng(seed)

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats as sps
 
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.stats.clusters import assign_ranks, significance_ranks
 from dhp.stats.paired import item_bootstrap_draws, percentile_interval, segment_bootstrap
 from dhp.stats.permutation import (LEADERBOARD_EARLY_STOP, WMT_EARLY_STOP, _evaluator, _zscore, paired_permutation_test,
@@ -268,7 +268,7 @@ def section_run_dir(folder: str, max_judges: int | None, kinds: list[str], k: in
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mtme", default=os.environ.get("MTME_PATH"), help="mt-metrics-eval checkout (or MTME_PATH)")
-    ap.add_argument("--data", default=str(registry.data_root()),
+    ap.add_argument("--data", default=str(declared_files.data_root()),
                     help="a data root (default: DHP_DATA_DIR, else the per-user cache; docs/data.md)")
     ap.add_argument("--k", type=int, default=1000, help="permutation resamples per pair")
     ap.add_argument("--boot", type=int, default=1000, help="item-bootstrap resamples per metric (0: none)")
@@ -288,7 +288,7 @@ def main(argv=None):
     if args.run_dir:
         section_run_dir(args.run_dir, args.max_judges, args.views, args.k, args.recorded_views)
         return
-    data = registry.ensure(["wmt22_mqm_zh_en", "wmt22_metric_scores_zh_en"], args.data) / "wmt22"  # fetched if missing
+    data = declared_files.ensure(["wmt22_mqm_zh_en", "wmt22_metric_scores_zh_en"], args.data) / "wmt22"  # fetched if missing
     mt = import_mtme(args.mtme)
     if mt is None:
         print("mt-metrics-eval not given: only dhp.stats runs. To compare, fetch it and pass --mtme:\n"

@@ -32,9 +32,9 @@ import os
 import sys
 
 from dhp import batch, methods, weights
-from dhp import registry as extensions
+from dhp import extensions
 from dhp import config as cfg
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.evaluate import PROFILES, evaluate
 from dhp.io import from_cwd, resolve, write_text
@@ -146,7 +146,7 @@ def _leaderboard(argv: list[str]) -> int:
 
 
 def _data(argv: list[str]) -> int:
-    """``data list`` / ``data fetch`` / ``data doc``: the declared input files (dhp.datasets.registry)."""
+    """``data list`` / ``data fetch`` / ``data doc``: the declared input files (dhp.datasets.declared_files)."""
     ap = argparse.ArgumentParser(prog="dhp data", description="The workbench's input files, declared "
                                  "in dhp/resources/data_registry.json (docs/data.md).")
     sub = ap.add_subparsers(dest="action", required=True)
@@ -162,30 +162,30 @@ def _data(argv: list[str]) -> int:
     doc.add_argument("--out", default="docs/data.md")
     args = ap.parse_args(argv)
     if args.action == "doc":
-        print(write_text(resolve(args.out), registry.markdown()))
+        print(write_text(resolve(args.out), declared_files.markdown()))
         return 0
-    root = registry.data_root(args.data_dir)
+    root = declared_files.data_root(args.data_dir)
     if args.action == "list":
         print(f"data root: {root}")
         print(f"{'set':27} {'present':>9} {'size':>9}  {'licence':24} source")
-        for r in registry.status(args.data_dir):
+        for r in declared_files.status(args.data_dir):
             mark = " (demo)" if r["demo"] else " (user-supplied)" if r["fetch"] != "open" else ""
             print(f"{r['set']:27} {r['present']:>4}/{r['files']:<4} {r['bytes'] / 1e6:>7.1f}MB  "
                   f"{r['licence'][:24]:24} {r['source']}{mark}")
         if args.verify:
-            bad = registry.differing(args.data_dir)
+            bad = declared_files.differing(args.data_dir)
             print(f"sha256: {'all present files match' if not bad else f'{len(bad)} differ: ' + ', '.join(bad)}")
             return 1 if bad else 0
         return 0
     names = list(args.names)
     if args.for_ == "demo":
-        names += registry.demo_sets()
+        names += declared_files.demo_sets()
     if args.all:
-        names += [n for n, s in registry.sets().items() if s.fetch == "open"]
+        names += [n for n, s in declared_files.sets().items() if s.fetch == "open"]
     if not names:
         ap.error("name data sets or paths, or pass --for demo or --all")
-    chosen = registry.select(dict.fromkeys(names))
-    got = registry.fetch(chosen, root, progress=True, replace_wrong_size=True)
+    chosen = declared_files.select(dict.fromkeys(names))
+    got = declared_files.fetch(chosen, root, progress=True, replace_wrong_size=True)
     print(f"{root}: fetched {len(got)} file(s) ({sum(f.bytes or 0 for f in got) / 1e6:.1f} MB); "
           f"{len(chosen) - len(got)} already present")
     return 0

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dhp.errors import DHPError
-from dhp.registry import expand_help
+from dhp.extensions import expand_help
 
 __all__ = ["Params", "RunParams", "MODES", "validate", "add_arguments", "from_arguments", "notebook_defaults",
            "describe"]

@@ -22,7 +22,7 @@ import pandas as pd
 
 from dhp.errors import DHPError
 from dhp.io import resolve, resource, write_text
-from dhp.perturb import registry
+from dhp.perturb import catalog
 from dhp.schema import TASK_METRICS
 
 WEIGHT_COLUMNS = ("task", "perturbation", "metric", "votes", "weight")
@@ -34,7 +34,7 @@ SHIPPED_MODULES = ("dhp.perturb.builtin", "dhp.perturb.hu2024")
 
 def shipped_perturbations() -> dict[str, tuple[str, ...]]:
     """task -> the shipped perturbations of that task (registered by ``SHIPPED_MODULES``), in registry order."""
-    reg = registry.PERTURBATIONS
+    reg = catalog.PERTURBATIONS
     return {t: tuple(p for p in ps if reg.registrant(p) in SHIPPED_MODULES) for t, ps in task_perturbations().items()}
 
 
@@ -44,19 +44,19 @@ def defaulted_weights() -> list[dict]:
     shipped = load_expert_weights(DEFAULT_PATH)
     have = set(zip(shipped["task"], shipped["perturbation"]))
     return [{"task": t, "perturbation": p,
-             "rule": "its own weights= votes" if registry.get(p).weights.get(t) else "equal weights (no votes declared)"}
+             "rule": "its own weights= votes" if catalog.get(p).weights.get(t) else "equal weights (no votes declared)"}
             for t, ps in task_perturbations().items() for p in ps if (t, p) not in have]
 
 
 def task_perturbations() -> dict[str, tuple[str, ...]]:
-    """task -> every registered perturbation of that task (dhp.perturb.registry: every family, the paper's and the
+    """task -> every registered perturbation of that task (dhp.perturb.catalog: every family, the paper's and the
     others, control included): the expert weights cover them all."""
-    return {t: tuple(registry.task_perturbations(t)) for t in TASK_METRICS}
+    return {t: tuple(catalog.task_perturbations(t)) for t in TASK_METRICS}
 
 
 def quality_issue(perturbation: str) -> str:
     """The plain wording of a perturbation's quality issue, as shown in the survey."""
-    return registry.get(perturbation).quality_issue
+    return catalog.get(perturbation).quality_issue
 
 
 #: Short metric definitions in our own words (after Appendix A of the paper), shown in the survey.
@@ -173,7 +173,7 @@ def _registered_defaults(have: set) -> pd.DataFrame:
     for t, ps in task_perturbations().items():
         for p in ps:
             if (t, p) not in have:  # every missing perturbation of the task, not only the last one
-                votes.setdefault(t, {})[p] = dict(registry.get(p).weights.get(t, {}))
+                votes.setdefault(t, {})[p] = dict(catalog.get(p).weights.get(t, {}))
     return weights_from_votes(votes) if votes else pd.DataFrame(columns=list(WEIGHT_COLUMNS))
 
 
@@ -241,7 +241,7 @@ def default_votes() -> dict[str, dict[str, dict[str, int]]]:
     """{task: {perturbation: {metric: votes}}} from the shipped perturbations' ``weights`` (the project's own
     default votes, NOT the paper's survey: the paper only shows its numbers in a figure). Other registered
     perturbations are not part of the shipped file: they get the default rule (module docstring)."""
-    return {t: {p: dict(registry.get(p).weights.get(t, {})) for p in ps} for t, ps in shipped_perturbations().items()}
+    return {t: {p: dict(catalog.get(p).weights.get(t, {})) for p in ps} for t, ps in shipped_perturbations().items()}
 
 
 #: The label of the shipped file (its first line says what it is: the project's votes, not the paper's survey).

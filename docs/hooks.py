@@ -787,12 +787,12 @@ DATA_START, DATA_END = "<!-- data table: python docs/hooks.py --readme -->", "<!
 
 def readme_data_table() -> str:
     """README's data table: one row per declared data set (dhp/resources/data_registry.json)."""
-    from dhp.datasets import registry
+    from dhp.datasets import declared_files
 
     rows = ["| data set | size | licence | source | in the demo |", "|---|---:|---|---|---|"]
-    for name, s in registry.sets().items():
+    for name, s in declared_files.sets().items():
         repos = sorted({f"{f.repository}@{f.commit[:8]}" for f in s.files if f.repository}) or ["user-supplied"]
-        size = registry._size(s.bytes) if s.bytes else "not declared"
+        size = declared_files._size(s.bytes) if s.bytes else "not declared"
         licence = s.licence if s.fetch == "open" else "not openly licensed"
         rows.append(f"| `{name}` | {size} | {licence.split(';')[0]} | {', '.join(repos)} | {'yes' if s.demo else ''} |")
     return "\n".join(rows)

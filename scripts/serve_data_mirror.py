@@ -16,7 +16,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 
 
 def main(argv=None) -> int:
@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     ap.add_argument("root", type=Path, help="a data root holding the declared files")
     ap.add_argument("--port", type=int, default=8765, help="0: any free port (default 8765)")
     a = ap.parse_args(argv)
-    files = {f"/{f.repository}/{f.commit}/{f.upstream_path}": a.root / f.rel for f in registry.files().values()
+    files = {f"/{f.repository}/{f.commit}/{f.upstream_path}": a.root / f.rel for f in declared_files.files().values()
              if f.repository and (a.root / f.rel).is_file()}
 
     class Handler(http.server.BaseHTTPRequestHandler):

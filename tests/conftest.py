@@ -23,17 +23,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.io import project_root
 
 ROOT = project_root()
 #: The session's data root: where every test reads declared files (the caller's DHP_DATA_DIR, else the per-user
 #: cache under HOME), filled at session start by pytest_sessionstart below.
-DATA = registry.data_root()
+DATA = declared_files.data_root()
 #: What the tests read: every openly licensed set that is not optional (the optional ones are large upstream files
 #: no test needs: their loaders are tested on small files in the upstream formats).
-TEST_SETS = [n for n, s in registry.sets().items() if s.fetch == "open" and not s.optional]
+TEST_SETS = [n for n, s in declared_files.sets().items() if s.fetch == "open" and not s.optional]
 
 # Synthetic inputs, written at session start into a folder of this process and removed at its end.
 INPUTS = Path(tempfile.gettempdir()) / f"dhp-test-inputs-{os.getpid()}"
@@ -96,7 +96,7 @@ def write_own_stories(path: Path, stories: list[dict]) -> Path:
 def pytest_sessionstart(session):
     # Fill the data root the way a user's first run does: dhp's fetch code, from upstream or DHP_DATA_MIRROR.
     try:
-        registry.ensure(TEST_SETS)
+        declared_files.ensure(TEST_SETS)
     except DHPError as e:
         raise pytest.UsageError(
             f"The tests read their data from the data root {DATA}, and it could not be filled (a mirror of the "

@@ -13,7 +13,7 @@ import pytest
 from dhp.backends import Backend, Completion
 from dhp.perturb import audit, perturb
 from dhp.perturb.hu2024 import CHECKS, CONFUSION_ATTACKS, RULE_BASED
-from dhp.perturb.registry import methods_for
+from dhp.perturb.catalog import methods_for
 
 TEXTS = [
     "The council approved the budget on Monday. However, the mayor said the plan was too expensive. "

@@ -44,7 +44,7 @@ def _clean_env(monkeypatch):
 
 def test_the_data_root_holds_every_file_the_tests_read():
     # filled at session start (conftest); without it every loader test below is meaningless
-    assert not datasets.registry.missing(datasets.registry.select(TEST_SETS), DATA, wrong_size=True)
+    assert not datasets.declared_files.missing(datasets.declared_files.select(TEST_SETS), DATA, wrong_size=True)
     assert STORYCLOZE.is_file()
 
 
@@ -348,7 +348,7 @@ def test_bartscore_pickle_conversion_reproduces_the_declared_json():
     # the fetch converts BARTScore's data.pkl to JSON; the result must hash like the declared copy
     obj = json.loads((DATA / "summeval/bartscore_summeval.json").read_text(encoding="utf-8"))
     blob = downloader._bartscore_pickle_to_json(pickle.dumps(obj))
-    assert hashlib.sha256(blob).hexdigest() == datasets.registry.files()["summeval/bartscore_summeval.json"].sha256
+    assert hashlib.sha256(blob).hexdigest() == datasets.declared_files.files()["summeval/bartscore_summeval.json"].sha256
 
 
 def test_safe_unpickler_refuses_code():

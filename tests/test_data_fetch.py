@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from dhp.cli import main as cli
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.io import project_root
 
@@ -35,7 +35,7 @@ def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def _mirror_path(f: registry.DataFile) -> str:
+def _mirror_path(f: declared_files.DataFile) -> str:
     return f"/{f.repository}/{f.commit}/{f.upstream_path}"
 
 
@@ -44,7 +44,7 @@ class Mirror:
     connection half-way through a path's body (once per listed request)."""
 
     def __init__(self):
-        self.files = {_mirror_path(f): DATA / f.rel for f in registry.files().values()
+        self.files = {_mirror_path(f): DATA / f.rel for f in declared_files.files().values()
                       if f.repository and (DATA / f.rel).is_file()}
         self.hits: Counter = Counter()
         self.changed: dict[str, bytes] = {}
@@ -80,7 +80,7 @@ class Mirror:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def path_of(self, rel: str) -> str:
-        return _mirror_path(registry.files()[rel])
+        return _mirror_path(declared_files.files()[rel])
 
     def close(self):
         self.server.shutdown()
@@ -108,13 +108,13 @@ def fresh(monkeypatch, tmp_path, mirror):
 
 
 def _leftovers(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if p.name.startswith(registry._TMP_PREFIX) or p.suffix in (".tmp", ".part")]
+    return [p for p in root.rglob("*") if p.name.startswith(declared_files._TMP_PREFIX) or p.suffix in (".tmp", ".part")]
 
 
 def test_demo_files_fetched_once_into_the_user_cache_then_never_again(fresh, mirror, capsys):
-    root = registry.data_root()
+    root = declared_files.data_root()
     assert root.is_relative_to(fresh / ".cache")  # the per-user cache, inside the temporary HOME
-    demo = registry.select(registry.demo_sets())
+    demo = declared_files.select(declared_files.demo_sets())
     assert {"summeval", "summeval_annotators", "llmbar", "llmbar_judgments", "llmbar_prompts", "wmt22_mqm_zh_en",
             "wmt22_metric_scores_zh_en", "criteria_hu2024", "hanna", "frank"} <= {f.set for f in demo}
     assert not {f.set for f in demo} & {"storycloze", "sumpubmed", "hanna_texts", "frank_texts"}
@@ -142,18 +142,18 @@ def test_demo_files_fetched_once_into_the_user_cache_then_never_again(fresh, mir
 def test_a_changed_file_is_refused_and_nothing_is_written(fresh, mirror, tmp_path, monkeypatch):
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "root"))
     rel = "criteria_hu2024/aspect_criteria.json"
-    f = registry.files()[rel]
+    f = declared_files.files()[rel]
     changed = (DATA / rel).read_bytes().replace(b"Fluency", b"Fluentness", 1)
     mirror.changed[mirror.path_of(rel)] = changed
     with pytest.raises(DHPError) as e:
-        registry.path(rel)
+        declared_files.path(rel)
     msg = str(e.value)
     assert rel in msg and f.sha256 in msg and hashlib.sha256(changed).hexdigest() in msg
     root = tmp_path / "root"
     assert not (root / rel).exists() and not _leftovers(root)
     # the unchanged mirror gives the file
     del mirror.changed[mirror.path_of(rel)]
-    assert _sha(registry.path(rel)) == f.sha256
+    assert _sha(declared_files.path(rel)) == f.sha256
 
 
 def test_a_connection_dropped_mid_file_leaves_no_partial_file_and_a_rerun_completes(fresh, mirror, tmp_path,
@@ -163,14 +163,14 @@ def test_a_connection_dropped_mid_file_leaves_no_partial_file_and_a_rerun_comple
     rels = ["summeval_annotators/M11_outputs_annotations.jsonl", "summeval_annotators/M8_outputs_annotations.jsonl"]
     mirror.drop[mirror.path_of(rels[0])] = 1
     with pytest.raises(DHPError) as e:
-        registry.ensure(["summeval_annotators"])
+        declared_files.ensure(["summeval_annotators"])
     msg = str(e.value)
     assert "python -m dhp data fetch summeval_annotators" in msg and rels[0] in msg
     assert not (root / rels[0]).exists() and not _leftovers(root)
-    assert all(_sha(p) == registry.files()[p.relative_to(root).as_posix()].sha256
+    assert all(_sha(p) == declared_files.files()[p.relative_to(root).as_posix()].sha256
                for p in root.rglob("*") if p.is_file())  # whatever is there is complete
-    registry.ensure(["summeval_annotators"])
-    for f in registry.sets()["summeval_annotators"].files:
+    declared_files.ensure(["summeval_annotators"])
+    for f in declared_files.sets()["summeval_annotators"].files:
         assert _sha(root / f.rel) == f.sha256
 
 
@@ -178,9 +178,9 @@ def test_offline_is_one_error_listing_every_missing_file_and_the_command(fresh, 
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "root"))
     monkeypatch.setenv("DHP_OFFLINE", "1")
     with pytest.raises(DHPError) as e:
-        registry.ensure(["wmt22_zh_en", "criteria_hu2024/aspect_criteria.json", "llmbar_judgments"])
+        declared_files.ensure(["wmt22_zh_en", "criteria_hu2024/aspect_criteria.json", "llmbar_judgments"])
     msg = str(e.value)
-    for f in registry.sets()["wmt22_zh_en"].files:
+    for f in declared_files.sets()["wmt22_zh_en"].files:
         assert f.rel in msg
     assert "criteria_hu2024/aspect_criteria.json" in msg
     assert "llmbar_judgments/ (353 files, all of set llmbar_judgments)" in msg
@@ -193,7 +193,7 @@ def test_data_fetch_names_sets_paths_and_folders(fresh, mirror, tmp_path, monkey
     assert cli(["data", "fetch", "criteria_hu2024", "llmbar/Natural.json", "wmt22/mqm_zh-en/system-outputs"]) == 0
     got = sorted(p.relative_to(tmp_path / "root").as_posix() for p in (tmp_path / "root").rglob("*") if p.is_file())
     assert got == sorted(["criteria_hu2024/LICENSE", "criteria_hu2024/aspect_criteria.json", "llmbar/Natural.json"]
-                         + [r for r in registry.files() if r.startswith("wmt22/mqm_zh-en/system-outputs/")])
+                         + [r for r in declared_files.files() if r.startswith("wmt22/mqm_zh-en/system-outputs/")])
     assert cli(["data", "fetch", "no_such_set"]) == 2
     assert "No declared data file or set is named 'no_such_set'" in capsys.readouterr().err
 
@@ -209,13 +209,13 @@ def test_a_users_changed_file_is_reported_not_replaced_until_data_fetch(fresh, m
         load_llmbar("Natural")
     assert not mirror.hits  # the loader never overwrites what is there
     assert cli(["data", "fetch", "llmbar/Natural.json"]) == 0  # the explicit command replaces a wrong size
-    assert _sha(root / "llmbar" / "Natural.json") == registry.files()["llmbar/Natural.json"].sha256
+    assert _sha(root / "llmbar" / "Natural.json") == declared_files.files()["llmbar/Natural.json"].sha256
     assert len(load_llmbar("Natural")) == 100
 
 
 def test_story_cloze_is_never_fetched(fresh):
     with pytest.raises(DHPError, match="not openly licensed.*DHP_STORYCLOZE_PATH"):
-        registry.ensure(["storycloze"])
+        declared_files.ensure(["storycloze"])
 
 
 def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path, monkeypatch):
@@ -237,14 +237,14 @@ def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path
     for name, load in got.items():
         pd.testing.assert_frame_equal(load(None), load(DATA), obj=name)
     # the recorded judgments the leaderboard imports, from the fetched folders (one subset / one metric here)
-    natural = registry.path("llmbar_judgments/LLMBar/Natural/evaluators/GPT-4")
+    natural = declared_files.path("llmbar_judgments/LLMBar/Natural/evaluators/GPT-4")
     report = import_judgments("llmbar", natural, tmp_path / "run")
     assert report.files and all(f["upstream"].startswith("github.com/princeton-nlp/LLMBar@900616b")
                                 for f in report.files)
-    bleu = registry.path("wmt22/metric-scores_zh-en/BLEU-refA.seg.score")
+    bleu = declared_files.path("wmt22/metric-scores_zh-en/BLEU-refA.seg.score")
     assert import_judgments("mtme", bleu, tmp_path / "run", lp="zh-en").files
     # LLMBar's prompt templates are read at run time from the data root
-    assert registry.path("llmbar_prompts").joinpath("prompts").is_dir()
+    assert declared_files.path("llmbar_prompts").joinpath("prompts").is_dir()
     assert mirror.hits == Counter(mirror.path_of(p.relative_to(root).as_posix())
                                   for p in root.rglob("*") if p.is_file())  # each file once
     assert not _leftovers(root)
@@ -252,23 +252,23 @@ def test_each_methods_loaders_run_from_a_fresh_data_root(fresh, mirror, tmp_path
 
 def test_data_root_order(fresh, tmp_path, monkeypatch):
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "dhp" / "datasets"
-    assert registry.data_root() == cache
+    assert declared_files.data_root() == cache
     # no folder beside the project is looked at, whatever it holds (the development machines' copy was, once)
-    assert not hasattr(registry, "_dev_root") and "shared" not in Path(registry.__file__).read_text()
+    assert not hasattr(declared_files, "_dev_root") and "shared" not in Path(declared_files.__file__).read_text()
     monkeypatch.setenv("DHP_DATA_DIR", str(tmp_path / "mine"))
-    assert registry.data_root() == tmp_path / "mine"
-    assert registry.data_root(tmp_path / "arg") == tmp_path / "arg"
+    assert declared_files.data_root() == tmp_path / "mine"
+    assert declared_files.data_root(tmp_path / "arg") == tmp_path / "arg"
 
 
 def test_the_data_root_holds_each_declared_file_with_its_size_and_sha256():
-    declared = registry.files()
+    declared = declared_files.files()
     present = {rel: DATA / rel for rel in declared if (DATA / rel).is_file()}
     for rel, p in present.items():
         assert (p.stat().st_size, _sha(p)) == (declared[rel].bytes, declared[rel].sha256), rel
     absent = {rel for rel in declared if rel not in present}
     # what the tests read is there (conftest fetched it); only user-supplied and optional sets may be absent
     assert not {declared[r].set for r in absent} & set(TEST_SETS)
-    assert {declared[r].set for r in absent} <= {n for n, s in registry.sets().items() if s.optional}
+    assert {declared[r].set for r in absent} <= {n for n, s in declared_files.sets().items() if s.optional}
     for f in declared.values():  # pinned to full commit hashes
         assert f.repository is None or len(f.commit) == 40, f.rel
 
@@ -284,7 +284,7 @@ def test_the_upstream_pickle_order_converts_to_the_declared_json():
     # upstream's data.pkl holds "sys_summs" before "ref_summ"
     upstream = {k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()}
     assert hashlib.sha256(_bartscore_pickle_to_json(pickle.dumps(upstream))).hexdigest() == \
-        registry.files()[rel].sha256
+        declared_files.files()[rel].sha256
 
 
 def test_the_upstream_pickle_is_checked_then_re_serialised(fresh, mirror, tmp_path, monkeypatch):
@@ -295,24 +295,24 @@ def test_the_upstream_pickle_is_checked_then_re_serialised(fresh, mirror, tmp_pa
     root = tmp_path / "root"
     monkeypatch.setenv("DHP_DATA_DIR", str(root))
     rel = "summeval/bartscore_summeval.json"
-    f = registry.files()[rel]
+    f = declared_files.files()[rel]
     data = json.loads((DATA / rel).read_text(encoding="utf-8"))
     blob = pickle.dumps({k: {a: v[a] for a in ("src", "ref_summs", "sys_summs", "ref_summ")} for k, v in data.items()})
     mirror.changed[mirror.path_of(rel)] = blob
     # not the declared upstream pickle (a stand-in built from the data root's copy): refused, nothing written
     with pytest.raises(DHPError) as e:
-        registry.path(rel)
+        declared_files.path(rel)
     assert f.upstream_sha256 in str(e.value) and hashlib.sha256(blob).hexdigest() in str(e.value)
     assert not (root / rel).exists() and not _leftovers(root)
     # declared as the upstream pickle, it is converted into the data root's exact bytes
-    monkeypatch.setitem(registry.files(), rel, dataclasses.replace(
+    monkeypatch.setitem(declared_files.files(), rel, dataclasses.replace(
         f, upstream_sha256=hashlib.sha256(blob).hexdigest(), upstream_bytes=len(blob)))
-    assert _sha(registry.path(rel)) == f.sha256
+    assert _sha(declared_files.path(rel)) == f.sha256
 
 
 def test_docs_data_md_is_generated_from_the_registry():
     page = (project_root() / "docs" / "data.md").read_text(encoding="utf-8")
-    assert page == registry.markdown(), "docs/data.md is stale: run `python -m dhp data doc`"
+    assert page == declared_files.markdown(), "docs/data.md is stale: run `python -m dhp data doc`"
 
 
 # ------------------------------------------------------------------------------------------------ a user's CLI run
@@ -371,11 +371,11 @@ def test_a_cli_run_in_an_empty_home_sends_requests_only_to_the_loopback_mirror(t
         proc.terminate()
         proc.wait(timeout=30)
     fetched = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    want = {f.rel for f in registry.select(["criteria_hu2024", "summeval/summac_summeval.json",
+    want = {f.rel for f in declared_files.select(["criteria_hu2024", "summeval/summac_summeval.json",
                                             "summeval/bartscore_summeval.json"])}
     assert set(fetched) == want
     requests = re.findall(r"^GET (\S+) 200$", served, flags=re.M)
-    assert sorted(requests) == sorted(_mirror_path(registry.files()[rel]) for rel in fetched)  # each once
+    assert sorted(requests) == sorted(_mirror_path(declared_files.files()[rel]) for rel in fetched)  # each once
     assert not (home / ".cache" / "dhp" / "datasets").exists()  # the data root named, not the per-user cache
 
     # the control: without the mirror the same run goes for raw.githubusercontent.com, and the dead proxy stops it

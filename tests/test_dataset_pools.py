@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from dhp.datasets import registry as data_registry
+from dhp.datasets import declared_files as data_registry
 from dhp.datasets import load_dataset, load_items
 from dhp.datasets.files import POOLS, dataset_files, dataset_pool, fetched
 from dhp.datasets.selection import selection_rule

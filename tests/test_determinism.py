@@ -22,7 +22,7 @@ def _with_clock(monkeypatch, timestamp: int) -> list[str]:
     import random
 
     import faker.providers.date_time as fdt
-    from dhp.perturb.registry import _faker
+    from dhp.perturb.catalog import _faker
 
     monkeypatch.setattr(fdt.Provider, "_parse_end_datetime",
                         classmethod(lambda cls, value: timestamp if value is None else cls._parse_date_time(value)))

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from dhp.backends import BACKENDS, Backend, Completion, register_backend
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.evaluate import evaluate, plan
 from dhp.judging.gemba import GEMBA_PROTOCOLS
 
-DATA = registry.data_root()
+DATA = declared_files.data_root()
 
 
 @pytest.mark.parametrize("profile,segments", [("quick", 6), ("paper", 1875)])

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from dhp.backends import Backend, Completion
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.judging import PROTOCOLS
 from dhp.judging.gemba import GEMBA_PROTOCOLS, gemba_messages, gemba_parse, gemba_protocol, gemba_score
 
-ROOT = registry.data_root() / "gemba" / "gemba"
+ROOT = declared_files.data_root() / "gemba" / "gemba"
 
 
 def _load(name: str):

@@ -90,8 +90,8 @@ if True:
 
 def f():
     import json as j                # not a dhp module: not this test's business
-    from dhp.perturb import registry
-    return registry, j
+    from dhp.perturb import catalog
+    return catalog, j
 
 
 class C:
@@ -113,7 +113,7 @@ async def g():
 h = lambda: __import__("dhp")       # a call, not an import statement
 '''
     assert nested_dhp_imports(source) == [(11, "dhp.perturb"), (16, "dhp.cache"), (20, "."), (21, ".."), (27, "dhp")]
-    # and the docstring example of dhp/perturb/registry.py, an import written inside a string, is not code
+    # and the docstring example of dhp/perturb/catalog.py, an import written inside a string, is not code
     assert nested_dhp_imports('"""\n    from dhp.perturb import perturbation\n"""\n') == []
 
 

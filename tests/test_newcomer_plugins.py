@@ -58,7 +58,7 @@ def make(rest, **options):
     "dhp.perturbations": ("swap", '''
 import re
 
-from dhp.perturb.registry import perturbation
+from dhp.perturb.catalog import perturbation
 
 
 @perturbation("swap_numbers_nc", level="word", family="numbers_nc", tasks={"summarization": ("single",)},

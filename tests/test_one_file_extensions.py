@@ -1,7 +1,7 @@
 """One new file per kind of extension, and nothing else edited: a judge backend (``echo:``), a perturbation of a new
 family, a recorded source in a new layout, a judge protocol (pairwise strategy) and a method that reads DHP's tables
 each work from the command line (``methods``, ``run``, ``import-judgments``, ``leaderboard``, ``evaluate
---dry-run``) and in the grid's plan, found by the registries' package scan (dhp.registry).
+--dry-run``) and in the grid's plan, found by the registries' package scan (dhp.extensions).
 
 The five files are the worked examples of docs/extending.md, read from that page. The test writes them into a copy of the package and runs ``python -m dhp`` from there (PYTHONPATH points
 at the copy). The control: a copy without one of the files fails the command that file serves, with the registry's
@@ -28,7 +28,7 @@ from dhp.judging import protocol
 from dhp.judging.strategies import strategy
 from dhp.perturb import perturbation
 from dhp.recorded import importer
-from dhp.registry import REGISTRIES, Registry
+from dhp.extensions import REGISTRIES, Registry
 from test_import_placement import late_dhp_imports, nested_dhp_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +186,7 @@ def test_the_docs_give_one_worked_example_per_kind_each_passing_the_import_check
 
 
 def test_a_name_already_taken_is_refused_for_every_kind():
-    # one rule, one message, every registry: a second definition of a taken name is refused (dhp.registry)
+    # one rule, one message, every registry: a second definition of a taken name is refused (dhp.extensions)
     attempts = {
         "judge backend": lambda: register_backend("embedded", "embedded")(lambda rest, **o: None),
         "perturbation": lambda: perturbation("char_typo", level="character", tasks={"summarization": ("single",)})(

@@ -57,7 +57,7 @@ def test_prompt_follows_the_auto_cot_structure():
 
 
 def test_every_llm_method_and_severity_has_a_prompt():
-    from dhp.perturb.registry import PERTURBATIONS, llm_methods
+    from dhp.perturb.catalog import PERTURBATIONS, llm_methods
 
     assert llm_methods() >= {"fictional_entities", "grammatical_errors", "rewrite_insert"}
     for p in llm_methods():

@@ -7,7 +7,7 @@ from test_stats_fixtures import synth_scores
 from dhp import plots
 from dhp.errors import DHPError
 from dhp.analysis.discernment import discernment, summarize
-from dhp.perturb.registry import PERTURBATIONS
+from dhp.perturb.catalog import PERTURBATIONS
 from dhp.weights import load_expert_weights
 
 

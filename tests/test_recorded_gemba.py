@@ -20,12 +20,12 @@ from scipy import stats as sps
 
 from dhp import methods
 from dhp.analysis.leaderboard import seg_value
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.recorded import import_judgments
 from dhp.recorded.gemba import PROTOCOLS
 
-DATA = registry.data_root()
+DATA = declared_files.data_root()
 GEMBA = DATA / "gemba" / "mt-metrics-eval-v2" / "wmt22" / "metric-scores" / "zh-en"
 MQM = DATA / "wmt22" / "mqm_zh-en" / "zh-en.mqm.seg.score"
 

@@ -163,7 +163,7 @@ def test_dual_perspective_analyzes_judgments_in_the_run_folder(tmp_path):
     assert local.set_index("aspect")["accuracy"].to_dict() == {"coherence": 0.5}  # the tie counts as a miss
 
 
-# ---------------------------------------------------------------- one duplicate rule (dhp.registry), no hole
+# ---------------------------------------------------------------- one duplicate rule (dhp.extensions), no hole
 
 
 def test_a_partial_or_lambda_under_a_taken_name_is_refused_and_a_rerun_replaces_itself():
@@ -193,7 +193,7 @@ def test_a_partial_or_lambda_under_a_taken_name_is_refused_and_a_rerun_replaces_
 
 
 def test_a_clash_found_while_discovering_fails_only_the_name_it_concerns(tmp_path, monkeypatch):
-    from dhp.registry import REGISTRIES, Registry
+    from dhp.extensions import REGISTRIES, Registry
 
     pkg = tmp_path / "clash_pkg"
     pkg.mkdir()
@@ -236,7 +236,7 @@ def test_an_installed_plug_in_clashing_with_an_in_tree_name_breaks_only_that_nam
     (info / "entry_points.txt").write_text("[dhp.perturbations]\ntypo = clash_plugin.typo\n")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"}
-    code = ("from dhp import methods; from dhp.perturb.registry import get; print(len(methods.names()), "
+    code = ("from dhp import methods; from dhp.perturb.catalog import get; print(len(methods.names()), "
             "get('char_deletion').name); get('char_typo')")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and "5 char_deletion" in out.stdout, out.stdout + out.stderr

@@ -78,7 +78,7 @@ def test_missing_perturbation_weights_are_an_error():
 
 
 def test_default_weights_include_registered_votes_of_your_own_perturbation():
-    from dhp.perturb.registry import PERTURBATIONS, perturbation
+    from dhp.perturb.catalog import PERTURBATIONS, perturbation
 
     @perturbation("shouting", level="character", tasks={"translation": ("single",)},
                   weights={"translation": {"fluency": 3, "accuracy": 1}})
@@ -117,7 +117,7 @@ def test_perturbation_lists_cover_every_task():
 @pytest.fixture
 def own_perturbations():
     """Register perturbations for one test and remove them afterwards."""
-    from dhp.perturb.registry import PERTURBATIONS, perturbation
+    from dhp.perturb.catalog import PERTURBATIONS, perturbation
 
     added = []
 
@@ -147,7 +147,7 @@ def test_default_weights_cover_a_perturbation_of_another_family(own_perturbation
 
 
 def test_shipped_default_covers_every_family_of_the_registry():
-    from dhp.perturb.registry import PERTURBATIONS
+    from dhp.perturb.catalog import PERTURBATIONS
 
     ew = load_expert_weights(DEFAULT_PATH)  # the file alone, no registered defaults mixed in
     have = set(zip(ew["task"], ew["perturbation"]))

@@ -42,7 +42,7 @@ __all__ = [
     "BACKENDS", "register_backend",
 ]
 # The classes above are re-exported as the package's API; the families register themselves in their own modules and
-# BACKENDS finds every module of this package (and installed plug-ins) by itself (dhp.registry).
+# BACKENDS finds every module of this package (and installed plug-ins) by itself (dhp.extensions).
 
 
 def _examples() -> str:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of, registrar
+from dhp.extensions import Registry, origin_of, registrar
 from dhp.io import file_sha256
 
 Messages = Sequence[dict[str, str]]
@@ -284,7 +284,7 @@ def stop_condition(stop_when: str):
 
 
 #: Backend families by the spec prefix before the first ":" -> (factory(rest, **options), an example spec); found by
-#: discovery (dhp.registry): every module of dhp.backends and the entry-point group ``dhp.backends``.
+#: discovery (dhp.extensions): every module of dhp.backends and the entry-point group ``dhp.backends``.
 BACKENDS: "Registry[tuple[Callable[..., Backend], str]]" = Registry(
     "judge backend", "dhp.backends",
     fix="use one of those spec families, or add a module to dhp/backends/ with @register_backend(\"family\", example).",

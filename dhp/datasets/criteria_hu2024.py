@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 
 __all__ = ["ASPECT_TREE", "ASPECTS", "DESCRIPTION_TYPES", "aspect_tree", "default_criteria_path", "description", "load_criteria",
            "load_expectations"]
@@ -63,9 +63,9 @@ def aspect_tree() -> dict[str, str]:
 
 
 def default_criteria_path(data_dir: str | os.PathLike | None = None) -> Path:
-    """``<data root>/criteria_hu2024/aspect_criteria.json``, fetched when missing (dhp.datasets.registry, as for
+    """``<data root>/criteria_hu2024/aspect_criteria.json``, fetched when missing (dhp.datasets.declared_files, as for
     every loader)."""
-    return registry.path("criteria_hu2024/aspect_criteria.json", data_dir)
+    return declared_files.path("criteria_hu2024/aspect_criteria.json", data_dir)
 
 
 def load_criteria(path: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None) -> pd.DataFrame:

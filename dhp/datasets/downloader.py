@@ -1,4 +1,4 @@
-"""`download()`, the DHP datasets' fetch of earlier versions, now through dhp.datasets.registry (the BARTScore
+"""`download()`, the DHP datasets' fetch of earlier versions, now through dhp.datasets.declared_files (the BARTScore
 pickle conversion lives in dhp.datasets.transforms)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Iterable
 from dhp.errors import DHPError
 from dhp.datasets.files import DATASETS, _check_name, _how_to_get, dataset_files
 from dhp.datasets.transforms import _SafeUnpickler, _bartscore_pickle_to_json, _plain  # noqa: F401 (kept here)
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 
 
 def download(
@@ -24,7 +24,7 @@ def download(
 ) -> list[Path]:
     """Fetch the openly licensed files of the DHP datasets into `dest` (same layout as the data root).
 
-    Kept for scripts written before `python -m dhp data fetch` (dhp.datasets.registry), which it uses.
+    Kept for scripts written before `python -m dhp data fetch` (dhp.datasets.declared_files), which it uses.
     `datasets`: names from DATASETS (default: all but Story Cloze, which is never downloaded; Answer
     Equivalence is fetched only when named). `base_url`: fetch `<base_url>/<relative path>` from a mirror
     with the data-root layout instead of the upstream URLs. `sumpubmed`: "selection" (default) fetches the 200
@@ -35,8 +35,8 @@ def download(
     """
     dest = Path(dest).expanduser().absolute()  # a relative dest means the cwd, not the repo root
     rels = _files_to_fetch(datasets, sumpubmed)
-    chosen = registry.select(rels)
-    registry.fetch(chosen, dest, base_url=base_url, timeout=timeout)
+    chosen = declared_files.select(rels)
+    declared_files.fetch(chosen, dest, base_url=base_url, timeout=timeout)
     return [dest / rel for rel in rels]
 
 

@@ -14,11 +14,11 @@ from typing import Callable, Iterable, Mapping
 from dhp.errors import DHPError
 from dhp.io import RESOURCES, file_sha256
 from dhp.schema import DATASET_TASK, TASK_METRICS
-from dhp.datasets import registry
-from dhp.registry import Registry, origin_of, registrar
+from dhp.datasets import declared_files
+from dhp.extensions import Registry, origin_of, registrar
 
 #: dataset -> its pool reader (the eligible items in file order: item_id, source, reference, ...); found by discovery
-#: (dhp.registry): each loader module of dhp.datasets registers its pool with :func:`dataset_pool`, and the entry-point
+#: (dhp.extensions): each loader module of dhp.datasets registers its pool with :func:`dataset_pool`, and the entry-point
 #: group ``dhp.datasets``.
 POOLS: "Registry" = Registry("dataset", "dhp.datasets",
                              fix="use one of those, or dhp.datasets.load_custom for a file of your own.")
@@ -96,7 +96,7 @@ def dataset_pool(name: str, *, task: str | None = None, selection: str = "",
             DATASET_TASK.setdefault(name, task)  # every stage reads a dataset's task there
             remote = {rel: src for rel, src in declared.items() if src is not None}
             if remote:
-                registry.declare(name, {rel: (src.url, src.sha256, src.bytes) for rel, src in remote.items()},
+                declared_files.declare(name, {rel: (src.url, src.sha256, src.bytes) for rel, src in remote.items()},
                                  needed_for=f"the dataset pool {name!r} ({fn.__module__})")
         return fn
 
@@ -207,8 +207,8 @@ def upstream_url(relpath: str) -> str:
     `summeval/bartscore_summeval.json` comes from BARTScore's `data.pkl` (re-serialised as JSON on fetch).
     Story Cloze has no open URL (request form at cs.rochester.edu/nlp/rocstories).
     """
-    f = registry.files().get(relpath)
-    if f is None or f.url is None or registry.sets()[f.set].fetch != "open":
+    f = declared_files.files().get(relpath)
+    if f is None or f.url is None or declared_files.sets()[f.set].fetch != "open":
         raise DHPError(
             f"No open upstream URL for {relpath}.",
             f"Story Cloze must be requested from its owners at {STORYCLOZE_FORM}." if f is not None else
@@ -218,7 +218,7 @@ def upstream_url(relpath: str) -> str:
 
 def _checksums() -> dict[str, dict]:
     """relative path -> {bytes, sha256} of every declared file (dhp/resources/data_registry.json)."""
-    return {rel: {"bytes": f.bytes, "sha256": f.sha256} for rel, f in registry.files().items()}
+    return {rel: {"bytes": f.bytes, "sha256": f.sha256} for rel, f in declared_files.files().items()}
 
 
 @lru_cache(maxsize=None)
@@ -301,8 +301,8 @@ def _how_to_get(name: str) -> str:
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
     """Folder holding the dataset files: `data_dir` -> env DHP_DATA_DIR -> the per-user cache
-    (dhp.datasets.registry.data_root)."""
-    return registry.data_root(data_dir)
+    (dhp.datasets.declared_files.data_root)."""
+    return declared_files.data_root(data_dir)
 
 
 def _user_files(name: str, path, data_dir) -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """LLMBar (Zeng et al. 2023): an instruction, two outputs and the gold label of the better one; 100
 Natural pairs and 319 Adversarial pairs in four subsets (GPTInst 92, GPTOut 47, Manual 46, Neighbor 134),
-no ties. MIT. Read at run time from ``<data root>/llmbar/<Subset>.json`` (fetched on first need: dhp.datasets.registry),
+no ties. MIT. Read at run time from ``<data root>/llmbar/<Subset>.json`` (fetched on first need: dhp.datasets.declared_files),
 each file checked against its sha256; upstream:
 github.com/princeton-nlp/LLMBar @ 900616b : Dataset/LLMBar/*/dataset.json.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 
 __all__ = ["SUBSETS", "load_llmbar", "load_pairwise"]
 
@@ -37,7 +37,7 @@ LABELS = ("1", "2", "tie")
 
 def _folder(data_dir, subsets=()) -> Path:
     """<data root>/llmbar, with the named subsets' files present (fetched when missing)."""
-    return registry.ensure([f"llmbar/{sub}.json" for sub in subsets], data_dir) / "llmbar"
+    return declared_files.ensure([f"llmbar/{sub}.json" for sub in subsets], data_dir) / "llmbar"
 
 
 def _sample(n: int, n_items: int | None, seed: int) -> list[int]:

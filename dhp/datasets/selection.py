@@ -11,7 +11,7 @@ import pandas as pd
 
 from dhp.errors import DHPError
 from dhp.schema import DATASET_TASK
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.datasets.files import (
     COLUMNS, PAPER_DATASETS, POOLS, SELECTION_SIZE, _check_files, _check_name, _committed,
     _sumpubmed_files, _user_files, data_root, dataset_files,
@@ -132,12 +132,12 @@ def _dataset_paths(name: str, path, data_dir) -> dict:
         return _user_files(name, path, data_dir)
     if name not in PAPER_DATASETS:  # a pool of your own: its declared files, the fetched ones fetched if missing
         own = POOLS[name].files
-        registry.ensure([rel for rel, src in own.items() if src is not None], data_dir)
+        declared_files.ensure([rel for rel, src in own.items() if src is not None], data_dir)
         root = data_root(data_dir)
         return {rel: Path(rel).expanduser() if Path(rel).expanduser().is_absolute() else root / rel for rel in own}
     rels = dataset_files(name, sumpubmed="all")
     if name != "sumpubmed":  # SumPubMed's recorded selection needs 200 of its 1,000 files: fetched below
-        registry.ensure(rels, data_dir)
+        declared_files.ensure(rels, data_dir)
     root = data_root(data_dir)
     return {rel: root / rel for rel in rels}
 
@@ -146,7 +146,7 @@ def _recorded_sumpubmed(files: dict, ids: list[str], verify: bool, data_dir) -> 
     """The recorded SumPubMed selection read from its files only (fetched when missing), or None when the
     user's files differ from the recorded ones."""
     needed = {rel: files[rel] for rel in _sumpubmed_files(int(i) for i in ids)}
-    registry.ensure(list(needed), data_dir)
+    declared_files.ensure(list(needed), data_dir)
     if not _check_files(needed, "sumpubmed", verify):
         return None
     rows = {r["item_id"]: r for r in sumpubmed.pool(needed)}
@@ -156,7 +156,7 @@ def _recorded_sumpubmed(files: dict, ids: list[str], verify: bool, data_dir) -> 
 def _require_sumpubmed_pool(files: dict, seed: int, n_items, data_dir) -> None:
     """Any selection other than the recorded one draws from the full pool (articles 1..500): all its files
     must be present (fetched when missing)."""
-    registry.ensure(list(files), data_dir)
+    declared_files.ensure(list(files), data_dir)
 
 
 def load_many(

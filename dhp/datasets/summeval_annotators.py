@@ -2,7 +2,7 @@
 articles, 3 experts x 4 aspects (coherence, consistency, fluency, relevance), integers 1-5.
 
 Read at run time from ``<data root>/summeval_annotators/M*_outputs_annotations.jsonl`` (fetched on first need:
-dhp.datasets.registry); no text of it is stored in this repository.
+dhp.datasets.declared_files); no text of it is stored in this repository.
 Position i of ``expert_annotations`` is the same expert for every summary, so annotators can be compared.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.io import jsonl_lines
 from dhp.text import detokenize_ptb
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 
 __all__ = ["ASPECTS", "load_ratings", "load_targets", "agreed_targets"]
 
@@ -25,7 +25,7 @@ RATING_COLUMNS = ["target_id", "doc_id", "system", "aspect", "annotator", "ratin
 
 
 def _folder(data_dir) -> Path:
-    folder = registry.path("summeval_annotators", data_dir)
+    folder = declared_files.path("summeval_annotators", data_dir)
     if not sorted(folder.glob("M*_outputs_annotations.jsonl")):
         raise DHPError(f"No SummEval annotation files (M*_outputs_annotations.jsonl) in {folder}.",
                        "pass data_dir= (or set DHP_DATA_DIR) to the folder holding summeval_annotators/.")
@@ -82,7 +82,7 @@ def load_expert_means(data_dir=None) -> pd.DataFrame:
     BARTScore copy (``<data_dir>/summeval/bartscore_summeval.json``). Columns: target_id
     ("<doc_id>|<system>"), doc_id, system, aspect, human (mean of the experts, 1-5), candidate (the
     system summary, detokenised). For per-annotator ratings (12 systems) use :func:`load_ratings`."""
-    path = registry.path("summeval/bartscore_summeval.json", data_dir)
+    path = declared_files.path("summeval/bartscore_summeval.json", data_dir)
     if not path.is_file():
         raise DHPError(f"{path} not found.", "pass data_dir= (or set DHP_DATA_DIR) to the folder holding summeval/.")
     try:

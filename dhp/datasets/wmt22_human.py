@@ -1,7 +1,7 @@
 """WMT22 human judgements for meta-evaluation: zh-en MQM segment scores (Google's annotations, with the
 system outputs they rate) and crowd DA segment scores into English.
 
-Read at run time from ``<data root>/wmt22/`` (fetched on first need: dhp.datasets.registry); no text of it is
+Read at run time from ``<data root>/wmt22/`` (fetched on first need: dhp.datasets.declared_files); no text of it is
 stored in this repository. Segment ids are 1-based line numbers
 of the WMT22 general test set (``txt/generaltest2022.<pair>.src.<lang>``).
 """
@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 
 __all__ = ["load_mqm_zh_en", "load_da"]
 
 
 def _root(data_dir, sets=()) -> Path:
     """<data root>/wmt22, with the named data sets present (fetched when missing)."""
-    return registry.ensure(sets, data_dir) / "wmt22"
+    return declared_files.ensure(sets, data_dir) / "wmt22"
 
 
 def _lines(path: Path) -> list[str]:

@@ -17,7 +17,7 @@ as ``Judged(table, stats)``).
 import functools
 from typing import Callable
 
-from dhp.registry import Registry
+from dhp.extensions import Registry
 from dhp.judging.aspects import score_aspects
 from dhp.judging.gemba import GEMBA_PROTOCOLS, gemba_score
 from dhp.judging.failures import FAILURE_COLUMNS, failure_summary, failures_table
@@ -30,7 +30,7 @@ from dhp.judging.prompts import build_prompt, likelihood_prefix, load_prompt
 from dhp.judging.strategies import run_strategies
 from dhp.schema import SCORE_COLUMNS
 
-#: The judge protocols by name; found by discovery (dhp.registry): the modules of dhp.judging and the entry-point
+#: The judge protocols by name; found by discovery (dhp.extensions): the modules of dhp.judging and the entry-point
 #: group ``dhp.protocols``.
 PROTOCOLS: "Registry[Callable]" = Registry(
     "judge protocol", "dhp.judging", group="dhp.protocols",
@@ -38,7 +38,7 @@ PROTOCOLS: "Registry[Callable]" = Registry(
 
 
 def protocol(name: str) -> Callable:
-    """Register a judge protocol under ``name`` (dhp.registry's one rule for a name another definition holds)."""
+    """Register a judge protocol under ``name`` (dhp.extensions's one rule for a name another definition holds)."""
     return PROTOCOLS.decorator(name)
 
 

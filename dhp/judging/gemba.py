@@ -46,7 +46,7 @@ import pandas as pd
 from dhp import calls
 from dhp.backends import get_backend
 from dhp.backends.base import ChatRequest, reply_status
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 
 __all__ = ["GembaProtocol", "gemba_protocol", "gemba_parse", "gemba_messages", "gemba_request", "gemba_score",
@@ -198,8 +198,8 @@ def gemba_protocol(name: str, data_dir=None) -> GembaProtocol:
     short = name.split(":", 1)[1] if name.startswith("gemba:") else name.removeprefix("GEMBA-")
     if short not in GEMBA_PROTOCOLS:
         raise DHPError(f"Unknown GEMBA protocol {name!r}.", f"use one of {['gemba:' + p for p in GEMBA_PROTOCOLS]}.")
-    prompt_path = registry.path(PROMPT_FILE, data_dir)
-    api_path = registry.path(API_FILE, data_dir)
+    prompt_path = declared_files.path(PROMPT_FILE, data_dir)
+    api_path = declared_files.path(API_FILE, data_dir)
     tree = _tree(prompt_path)
     prompts, languages = _assigned(tree, "prompts"), _assigned(tree, "language_codes")
     if not isinstance(prompts, ast.Dict) or languages is None:

@@ -59,9 +59,9 @@ from dhp import calls
 from dhp.analysis.decomposition import (LLMBAR_COMMIT, LLMBAR_OWN_DECODING_TEXT, LLMBAR_OWN_FORMAT,  # one source
                                         LLMBAR_OWN_RULE_TEXT, llmbar_identity)  # of the identity and its words
 from dhp.backends import ChatRequest
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
-from dhp.registry import Registry
+from dhp.extensions import Registry
 from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
 
@@ -72,7 +72,7 @@ __all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choi
            "llmbar_swap_fields", "llmbar_plan_requests", "llmbar_plan_jobs", "llmbar_retry_bound", "llmbar_handled",
            "LLMBAR_SHARED", "LLMBAR_COMPARISON", "LLMBAR_RATING", "LLMBAR_SWAP"]
 
-#: The pairwise judge protocols by name (the ``strategies`` of decompose_aggregate); found by discovery (dhp.registry):
+#: The pairwise judge protocols by name (the ``strategies`` of decompose_aggregate); found by discovery (dhp.extensions):
 #: the modules of dhp.judging (a new protocol is one module there) and the entry-point group ``dhp.strategies``.
 STRATEGIES: "Registry[Callable]" = Registry(
     "pairwise strategy", "dhp.judging", group="dhp.strategies",
@@ -418,7 +418,7 @@ def llmbar_kind(strategy: str) -> str:
 def llmbar_prompts_dir(data_dir=None):
     """The data root's ``llmbar_prompts/`` folder (LLMBar's LLMEvaluator/evaluators/{prompts,config})."""
     # fetched on first need, like every other declared input
-    return registry.path("llmbar_prompts", data_dir)
+    return declared_files.path("llmbar_prompts", data_dir)
 
 
 @dataclass(frozen=True)

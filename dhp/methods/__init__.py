@@ -50,7 +50,7 @@ from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
-from dhp.registry import Registry, origin_of, registrar
+from dhp.extensions import Registry, origin_of, registrar
 from dhp import weights
 from dhp.judging import PROTOCOLS
 from dhp.judging.strategies import STRATEGIES
@@ -263,7 +263,7 @@ class Method:
         return f"<method {self.name}: {self.title}>"
 
 
-#: Every method by name; found by discovery (dhp.registry): the modules of this package and the entry-point group
+#: Every method by name; found by discovery (dhp.extensions): the modules of this package and the entry-point group
 #: ``dhp.methods``.
 _REGISTRY: "Registry[Method]" = Registry(
     "method", "dhp.methods", fix="use one of those (python -m dhp methods), or add a module with a @register class "

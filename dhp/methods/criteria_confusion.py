@@ -34,7 +34,7 @@ from dhp.methods import Method, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.hu2024 import CONFUSION_ATTACKS
 from dhp.perturb.llm import PROMPT_UNITS
-from dhp.perturb.registry import methods_for
+from dhp.perturb.catalog import methods_for
 from dhp.plots.confusion import confusion_figures
 from dhp.schema import DATASET_TASK
 

@@ -37,7 +37,7 @@ from dhp.judging.strategies import (LLMBAR_SHARED, LLMBAR_SWAP, STRATEGIES, llmb
 from dhp.methods import Method, Plan, Stage, StageResult, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
-from dhp.perturb.registry import methods_for
+from dhp.perturb.catalog import methods_for
 from dhp.plots.decomposition import plot_agreement
 from dhp.recorded import verdict_columns
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for

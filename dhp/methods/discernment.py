@@ -23,7 +23,7 @@ from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, lo
 from dhp.judging import failures_table, score_perturbed
 from dhp.methods import Method, Plan, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
-from dhp.perturb.registry import methods_for
+from dhp.perturb.catalog import methods_for
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, TASK_METRICS, metrics_for
 from dhp.weights import check_weights_cover, load_expert_weights
 

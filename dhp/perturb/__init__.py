@@ -19,7 +19,7 @@ from dhp.backends import get_backend
 from dhp.errors import DHPError
 from dhp.perturb.display import diff_html, examples_html
 from dhp.perturb.llm import LLMJob, llm_perturb_many
-from dhp.perturb.registry import (PERTURBATIONS, Context, Perturbation, llm_methods, methods_for,
+from dhp.perturb.catalog import (PERTURBATIONS, Context, Perturbation, llm_methods, methods_for,
                                   methods_table, perturbation, register, task_of)
 from dhp.perturb.rules import Skip, stable_seed
 from dhp.perturb.verify import audit, verify

@@ -10,7 +10,7 @@ The control has no votes: every metric gets the same weight.
 from __future__ import annotations
 
 from dhp.perturb import entities, grammar, paraphrase, rules
-from dhp.perturb.registry import MINOR_MAJOR, SINGLE, Context, Perturbation, register
+from dhp.perturb.catalog import MINOR_MAJOR, SINGLE, Context, Perturbation, register
 from dhp.perturb.rules import Skip
 from dhp.schema import CONTROL
 

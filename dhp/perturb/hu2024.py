@@ -21,7 +21,7 @@ from collections import Counter
 
 from dhp.perturb import attacks
 from dhp.perturb.attacks import ATTACK_CHECKS, CONNECTIVES, osa_distance, parse, verb_inflections
-from dhp.perturb.registry import SINGLE, Perturbation, register
+from dhp.perturb.catalog import SINGLE, Perturbation, register
 from dhp.perturb.rules import Skip
 from dhp.text import split_sentences
 

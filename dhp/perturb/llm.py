@@ -15,7 +15,7 @@ from dhp import calls, prompts
 from dhp.backends import ChatRequest
 from dhp.cache import Cache, open_cache
 from dhp.errors import DHPError
-from dhp.perturb.registry import get
+from dhp.perturb.catalog import get
 
 
 # How the text is called in the prompt, per task: (unit, context with its article).

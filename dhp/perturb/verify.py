@@ -8,7 +8,7 @@ import pandas as pd
 
 from dhp.perturb import rules
 from dhp.perturb.llm import validate
-from dhp.perturb.registry import PERTURBATIONS, Context, k_for
+from dhp.perturb.catalog import PERTURBATIONS, Context, k_for
 
 AUDIT_COLUMNS = [
     "dataset", "perturbation", "level", "severity", "method", "k", "n_rows", "n_ok", "n_skipped",

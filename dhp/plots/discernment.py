@@ -19,7 +19,7 @@ import seaborn as sns  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
 from dhp.io import read_table, resolve  # noqa: E402
-from dhp.perturb.registry import PERTURBATIONS  # noqa: E402
+from dhp.perturb.catalog import PERTURBATIONS  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
 from dhp.plots.save import save_figure, stable  # noqa: E402  (one writer for every figure)
 

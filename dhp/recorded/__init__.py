@@ -7,7 +7,7 @@ run folder as the same tables the methods read, so a published judge is analysed
 
 One importer per format, registered with :func:`importer` in :mod:`dhp.recorded.importers`, the registry below the
 importers (``llmbar`` in :mod:`dhp.recorded.llmbar`, ``mtme`` in :mod:`dhp.recorded.mtme`, ``table`` — bring your
-own — in :mod:`dhp.recorded.table`; found by discovery, dhp.registry: a new source is one module here). Each
+own — in :mod:`dhp.recorded.table`; found by discovery, dhp.extensions: a new source is one module here). Each
 declares its own default files, companions, language pair and the views it feeds (:class:`Importer`), and reads
 one file at a time and returns rows for one or more of the run-folder tables in :data:`TABLE_KEYS`:
 
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.io import resolve, write_manifest, write_parquet
 # the registry and the names importers share, re-exported: dhp.recorded.<name> stays their public name
@@ -55,12 +55,12 @@ MANIFEST_STAGE = "import_judgments"
 
 def default_path(kind: str, data_dir: str | os.PathLike | None = None) -> Path:
     """The data-root path of a recorded source (its importer's ``default``: the one place that resolves it), fetched
-    with the companion data sets its views need when missing (dhp.datasets.registry)."""
+    with the companion data sets its views need when missing (dhp.datasets.declared_files)."""
     imp = IMPORTERS.lookup(kind)
     if imp.default is None:
         raise DHPError(f"The {kind!r} importer has no default path.", "pass the file or folder to import.")
-    registry.ensure(list(imp.companions), data_dir)
-    return registry.path(imp.default, data_dir)
+    declared_files.ensure(list(imp.companions), data_dir)
+    return declared_files.path(imp.default, data_dir)
 
 
 # ---------------------------------------------------------------------------------------------- files
@@ -97,7 +97,7 @@ def _read_file(imp: Importer, p: Path, root: Path, max_bytes: int) -> SourceFile
 def known_upstream(sha256: str) -> str | None:
     """``<repository>@<commit>:<path>`` of a file whose sha256 is a declared upstream file
     (dhp/resources/data_registry.json), else None."""
-    f = registry.by_sha256(sha256)
+    f = declared_files.by_sha256(sha256)
     return None if f is None else f.upstream
 
 

@@ -28,7 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from dhp.datasets import registry
+from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.judging.gemba import RECORDED_DECODING
 from dhp.recorded import mtme
@@ -77,7 +77,7 @@ def _mqm_file(path, lp: str, data_dir):
     found = mtme.find_mqm(path, lp)
     if found is not None:
         return found
-    return registry.path("wmt22_mqm_zh_en", data_dir) / f"{lp}.mqm.seg.score" if lp == "zh-en" else None
+    return declared_files.path("wmt22_mqm_zh_en", data_dir) / f"{lp}.mqm.seg.score" if lp == "zh-en" else None
 
 
 def _system_means(rows: pd.DataFrame) -> dict[str, float]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of, registrar
+from dhp.extensions import Registry, origin_of, registrar
 from dhp.judging.strategies import VERDICT_COLUMNS
 from dhp.schema import SCORE_COLUMNS, SCORE_EXTRA_COLUMNS
 
@@ -125,7 +125,7 @@ class Importer:
     feeds: tuple[str, ...] = ()
 
 
-#: Every recorded-judgment source by name; found by discovery (dhp.registry): the modules of dhp.recorded and the
+#: Every recorded-judgment source by name; found by discovery (dhp.extensions): the modules of dhp.recorded and the
 #: entry-point group ``dhp.recorded``.
 IMPORTERS: "Registry[Importer]" = Registry(
     "recorded source", "dhp.recorded",

@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.registry import Registry, origin_of, registrar
+from dhp.extensions import Registry, origin_of, registrar
 from dhp import schema
 from dhp.schema import DATASET_TASK, TASK_METRICS
 
@@ -103,7 +103,7 @@ class Perturbation:
     paper: bool = False
 
 
-#: Every perturbation by name, in registration order; found by discovery (dhp.registry): the modules of dhp.perturb
+#: Every perturbation by name, in registration order; found by discovery (dhp.extensions): the modules of dhp.perturb
 #: (builtin: the DHP paper's; hu2024: the criteria-confusion attacks), a module of your own there, entry-point group
 #: ``dhp.perturbations``, or a notebook cell's @perturbation.
 PERTURBATIONS: "Registry[Perturbation]" = Registry(
@@ -113,7 +113,7 @@ PERTURBATIONS: "Registry[Perturbation]" = Registry(
 
 @registrar
 def register(p: Perturbation) -> Perturbation:
-    """Add `p` to the registry (dhp.registry's one rule: a name another definition holds is refused; the same
+    """Add `p` to the registry (dhp.extensions's one rule: a name another definition holds is refused; the same
     definition again — a notebook cell rerun — replaces itself)."""
     if not p.name or not p.name.replace("_", "").isalnum() or p.name == "original":
         raise DHPError(f"Bad perturbation name {p.name!r}.", "use letters, digits and underscores, not 'original'.")
