@@ -265,6 +265,38 @@ def section_run_dir(folder: str, max_judges: int | None, kinds: list[str], k: in
     assert dv <= 1e-9 and same_rank
 
 
+def section_walk(human, groups, metrics, n_judges: int, k: int, statistic: str = "acc_eq_calibrated"):
+    """The WMT cluster walk over the n_judges best metrics (the leaderboard's path for views of > 10 judges), with
+    mt-metrics-eval's stop alone (before) and LEADERBOARD_EARLY_STOP (after) on the same draws: CPU, draws, ratio,
+    and whether the clusters are the same."""
+    from dhp.analysis.leaderboard import seg_value
+    from dhp.stats.permutation import pair_tester
+
+    names = sorted(metrics, key=lambda n: -seg_value(human, metrics[n], groups, statistic))[:n_judges]
+    x = np.stack([metrics[n] for n in names])
+    keep = np.isfinite(human) & np.isfinite(x).all(axis=0)
+    h, x, g = human[keep], x[:, keep], groups[keep]
+    draws = permutation_draws(len(h), k, 0)
+    print(f"\n## Cluster walk, {statistic}, the {len(names)} best metrics, {len(h)} rows, k = {k}")
+    res = {}
+    for name, stop in (("before", WMT_EARLY_STOP), ("after", LEADERBOARD_EARLY_STOP)):
+        t = time.process_time()
+        test = pair_tester(h, x, g, statistic, draws=draws, early_stop=stop)
+        start, cluster, clusters, used, pairs = 0, 1, [], 0, 0
+        for pos in range(len(names)):
+            for j in range(start, pos):
+                r = test(j, pos)
+                used, pairs = used + r["k"], pairs + 1
+                if r["p_a_better"] <= 0.05:
+                    cluster, start = cluster + 1, pos
+                    break
+            clusters.append(cluster)
+        res[name] = (time.process_time() - t, clusters)
+        print(f"{name:7s} CPU {res[name][0]:7.1f} s, {pairs} pairs, {used} draws, clusters {clusters}", flush=True)
+    print(f"CPU ratio before/after {res['before'][0] / res['after'][0]:.2f}x; same clusters: "
+          f"{res['before'][1] == res['after'][1]} (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mtme", default=os.environ.get("MTME_PATH"), help="mt-metrics-eval checkout (or MTME_PATH)")
@@ -279,6 +311,7 @@ def main(argv=None):
     ap.add_argument("--mtme-draws", type=int, default=3, help="mt-metrics-eval acc*_eq resamples to time")
     ap.add_argument("--skip-leaderboard", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--walk", type=int, help="time only the cluster walk over the N best metrics, before/after")
     ap.add_argument("--run-dir", help="time only the leaderboard of this run folder, before/after (see above)")
     ap.add_argument("--max-judges", type=int, help="--run-dir: the first N judges of each view (by name)")
     ap.add_argument("--views", nargs="*", default=[], help="--run-dir: only these view kinds (e.g. segment system)")
@@ -297,6 +330,9 @@ def main(argv=None):
         commit = subprocess.run(["git", "-C", args.mtme, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         print(f"mt-metrics-eval at {args.mtme} (commit {commit or 'unknown'})")
     systems, human, groups, metrics = load(data, args.primary)
+    if args.walk:
+        section_walk(human, groups, metrics, args.walk, args.k)
+        return
     print(f"{len(systems)} systems (MQM-scored, refA left out as the reference, refB kept), "
           f"{len(human)} segment scores, {len(np.unique(groups))} items, {len(metrics)} metrics")
     section_values(mt, systems, human, groups, metrics)
