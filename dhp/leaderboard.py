@@ -173,7 +173,9 @@ def _progress(line: str, since: float | None = None) -> None:
 
 
 def default_views_cache() -> Path:
-    """<per-user cache>/dhp/views: beside the data cache (<per-user cache>/dhp/datasets)."""
+    """DHP_VIEWS_CACHE if set, else <per-user cache>/dhp/views: beside the data cache (<per-user cache>/dhp/datasets)."""
+    if os.environ.get("DHP_VIEWS_CACHE"):
+        return Path(os.environ["DHP_VIEWS_CACHE"])
     return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "views"
 
 

@@ -101,6 +101,9 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(
             f"The tests read their data from the data root {DATA}, and it could not be filled (a mirror of the "
             f"upstream files can stand in for the network: DHP_DATA_MIRROR, as .ci/run sets it):\n{e}") from None
+    # The stored results of recorded-only leaderboard views go to this session's folder, not the user's cache: a test
+    # never reads a result another run (or another version of the code under test) stored.
+    os.environ.setdefault("DHP_VIEWS_CACHE", str(INPUTS / "views"))
     stories = synthetic_stories()
     write_storycloze_csv(STORYCLOZE, stories)
     write_own_stories(TINY_STORIES, stories)
