@@ -1,19 +1,20 @@
-"""One command line for the workbench: ``python -m dhp <command> ...``.
+"""One command line for the workbench: ``dhp <command> ...`` (``make setup`` installs the ``dhp`` command into
+.venv/bin; ``python -m dhp <command> ...`` is the same command).
 
-    python -m dhp methods                                        the registered methods, their modes and notebooks
-    python -m dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
-    python -m dhp run --method criteria_confusion --help         a method's parameters, defaults and help
-    python -m dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
-    python -m dhp batch export --method dhp <its parameters> --out calls.jsonl
-    python -m dhp batch import results.jsonl --method dhp <the same parameters>
-    python -m dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
-    python -m dhp leaderboard --run-dir R                        every judge in R compared on every view
-    python -m dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
-    python -m dhp evaluate JUDGE [--profile quick|standard|paper] [--protocol P ...] [--yes] [--dry-run] [--run-dir R]
-                                                                 your judge beside the published ones (dhp.evaluate)
-    python -m dhp extensions                                     every registered extension of every kind
-    python -m dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
-                                                                 registered perturbations' votes (dhp.weights)
+    dhp methods                                        the registered methods, their modes and notebooks
+    dhp run --method dhp --dataset summeval --n-items 3 --judge embedded --run-dir runs/try
+    dhp run --method criteria_confusion --help         a method's parameters, defaults and help
+    dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
+    dhp batch export --method dhp <its parameters> --out calls.jsonl
+    dhp batch import results.jsonl --method dhp <the same parameters>
+    dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
+    dhp leaderboard --run-dir R                        every judge in R compared on every view
+    dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
+    dhp evaluate JUDGE [--profile quick|standard|paper] [--protocol P ...] [--yes] [--dry-run] [--run-dir R]
+                                                       your judge beside the published ones (dhp.evaluate)
+    dhp extensions                                     every registered extension of every kind
+    dhp weights [--out PATH]                           regenerate dhp/resources/expert_weights.csv from the
+                                                       registered perturbations' votes (dhp.weights)
 
 ``run`` is :func:`dhp.methods.run` (the stages collect → analyze → figures into the run folder, each through the
 stage runner :func:`dhp.methods.run_stage`; ``--stage NAME`` runs one), with the parameters of the
@@ -27,6 +28,7 @@ verdicts, mt-metrics-eval score files, your own CSV/JSONL) into the tables the m
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from dhp import batch, methods, weights
@@ -35,7 +37,7 @@ from dhp import config as cfg
 from dhp.datasets import registry
 from dhp.errors import DHPError
 from dhp.evaluate import PROFILES, evaluate
-from dhp.io import resolve, write_text
+from dhp.io import from_cwd, resolve, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, default_path, import_judgments
 
@@ -73,10 +75,10 @@ def _run(argv: list[str]) -> int:
     def extra(ap):
         ap.add_argument("--dry-run", action="store_true", help="print the calls, tokens and cost of the run; call no "
                                                                "model, write no table")
-        ap.add_argument("--stage", help="run this one stage only (python -m dhp methods lists each method's stages); "
+        ap.add_argument("--stage", help="run this one stage only (dhp methods lists each method's stages); "
                                         "default: collect, analyze and figures")
 
-    m, config, args = config_from_argv(argv, "python -m dhp run", extra)
+    m, config, args = config_from_argv(argv, "dhp run", extra)
     if args.dry_run:
         for stage, est in m.estimate(config).items():
             if est is not None:
@@ -95,19 +97,19 @@ def _batch(action: str, argv: list[str]) -> int:
         else:
             ap.add_argument("results", help="the batch job's output file (JSONL)")
 
-    m, config, args = config_from_argv(argv, f"python -m dhp batch {action}", extra)
+    m, config, args = config_from_argv(argv, f"dhp batch {action}", extra)
     m.check_mode(config)
     collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
     if action == "export":
         n = batch.export_calls(collect, args.out)
         print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
     else:
-        print(batch.import_results(collect, args.results, config.cache).describe())
+        print(batch.import_results(collect, from_cwd(args.results), config.cache).describe())
     return 0
 
 
 def _import_judgments(rest: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp import-judgments",
+    ap = argparse.ArgumentParser(prog="dhp import-judgments",
                                  description="Import recorded judgments into a run folder (dhp.recorded).")
     ap.add_argument("kind", choices=sorted(IMPORTERS))
     ap.add_argument("path", nargs="?", help="a file, or a folder searched recursively (default: the source's place "
@@ -124,6 +126,8 @@ def _import_judgments(rest: list[str]) -> int:
         if IMPORTERS[args.kind].default is None:
             ap.error(f"{args.kind}: name the file or folder to import")
         args.path = default_path(args.kind, args.data_dir)
+    else:
+        args.path = from_cwd(args.path)  # a file or folder named on the command line: relative to the current dir
     report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
                               lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
     print(report.describe())
@@ -131,7 +135,7 @@ def _import_judgments(rest: list[str]) -> int:
 
 
 def _leaderboard(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp leaderboard",
+    ap = argparse.ArgumentParser(prog="dhp leaderboard",
                                  description="Compare the judges of a run folder on every view (dhp.leaderboard).")
     cfg.add_arguments(ap, LeaderboardParams)
     config = cfg.from_arguments(LeaderboardParams, ap.parse_args(argv))
@@ -142,7 +146,7 @@ def _leaderboard(argv: list[str]) -> int:
 
 def _data(argv: list[str]) -> int:
     """``data list`` / ``data fetch`` / ``data doc``: the declared input files (dhp.datasets.registry)."""
-    ap = argparse.ArgumentParser(prog="python -m dhp data", description="The workbench's input files, declared "
+    ap = argparse.ArgumentParser(prog="dhp data", description="The workbench's input files, declared "
                                  "in dhp/resources/data_registry.json (docs/data.md).")
     sub = ap.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="each data set: files present, size, licence, source")
@@ -187,7 +191,7 @@ def _data(argv: list[str]) -> int:
 
 
 def _evaluate(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp evaluate", description=(
+    ap = argparse.ArgumentParser(prog="dhp evaluate", description=(
         "Run every method your judge's mode supports on the units of the published judges, then the leaderboard "
         "and the report card, into its own run folder (dhp.evaluate)."))
     ap.add_argument("judge", help="judge spec, e.g. openai:<model>@http://host:8000/v1 (model optional when the "
@@ -213,15 +217,39 @@ def _evaluate(argv: list[str]) -> int:
 
 
 def _weights(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dhp weights", description=(
+    ap = argparse.ArgumentParser(prog="dhp weights", description=(
         "Regenerate the shipped expert weights from every registered perturbation's declared votes (dhp.weights)."))
     ap.add_argument("--out", help="where to write (default: dhp/resources/expert_weights.csv, replaced)")
     print(weights.write_default_weights(ap.parse_args(argv).out))
     return 0
 
 
+#: Options whose value is a path: given relative, it is relative to the current directory (dhp.io.from_cwd).
+PATH_OPTIONS = ("--run-dir", "--out", "--figures-dir", "--data-dir", "--cache-path", "--results-dir")
+#: --dataset is a path when it names a file (a CSV/JSONL/Parquet of your texts), else a registered dataset's name.
+DATASET_FILE = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
+
+
+def _paths_from_cwd(argv: list[str]) -> list[str]:
+    """The command line with every path option made absolute against the current directory."""
+    out = list(argv)
+    for i, tok in enumerate(out):
+        flag, eq, value = tok.partition("=")
+        is_path = flag in PATH_OPTIONS
+        if flag == "--dataset":
+            nxt = value if eq else (out[i + 1] if i + 1 < len(out) else "")
+            is_path = nxt.lower().endswith(DATASET_FILE) or os.sep in nxt
+        if not is_path:
+            continue
+        if eq and value:
+            out[i] = f"{flag}={from_cwd(value)}"
+        elif not eq and i + 1 < len(out) and out[i + 1] and not out[i + 1].startswith("-"):
+            out[i + 1] = from_cwd(out[i + 1])
+    return out
+
+
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _paths_from_cwd(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
@@ -250,10 +278,10 @@ def main(argv=None) -> int:
     except DHPError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("error: use `python -m dhp methods`, `python -m dhp run --method NAME ...`, "
-          "`python -m dhp batch export ... --out F`, `python -m dhp batch import F ...`, "
-          "`python -m dhp import-judgments KIND PATH --run-dir R`, `python -m dhp leaderboard --run-dir R` or "
-          "`python -m dhp evaluate JUDGE`",
+    print("error: use `dhp methods`, `dhp run --method NAME ...`, "
+          "`dhp batch export ... --out F`, `dhp batch import F ...`, "
+          "`dhp import-judgments KIND PATH --run-dir R`, `dhp leaderboard --run-dir R` or "
+          "`dhp evaluate JUDGE`",
           file=sys.stderr)
     return 2
 

@@ -38,6 +38,13 @@ def resolve(path: str | os.PathLike) -> Path:
     return p if p.is_absolute() else project_root() / p
 
 
+def from_cwd(path: str | os.PathLike) -> str:
+    """A path typed on a command line, made absolute against the user's current directory (``dhp run --run-dir
+    runs/mine`` run in ~/work writes ~/work/runs/mine, as any command-line tool would). Library calls and notebooks
+    keep :func:`resolve`'s project-root rule; an absolute path is returned as it is."""
+    return os.path.abspath(Path(path).expanduser())
+
+
 def _atomic(path: Path, write) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -24,3 +24,21 @@ def test_jsonl_lines_keep_unicode_line_separators_inside_records(tmp_path):
     path = tmp_path / "calls.jsonl"
     path.write_text(body, encoding="utf-8")
     assert batch.read_lines(path) == records
+
+
+def test_command_line_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):
+    """issue 41: `dhp ... --run-dir runs/mine` typed in another folder means that folder's runs/mine; a dataset
+    named by its registered name stays a name, one given as a file becomes a path. Library calls keep resolve()'s
+    project-root rule (notebooks run from notebooks/ and mean the project's runs/)."""
+    from dhp.cli import _paths_from_cwd
+    from dhp.io import from_cwd, project_root, resolve
+
+    monkeypatch.chdir(tmp_path)
+    assert from_cwd("runs/mine") == str(tmp_path / "runs" / "mine")
+    assert from_cwd("/abs/x") == "/abs/x"
+    assert resolve("runs/mine") == project_root() / "runs" / "mine"
+    argv = ["run", "--dataset", "my_texts.csv", "--run-dir", "runs/mine", "--figures-dir=figs", "--n-items", "6"]
+    assert _paths_from_cwd(argv) == ["run", "--dataset", str(tmp_path / "my_texts.csv"), "--run-dir",
+                                     str(tmp_path / "runs" / "mine"), f"--figures-dir={tmp_path / 'figs'}",
+                                     "--n-items", "6"]
+    assert _paths_from_cwd(["run", "--dataset", "summeval"]) == ["run", "--dataset", "summeval"]

@@ -39,9 +39,9 @@ def test_bars_have_threshold_line_labels_and_error_bars(tables):
     _, _, sm = tables
     fig = plots.plot_discernment_bars(sm, "summeval")
     ax = fig.axes[0]
-    assert ax.get_ylabel() and ax.get_xlabel()
+    assert ax.get_ylabel() and all("(" in t.get_text() for t in ax.get_xticklabels())  # judge (mode) under each bar
     assert any(tuple(l.get_ydata()) == (1.0, 1.0) and l.get_color() == "red" for l in ax.get_lines())
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]  # one legend for every panel
     assert "$D_{avg}^{EW}$" in labels and "D = 1 (p = 0.05)" in labels
     assert any(type(c).__name__ == "ErrorbarContainer" for c in ax.containers)
 
@@ -92,7 +92,7 @@ def test_heatmap_cells_are_the_discernment_values(tables):
     shown = sorted(float(t.get_text()) for t in ax.texts if t.get_text())
     want = sorted(round(v, 2) for v in d.loc[d["dataset"] == "summeval", "D"])
     assert shown == pytest.approx(want, abs=0.006)
-    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "control"  # the control is the last column
+    assert [t.get_text() for t in ax.get_yticklabels()][-1] == "control"  # the control is the last row
 
 
 def test_the_expert_weights_figure_shows_dhps_perturbations_only(tables):
@@ -110,3 +110,58 @@ def test_the_expert_weights_figure_shows_dhps_perturbations_only(tables):
     shown = labels(plots.discernment_figures(sm, d, ew=ew)["expert_weights"])
     assert "char_deletion" in shown and not shown & others
     assert labels(plots.plot_expert_weights(ew)) & others  # control
+
+
+#: A page's content column at 1280 px (Material theme; lessons alike) is ~700-800 px wide: a figure wider than the
+#: column is shrunk to it, so its smallest label renders at min_font_px × 700 / width.
+COLUMN_PX = 700
+
+
+def _rendered_min_font(png) -> float:
+    from PIL import Image
+
+    with Image.open(png) as im:
+        return float(im.info[plots.save.MIN_FONT_KEY]) * min(1.0, COLUMN_PX / im.width)
+
+
+def test_every_figure_is_legible_at_a_pages_width(tables, tmp_path):
+    """Issue 41: labels >= 9 px where the page shows the figure. Every figure of the discernment, response-style,
+    leaderboard (a 37-judge view of 6 panels, as HANNA's) pages, read from the PNG's own
+    dhp:min_font_px. Control: the figures as they were (12.4-in-wide leaderboards, 17-in discernment bars, a 30-in
+    tall HANNA view) gave 3.9-8.2 px."""
+    from dhp.plots.leaderboard import leaderboard_figures
+
+    paths = [p for p in _draw_all(tables, tmp_path) if p.suffix == ".png"]
+    judges = [f"judge-{k:02d}" for k in range(37)]
+    board = pd.DataFrame([{"view": "hanna", "scope": f"HANNA {a}", "measure": "overall_kendall", "strategy": "",
+                           "judge": j, "mode": "recorded", "value": 0.3 - k / 100, "lo": 0.2 - k / 100,
+                           "hi": 0.4 - k / 100, "n": 960, "rank": k + 1, "cluster": 1 + k // 5, "cluster_holm": 1,
+                           "recorded": True, "status": "ok",
+                           "protocol": "hanna/setting@900616b sha256:77a3a8f35447"}
+                          for a in ("Coherence", "Empathy", "Surprise", "Relevance", "Engagement", "Complexity")
+                          for k, j in enumerate(judges)])
+    figures = leaderboard_figures(board)
+    assert sorted(figures) == ["hanna_coherence", "hanna_complexity", "hanna_empathy", "hanna_engagement",
+                               "hanna_relevance", "hanna_surprise"]  # too tall for one figure: one per aspect
+    for name, fig in figures.items():
+        titles = [fig._suptitle.get_text()] + [ax.get_title(loc="left") for ax in fig.axes]
+        assert not any("sha256" in t or "@900616b" in t for t in titles), name  # digests stay in the table
+        paths += [p for p in plots.save_figure(fig, tmp_path / "lb", f"leaderboard_{name}") if p.suffix == ".png"]
+    assert len(paths) == 10
+    small = {p.name: round(_rendered_min_font(p), 1) for p in paths if _rendered_min_font(p) < 9}
+    assert not small
+
+
+def test_min_font_px_is_the_smallest_drawn_text():
+    """The key the site check reads: a figure whose smallest drawn text is 6 pt says 12.5 px (6 × 150 / 72); tick
+    labels of an axes drawn without axes do not count."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.set_title("t", fontsize=11)
+    a.tick_params(labelsize=9)
+    a.text(0.5, 0.5, "six", fontsize=6)
+    b.tick_params(labelsize=4)
+    b.set_axis_off()
+    assert plots.save.min_font_px(fig) == 12.5
+    plt.close(fig)

@@ -65,3 +65,46 @@ def test_a_pdf_has_the_same_bytes_under_another_hash_seed(tmp_path):
                        env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root})
     assert (tmp_path / "1" / "f.pdf").read_bytes() == (tmp_path / "2" / "f.pdf").read_bytes()
     assert (tmp_path / "1" / "f.png").read_bytes() == (tmp_path / "2" / "f.png").read_bytes()
+
+
+def _summary_correlation_board():
+    import pandas as pd
+
+    # the shape of results/leaderboard.csv's summary_correlation view; judges b and c tie, as two baselines can
+    return pd.DataFrame({"view": "summary_correlation", "scope": "SummEval coherence", "measure": "summary_spearman",
+                         "strategy": "", "judge": ["a", "b", "c", "d"], "mode": "metric",
+                         "value": [0.31, 0.125, 0.125, 0.04], "lo": [0.2, 0.02, 0.03, -0.1], "hi": [0.4, 0.2, 0.21, 0.1],
+                         "n": 20, "rank": [1, 2, 2, 4], "cluster": [1, 2, 2, 3], "cluster_holm": [1, 1, 1, 2],
+                         "recorded": False, "status": "ok", "protocol": ""})
+
+
+def _nudged(board):
+    """The same board as another machine's BLAS might sum it: every float one unit in the last place up or down."""
+    import numpy as np
+
+    out = board.copy()
+    for k, c in enumerate(["value", "lo", "hi"]):
+        v = out[c].to_numpy(float)
+        out[c] = np.nextafter(v, np.where(np.arange(len(v)) % 2 == k % 2, np.inf, -np.inf))
+    return out
+
+
+@pytest.mark.parametrize("ext", ["png", "pdf"])
+def test_a_figure_from_last_bit_different_numbers_has_the_same_bytes(tmp_path, ext, monkeypatch):
+    """Issue 39 item 8: leaderboard_summary_correlation regenerated on another machine differed in one coordinate's
+    last digit. A figure drawn from the same numbers with other last bits (np.nextafter on every value and interval
+    end; two judges tied) is byte-identical. Control: without the rounding to 10 digits (dhp.plots.save.stable) the
+    tied judges swap places and the bytes differ."""
+    import dhp.plots.leaderboard as lb
+    from dhp.plots import save_figure
+
+    board = _summary_correlation_board()
+    assert (_nudged(board)["value"] != board["value"]).all()  # every value really differs in its last bit
+
+    def draw(b, where):
+        fig = lb.leaderboard_figures(b)["summary_correlation"]
+        return next(p for p in save_figure(fig, tmp_path / where, "fig") if p.suffix == f".{ext}").read_bytes()
+
+    assert draw(board, "here") == draw(_nudged(board), "there")
+    monkeypatch.setattr(lb, "stable", lambda x: x)  # the control: the numbers drawn as they are
+    assert draw(board, "here_raw") != draw(_nudged(board), "there_raw")

@@ -53,6 +53,9 @@ def test_pip_install_non_editable_runs_the_cli(tmp_path):
     where = subprocess.run([python, "-c", "import dhp; print(dhp.__file__)"], cwd=work, env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
     assert where.startswith(str(site)), where  # the installed copy, not a checkout
+    # the console command of [project.scripts] (issue 41): `dhp ...` as the README's recipes spell it
+    cmd = subprocess.run([str(venv / "bin" / "dhp"), "--help"], cwd=work, env=env, capture_output=True, text=True)
+    assert cmd.returncode == 0 and "dhp evaluate JUDGE" in cmd.stdout, cmd.stderr[-2000:]
     run = work / "run"
     out = subprocess.run([python, "-m", "dhp", "run", "--dataset", "summeval", "--n-items", "2",
                           "--perturbations", "char_typo,control", "--mode", "likelihood", "--n-boot", "0",

@@ -17,6 +17,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from dhp.analysis.confusion import ASPECT_ORDER, ATTACK_ORDER, RUN_KEYS, mean_drop_table  # noqa: E402
+from dhp.plots.save import stable  # noqa: E402
 
 
 def plot_drop_heatmap(cells: pd.DataFrame, description_type: str):
@@ -97,6 +98,7 @@ def confusion_figures(cells: pd.DataFrame, summary: pd.DataFrame, correlations: 
     """Every figure of the method's result tables (several judges, modes and instructions): per judge × mode ×
     instruction × description type with cells, the drop heat-map, the inter-aspect correlations and the directional
     D; per judge × mode × instruction with several description types, their comparison. Name -> figure."""
+    cells, summary, correlations = stable(cells), stable(summary), stable(correlations)  # same bytes anywhere
     figs = {}
     for key, grp in cells.groupby(RUN_KEYS, sort=True):
         mine = correlations

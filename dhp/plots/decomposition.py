@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
+from dhp.plots.save import stable  # noqa: E402
 
 __all__ = ["AGREEMENT_MEASURES", "pooled_agreement", "plot_agreement"]
 
@@ -43,7 +44,7 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
     that judge ran, the measure pooled over the subsets (:func:`pooled_agreement`). A strategy keeps its colour in
     every group. The dotted line is 0.5: a judge that always names the first-shown response reaches 0.5
     agreement and 0 position consistency on LLMBar's labels."""
-    pooled = pooled_agreement(agreement, measures)
+    pooled = stable(pooled_agreement(agreement, measures))  # the same numbers to 10 digits: the same bytes
     if pooled.empty:
         raise DHPError("The agreement table has no rows to plot.", "run the decompose_aggregate method first.")
     groups = list(dict.fromkeys(zip(pooled["judge"], pooled["mode"])))
@@ -51,8 +52,10 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
     cmap = plt.get_cmap("tab20" if len(strategies) > 10 else "tab10")
     colour = {s: cmap(i % cmap.N) for i, s in enumerate(strategies)}
     per_group = [pooled[(pooled["judge"] == j) & (pooled["mode"] == m)] for j, m in groups]
-    width = max(6.5, 0.16 * len(pooled) + 0.6 * len(groups) + 2.5)
-    fig, axes = plt.subplots(len(measures), 1, figsize=(width, 2.1 * len(measures) + 0.8), sharex=True, squeeze=False)
+    # a page's column wide (7 in: labels >= 9 px there); many bars: their values turned upright to fit
+    upright = len(pooled) + len(groups) > 24
+    fig, axes = plt.subplots(len(measures), 1, figsize=(7.0, 2.3 * len(measures) + 1.2), sharex=True, squeeze=False,
+                             layout="constrained")
     starts = np.cumsum([0] + [len(g) + 1 for g in per_group[:-1]])  # one empty slot between groups
     for ax, measure in zip(axes[:, 0], measures):
         for start, g in zip(starts, per_group):
@@ -60,15 +63,16 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
             values = g[measure].to_numpy(float)
             bars = ax.bar(x, np.nan_to_num(values), width=0.9, color=[colour[s] for s in g["strategy"]])
             # the value on every bar: a share of 0 draws no bar, and a panel of zeros looked empty, not measured
-            ax.bar_label(bars, labels=["n/a" if np.isnan(v) else f"{v:.2f}" for v in values], fontsize=6, padding=1)
+            ax.bar_label(bars, labels=["n/a" if np.isnan(v) else f"{v:.2f}" for v in values], fontsize=7, padding=1,
+                         rotation=90 if upright else 0)
         ax.axhline(0.5, ls=":", color="grey", lw=1)
-        ax.set(ylim=(0, 1), ylabel="share of items")
+        ax.set(ylim=(0, 1.3 if upright else 1.12), ylabel="share of items")
+        ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
         ax.set_title(_TITLES.get(measure, measure), fontsize=9)
     centres = [start + (len(g) - 1) / 2 for start, g in zip(starts, per_group)]
     axes[-1, 0].set_xticks(centres, [_group_label(j, m) for j, m in groups], fontsize=7)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[s]) for s in strategies]
-    fig.legend(handles, strategies, title="strategy", fontsize=7, title_fontsize=8, loc="center left",
-               bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.legend(handles, strategies, title="strategy", fontsize=7, title_fontsize=8, loc="outside lower center",
+               ncol=min(4, len(strategies)), frameon=False)
     fig.suptitle("LLMBar pairwise judging: items pooled over the subsets", fontsize=10)
-    fig.tight_layout()
     return fig

@@ -6,6 +6,7 @@ the same inputs give byte-identical files (figures can be committed and diffed).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -20,7 +21,7 @@ from dhp.errors import DHPError  # noqa: E402
 from dhp.io import read_table, resolve  # noqa: E402
 from dhp.perturb.registry import PERTURBATIONS  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
-from dhp.plots.save import save_figure  # noqa: E402  (one writer for every figure)
+from dhp.plots.save import save_figure, stable  # noqa: E402  (one writer for every figure)
 
 STAT_LABELS = {
     "D_avg": "$D_{avg}$",
@@ -35,11 +36,24 @@ STAT_CI = {
     "D_min_EW": ("D_min_EW_lo", "D_min_EW_hi"),
 }
 COLORS = ["#4C72B0", "#8DA0CB", "#DD8452", "#F2B880"]
+#: Width of every figure in inches: a page's content column (~700-800 px at 1280 px) shows it at about its 100-dpi
+#: size, so 7-pt labels stay >= 9 px on the page (dhp.plots.save writes the smallest font into the PNG).
+PAGE_WIDTH = 7.0
+JUDGE_WIDTH = 0.85  # inches a judge's bar group takes: its three-line label at 7 pt fits
+PANEL_PAD = 0.3
 
 
-def _judge_label(judge: str, mode: str) -> str:
-    # Backend and model on separate lines, so neighbouring bar groups' labels do not overlap.
+def _judge_label(judge: str, mode: str, wrap: int | None = None) -> str:
+    # Backend and model on separate lines, so neighbouring bar groups' labels do not overlap; ``wrap``: a model name
+    # longer than that many characters breaks after a hyphen (a heatmap's narrow columns).
     kind, _, model = judge.partition(":")
+    if wrap and model:
+        lines = [""]
+        for part in re.split(r"(?<=-)", model):  # after each hyphen (textwrap keeps "smollm2-135m" whole)
+            if lines[-1] and len(lines[-1]) + len(part) > wrap:
+                lines.append("")
+            lines[-1] += part
+        model = "\n".join(lines)
     return f"{kind}:\n{model}\n({mode})" if model else f"{judge}\n({mode})"
 
 
@@ -58,7 +72,7 @@ def plot_discernment_bars(summary: pd.DataFrame, dataset: str, items: dict | Non
     says that n is not known. Error bars are the bootstrap 95% intervals when the summary has them; the red line is
     D = 1 (p = 0.05).
     """
-    s = summary[summary["dataset"] == dataset].sort_values(["judge", "mode"])
+    s = stable(summary[summary["dataset"] == dataset]).sort_values(["judge", "mode"])
     if s.empty:
         raise DHPError(f"No summary rows for dataset {dataset!r}.", "run notebook 03 for that dataset first.")
     keys = list(zip(s["judge"].astype(str), s["mode"].astype(str)))
@@ -68,21 +82,41 @@ def plot_discernment_bars(summary: pd.DataFrame, dataset: str, items: dict | Non
         groups.sort(key=lambda g: -len(g) if g is not None else 1)
     else:
         sets, groups = [None] * len(s), [None]
-    widths = [max(3.2, 1.6 * sum(x == g for x in sets) + 1.2) for g in groups]
-    fig, axes = plt.subplots(1, len(groups), figsize=(sum(widths) + 1.8, 3.9), squeeze=False,
-                             gridspec_kw={"width_ratios": widths}, sharey=True)
-    for ax, g in zip(axes[0], groups):
+    # Small multiples that fit a page's column (7 in: at 150 dpi shown 700 px wide, 7-pt labels render at ~10 px):
+    # panels sized by their judges, packed into rows left to right; y shared by every panel.
+    widths = [max(1.5, PANEL_PAD + JUDGE_WIDTH * sum(x == g for x in sets)) for g in groups]  # 1.5: its title
+    rows: list[list[int]] = []
+    for k, w in enumerate(widths):
+        if rows and sum(widths[i] for i in rows[-1]) + w <= PAGE_WIDTH - 0.5:
+            rows[-1].append(k)
+        else:
+            rows.append([k])
+    units = 100  # the grid's columns: a panel spans its share of the page width
+    fig = plt.figure(figsize=(PAGE_WIDTH, 2.6 * len(rows) + 1.0), layout="constrained")
+    gs = fig.add_gridspec(len(rows), units)
+    axes = []
+    for r, row in enumerate(rows):
+        start = 0
+        for k in row:
+            span = max(1, round(units * widths[k] / max(PAGE_WIDTH - 0.5, sum(widths[i] for i in row))))
+            ax = fig.add_subplot(gs[r, start:min(units, start + span)], sharey=axes[0][0] if axes else None)
+            if start:
+                ax.tick_params(labelleft=False)
+            start += span
+            axes.append((ax, groups[k]))
+    for ax, g in axes:
         sub = s[[x == g for x in sets]]
         _bars(ax, sub)
         if items:
             ax.set_title(f"same {len(g)} items (n = {len(g)})" if g is not None else "items unknown (n = ?)",
                          fontsize=8)
-    axes[0][0].set_ylabel("discernment score D = log$_{0.05}$ p")
-    axes[0][-1].legend(fontsize=8, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    for r, row in enumerate(rows):  # the y label once a row
+        axes[sum(len(x) for x in rows[:r])][0].set_ylabel("D = log$_{0.05}$ p", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, ncol=5, loc="outside lower center", frameon=False)
     note = ("judges side by side only on the same items; n in each panel" if items
             else "n per judge not known: judges may rest on different items")
-    fig.suptitle(f"DHP discernment — {dataset}\n({note})", fontsize=9)
-    fig.tight_layout()
+    fig.suptitle(f"DHP discernment — {dataset} ({note})", fontsize=9)
     return fig
 
 
@@ -102,7 +136,8 @@ def _bars(ax, s: pd.DataFrame) -> None:
                yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8})  # fmt: skip
     ax.axhline(1.0, color="red", lw=1.2, ls="-", label="D = 1 (p = 0.05)")
     ax.set_xticks(x, labels, fontsize=7)
-    ax.set_xlabel("judge (mode)")
+    ax.set_xlim(-0.6, len(s) - 0.4)
+    ax.tick_params(axis="y", labelsize=7)
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -111,24 +146,29 @@ def plot_discernment_heatmap(discernment: pd.DataFrame, dataset: str, value: str
 
     Columns are ordered by level (character, word, sentence) then the control last.
     """
-    d = discernment[discernment["dataset"] == dataset].copy()
+    d = stable(discernment[discernment["dataset"] == dataset])
     if d.empty:
         raise DHPError(f"No discernment rows for dataset {dataset!r}.", "run notebook 03 for that dataset first.")
-    d["judge_mode"] = [f"{j} ({m})" for j, m in zip(d["judge"], d["mode"])]
+    d["judge_mode"] = [_judge_label(j, m, wrap=9) for j, m in zip(d["judge"], d["mode"])]
     d["column"] = [f"{p}/{s}" if s not in ("single", "none") else p for p, s in zip(d["perturbation"], d["severity"])]
     order = {lv: i for i, lv in enumerate(LEVELS)}
     d["_o"] = [order.get(lv, len(LEVELS)) + (10 if p == CONTROL else 0) for lv, p in zip(d["level"], d["perturbation"])]
     cols = d.sort_values(["_o", "perturbation", "severity"])["column"].drop_duplicates().tolist()
-    grid = d.pivot_table(index="judge_mode", columns="column", values=value, aggfunc="first").reindex(columns=cols)
-    fig, ax = plt.subplots(figsize=(max(5, 0.75 * len(cols) + 3), max(2.5, 0.55 * len(grid) + 1.8)))
+    # perturbations down, judges across: the long list runs down the page, so the figure fits a column's width
+    grid = d.pivot_table(index="column", columns="judge_mode", values=value, aggfunc="first").reindex(index=cols)
+    width = min(PAGE_WIDTH, 2.6 + 0.75 * grid.shape[1])
+    fig, ax = plt.subplots(figsize=(width, max(2.5, 0.26 * len(grid) + 1.9)))
     vmax = max(2.0, float(np.nanmax(grid.to_numpy())) if np.isfinite(grid.to_numpy()).any() else 2.0)
     sns.heatmap(grid, ax=ax, cmap="RdBu", center=1.0, vmin=0, vmax=vmax, annot=True, fmt=".2f",
                 annot_kws={"fontsize": 7}, cbar_kws={"label": f"{value} (1 means p = 0.05)"}, linewidths=0.5)  # fmt: skip
-    ax.set_xlabel("perturbation / severity (by level; control last)")
-    ax.set_ylabel("judge (mode)")
-    ax.set_title(f"{value} per perturbation — {dataset}")
-    plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    ax.set_ylabel("")
+    ax.set_xlabel("")
+    ax.set_title(f"{value} per perturbation/severity (by level, control last) and judge — {dataset}", fontsize=9)
+    ax.tick_params(labelsize=7)
+    plt.setp(ax.get_xticklabels(), rotation=0)
     plt.setp(ax.get_yticklabels(), rotation=0)
+    ax.figure.axes[-1].tick_params(labelsize=7)  # the colour bar
+    ax.figure.axes[-1].yaxis.label.set_size(8)
     fig.tight_layout()
     return fig
 
@@ -159,15 +199,15 @@ def plot_response_styles(scores: pd.DataFrame, dataset: str, perturbation: str =
     when given, as in the paper; otherwise between its original and perturbed scores of the same items.
     Different shapes with the same ordering are response styles; the Wilcoxon test only sees the ordering.
     """
-    t = response_style_table(scores, dataset, perturbation, severity)
+    t = stable(response_style_table(scores, dataset, perturbation, severity))
     groups = list(t.groupby(["judge", "mode"], sort=True))
     if not groups:
         raise DHPError(f"No paired scores for {perturbation!r} on {dataset!r}.", "check that notebook 02 scored both sides.")
     n = len(groups)
-    # at most three panels a row: six judges in one row were 3044 px wide and unreadable at a page's width
-    ncols = min(n, 3)
+    # at most two panels a row: the figure fits a page's column (PAGE_WIDTH) with its labels >= 9 px there
+    ncols = min(n, 2)
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH if n > 1 else 3.8, 2.6 * nrows + 0.5), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax, ((judge, mode), g) in zip(axes.flat, groups):
@@ -181,12 +221,16 @@ def plot_response_styles(scores: pd.DataFrame, dataset: str, perturbation: str =
         if human is not None:
             h = g["item_id"].map(human)
             ok = h.notna()
-            rho, what = _pearson(g.loc[ok, "original"], h[ok]), "ρ vs human"
+            rho, what = stable(_pearson(g.loc[ok, "original"], h[ok])), "ρ vs human"
         else:
-            rho, what = _pearson(g["original"], g["perturbed"]), "ρ(orig, pert)"
-        ax.set_title(f"{judge} ({mode})\n{what} = {rho:.2f}", fontsize=9)
-        ax.set_xlabel("metric-averaged score")
-        ax.set_ylabel("density")
+            rho, what = stable(_pearson(g["original"], g["perturbed"])), "ρ(orig, pert)"
+        ax.set_title(f"{judge} ({mode})\n{what} = {rho:.2f}", fontsize=8)
+        ax.set_xlabel("metric-averaged score", fontsize=8)
+        ax.set_ylabel("density", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if ax.get_legend() is not None:
+            plt.setp(ax.get_legend().get_texts(), fontsize=7)
+            ax.get_legend().get_title().set_fontsize(7)
     fig.suptitle(f"Response styles — {dataset}: original vs {perturbation}", fontsize=10)
     fig.tight_layout()
     return fig
@@ -201,18 +245,28 @@ def _pearson(a, b) -> float:
 
 def plot_expert_weights(ew: pd.DataFrame, label: str = "project default mapping (not the paper's survey)"):
     """Paper Fig. 8: one heatmap per task, perturbations × metrics, cell = expert weight."""
+    ew = stable(ew)
     tasks = [t for t in ("summarization", "story_completion", "question_answering", "translation") if t in set(ew["task"])]
     tasks += sorted(set(ew["task"]) - set(tasks))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 1, 3.6), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    ncols = min(2, len(tasks))  # two heatmaps a row: the figure fits a page's column
+    nrows = -(-len(tasks) // ncols)
+    n_pert = ew.groupby("task")["perturbation"].nunique().max() if len(ew) else 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, nrows * (0.2 * n_pert + 1.6) + 0.4), squeeze=False)
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    for ax, task in zip(axes.flat, tasks):
         g = ew[ew["task"] == task]
         grid = g.pivot(index="perturbation", columns="metric", values="weight")
         grid = grid.reindex(index=list(dict.fromkeys(g["perturbation"])), columns=list(dict.fromkeys(g["metric"])))
         sns.heatmap(grid, ax=ax, cmap="Blues", vmin=0, vmax=1, annot=True, fmt=".2f", cbar=False,
                     annot_kws={"fontsize": 7}, linewidths=0.5)  # fmt: skip
         ax.set_title(task.replace("_", " "), fontsize=9)
-        ax.set_xlabel("metric")
-        ax.set_ylabel("perturbation" if ax is axes[0][0] else "")
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        ax.tick_params(labelsize=7)
+        left = axes.flat[list(axes.flat).index(ax) - 1] if ax.get_subplotspec().colspan.start else None
+        if left is not None and [t.get_text() for t in left.get_yticklabels()] == list(grid.index):
+            ax.set_yticklabels([])  # the same perturbations as its left neighbour: named once
         plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
     fig.suptitle(f"Expert weights EW — {label}", fontsize=10)
     fig.tight_layout()

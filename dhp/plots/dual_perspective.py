@@ -11,19 +11,28 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from dhp.plots.save import stable  # noqa: E402
+
 
 def plot_dual_perspective(targets: pd.DataFrame, matrix: pd.DataFrame, judge: str):
     """One judge: a confusion matrix per aspect (agreed targets with a rating; n in the title) and the local pair
     matrix (accuracy for every pair of error counts i < j, with its n per cell)."""
+    targets, matrix = stable(targets), stable(matrix)  # the same numbers to 10 digits: the same bytes anywhere
     t = targets[(targets["judge"] == judge) & targets["judge_rating"].notna()]
     m = matrix[matrix["judge"] == judge]
     aspects = sorted(set(targets.loc[targets["judge"] == judge, "aspect"]))
-    fig, axes = plt.subplots(1, len(aspects) + 1, figsize=(3.8 * (len(aspects) + 1), 3.6), squeeze=False)
+    n = len(aspects) + 1  # two panels a row: a page's column wide (7 in), labels >= 9 px there
+    ncols = min(2, n)
+    nrows = -(-n // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(7.0 if ncols > 1 else 3.8, 3.4 * nrows + 0.3), squeeze=False)
+    for ax in grid.flat[n:]:
+        ax.set_visible(False)
+    axes = [list(grid.flat[:n])]
     for ax, aspect in zip(axes[0], aspects):
         g = t[t["aspect"] == aspect]
         cm = pd.crosstab(g["human_rating"], g["judge_rating"]).reindex(index=range(1, 6), columns=range(1, 6),
                                                                         fill_value=0)
-        sns.heatmap(cm, annot=True, fmt="d", cbar=False, ax=ax, cmap="Blues")
+        sns.heatmap(cm, annot=True, fmt="d", cbar=False, ax=ax, cmap="Blues", annot_kws={"fontsize": 8})
         ax.set(title=f"{aspect}: n = {len(g)} rated", xlabel="judge rating", ylabel="human rating (all agree)")
     ax = axes[0][-1]
     if m.empty:

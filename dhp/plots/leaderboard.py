@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dhp.plots.save import stable  # noqa: E402
+
 BAND_COLOURS = ("#EEF3FA", "#FFFFFF")
 #: LLMBar's headline strategy, then the live ones: a view's figure shows one strategy per scope.
 HEADLINE_STRATEGIES = ("Vanilla", "llmbar:Vanilla", "dhp_vanilla", "direct", "dna")
@@ -41,30 +43,46 @@ def _headline_groups(board: pd.DataFrame) -> list[tuple]:
     return groups
 
 
-def plot_view(board: pd.DataFrame, view: str):
-    """One view's figure (see the module docstring)."""
-    b = board[board["view"] == view].copy()
+#: Figure width in inches (a page's content column shows it at about its 100-dpi size: 7-pt labels >= 9 px there)
+#: and the tallest figure before a view is split into one figure per panel (HANNA's 6 × 37 judges were 30 in tall).
+PAGE_WIDTH = 7.0
+MAX_HEIGHT = 9.5
+
+
+def _panel_height(g: pd.DataFrame) -> float:
+    n = int((g["status"] == "ok").sum())
+    per_row = 0.3 if n <= 20 else 0.22  # 30+ judges a panel (HANNA): denser rows, same font
+    extra = 0.35 * _protocol_note(g[g["status"] == "ok"]).count("\n") + 0.3 * (len(g) > n)
+    return max(1.6, per_row * n + 1.1 + extra)
+
+
+def _panels(b: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    b = b.copy()
     b["strategy"] = b["strategy"].fillna("")
-    groups = _headline_groups(b)
-    ncols = min(2, len(groups))
-    nrows = math.ceil(len(groups) / ncols)
-    rows = [b[(b["scope"] == s) & (b["measure"] == m) & (b["strategy"] == st)].shape[0] for s, m, st in groups]
-    per_row = 0.32 if max(rows, default=0) <= 20 else 0.24  # 30+ judges a panel (HANNA): denser rows, same font
-    heights = [max(1.6, per_row * n + 1.2) for n in rows]
-    height = sum(max(heights[i:i + ncols]) for i in range(0, len(heights), ncols)) + 0.6
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, height), squeeze=False)
-    for ax, (scope, measure, strategy) in zip(axes.flat, groups):
-        g = b[(b["scope"] == scope) & (b["measure"] == measure) & (b["strategy"] == strategy)]
+    return [(k, b[(b["scope"] == k[0]) & (b["measure"] == k[1]) & (b["strategy"] == k[2])])
+            for k in _headline_groups(b)]
+
+
+def plot_view(board: pd.DataFrame, view: str, panels: list[tuple] | None = None, part: str = ""):
+    """One view's figure (see the module docstring): its panels one under the other, ``PAGE_WIDTH`` wide.
+    ``panels`` ((scope, measure, strategy) keys): only those (a part of a view too tall for one figure)."""
+    groups = _panels(stable(board[board["view"] == view]))  # the same numbers to 10 digits: the same bytes
+    if panels is not None:
+        groups = [(k, g) for k, g in groups if k in panels]
+    heights = [_panel_height(g) for _, g in groups]
+    height = sum(heights) + 0.9
+    fig, axes = plt.subplots(len(groups), 1, figsize=(PAGE_WIDTH, height), squeeze=False, layout="constrained",
+                             gridspec_kw={"height_ratios": heights})
+    for ax, ((scope, measure, strategy), g) in zip(axes[:, 0], groups):
         _panel(ax, g, scope, measure, strategy)
-    for ax in list(axes.flat)[len(groups):]:
-        ax.set_axis_off()
-    fig.suptitle(f"Leaderboard: {view.replace('_', ' ')} (intervals: 95% bootstrap)\n{RULE_NOTE}", fontsize=8)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))  # room for the two-line title in inches: tall figures kept overlapping
+    title = f"Leaderboard: {view.replace('_', ' ')}{' — ' + part if part else ''} (intervals: 95% bootstrap)"
+    fig.suptitle(title + "\n" + textwrap.fill(RULE_NOTE, 100), fontsize=8)
     return fig
 
 
 def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None:
-    ok = g[g["status"] == "ok"].sort_values("value", ascending=False)
+    # ties in judge order (stable sort): which of two equal values comes first must not depend on their last bits
+    ok = g[g["status"] == "ok"].sort_values(["value", "judge", "mode"], ascending=[False, True, True], kind="stable")
     out = g[g["status"] != "ok"]
     title = f"{scope} · {measure}" + (f" · {strategy}" if strategy else "")
     if ok.empty:
@@ -99,7 +117,7 @@ def _panel(ax, g: pd.DataFrame, scope: str, measure: str, strategy: str) -> None
     label = measure
     if len(out):  # under the axis label, as part of it, so the layout makes room and nothing overlaps
         notes = "; ".join(f"{_label(j, m)}: {s}" for j, m, s in zip(out["judge"], out["mode"], out["status"]))
-        label += "\n" + textwrap.fill("left out — " + notes[:240], 110)
+        label += "\n" + textwrap.fill("left out — " + notes[:240], 100)
     ax.set_xlabel(label, fontsize=7)
     n = int(ok["n"].iloc[0]) if ok["n"].notna().any() else 0
     ax.set_title(f"{title} (n = {n}){_protocol_note(ok)}", fontsize=8, loc="left")
@@ -114,9 +132,13 @@ def _short(difference: str) -> str:
     return difference.replace("; ", ", ")
 
 
+DIGESTS = re.compile(r"@[0-9a-f]{7,40}\b|\s*sha256:[0-9a-f+]+")
+
+
 def _protocol_note(ok: pd.DataFrame) -> str:
-    """The panel's protocol when it has one: live and recorded judges share a panel only on the same protocol."""
-    protocols = {str(p) for p in ok.get("protocol", pd.Series(dtype=object)).dropna() if str(p)}
+    """The panel's protocol when it has one: live and recorded judges share a panel only on the same protocol. Named
+    without its commit and sha256 digests (leaderboard.csv's protocol column has them): a title is read, not diffed."""
+    protocols = {DIGESTS.sub("", str(p)) for p in ok.get("protocol", pd.Series(dtype=object)).dropna() if str(p)}
     bases = {p.split(" [", 1)[0] for p in protocols}
     if len(protocols) > 1 and len(bases) == 1:  # one template, some judges on their own config: say how they differ
         own = sorted(_short(p.split(" [", 1)[1].rstrip("]")) for p in protocols if " [" in p)
@@ -127,7 +149,30 @@ def _protocol_note(ok: pd.DataFrame) -> str:
     return f"\n{'live and recorded judges, same protocol: ' if both else 'protocol: '}{protocols.pop()}"
 
 
+def _part_names(keys: list[tuple]) -> list[str]:
+    """File-safe names of a split view's panels: what tells them apart (the scope, else the measure, else both)."""
+    for idx in ((0,), (1,), (2,), (0, 1, 2)):
+        names = [" ".join(str(k[i]) for i in idx if k[i]) for k in keys]
+        if len(set(names)) == len(names):
+            break
+    return [re.sub(r"[^a-z0-9]+", "_", n.lower()).strip("_") for n in names]
+
+
 def leaderboard_figures(board: pd.DataFrame, pairs: pd.DataFrame | None = None) -> dict:
-    """One figure per view: view name -> figure."""
+    """One figure per view (view name -> figure), panels one under the other at a page's width; a view taller than
+    ``MAX_HEIGHT`` inches that way (HANNA: 6 aspects × 37 judges) is one figure per panel instead, named
+    ``<view>_<part>`` (``hanna_coherence``; the part: what tells the panels apart)."""
     shown = board[board["status"] == "ok"]  # a view that could not be built has no figure (its row says why)
-    return {view: plot_view(board[board["judge"] != ""], view) for view in sorted(set(shown["view"]))}
+    board = stable(board[board["judge"] != ""])
+    out = {}
+    for view in sorted(set(shown["view"])):
+        groups = _panels(board[board["view"] == view])
+        if len(groups) > 1 and sum(_panel_height(g) for _, g in groups) + 0.9 > MAX_HEIGHT:
+            keys = [k for k, _ in groups]
+            for k, part in zip(keys, _part_names(keys)):
+                prefix = re.sub(r"[^a-z0-9]+", "_", view.lower()) + "_"
+                part = part[len(prefix):] if part.startswith(prefix) else part  # "hanna_coherence", not "hanna_hanna_..."
+                out[f"{view}_{part}"] = plot_view(board, view, [k], part=" · ".join(x for x in k if x))
+        else:
+            out[view] = plot_view(board, view)
+    return out

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.analysis.report_card import headline, standings  # noqa: E402
 from dhp.io import slug  # noqa: E402
 from dhp.plots.discernment import save_figure  # noqa: E402
+from dhp.plots.save import stable  # noqa: E402
 
 
-MAX_ROWS = 12  # rows drawn per method panel; the rest are in report_card.csv
+MAX_ROWS = 12
+PAGE_WIDTH = 7.0  # inches: a page's column shows it at about 100 dpi, 7-pt labels >= 9 px (dhp.plots.save)  # rows drawn per method panel; the rest are in report_card.csv
 
 
 def _method_panel(ax, m: pd.DataFrame, method: str) -> None:
@@ -35,9 +39,9 @@ def _method_panel(ax, m: pd.DataFrame, method: str) -> None:
     y = np.arange(len(m))
     for yi, r in zip(y, m.itertuples()):
         note = f"{r.value:.3g}" if r.status == "ok" else r.status
-        ax.text(1.02, yi, note + (f"  (n={r.n:.0f})" if np.isfinite(r.n) else ""), va="center", fontsize=6.5,
+        ax.text(1.02, yi, note + (f"  (n={r.n:.0f})" if np.isfinite(r.n) else ""), va="center", fontsize=7,
                 transform=ax.get_yaxis_transform(), color="black" if r.status == "ok" else "#8A4B08")
-    ax.set_yticks(y, [f"{r.measure} · {r.scope}" for r in m.itertuples()], fontsize=6.5)
+    ax.set_yticks(y, [f"{r.measure} · {r.scope}" for r in m.itertuples()], fontsize=7)
     ax.set_ylim(len(m) - 0.5, -0.5)
     if ok.any():
         v = m["value"].to_numpy(float)
@@ -53,14 +57,14 @@ def _method_panel(ax, m: pd.DataFrame, method: str) -> None:
         ax.set_xticks([])
         ax.text(0.5, 0.5, "no number to draw: see the right column", ha="center", va="center", fontsize=7,
                 color="grey", transform=ax.transAxes)
-    ax.tick_params(axis="x", labelsize=6.5)
+    ax.tick_params(axis="x", labelsize=7)
 
 
 def _standing_panel(ax, standing: pd.DataFrame) -> None:
     """Where the judge stands on each leaderboard view: its rank and cluster next to the best judge there."""
     ax.set_axis_off()
-    ax.set_title("where this judge stands on the leaderboard (rank by value, cluster, best judge there)",
-                 fontsize=9, loc="left")
+    ax.text(0.01, 1.0, "where this judge stands on the leaderboard (rank by value, cluster, best judge there)",
+            fontsize=9, va="bottom", transform=blended_transform_factory(ax.figure.transFigure, ax.transAxes))
     lines = []
     for r in standing.head(MAX_ROWS).itertuples():
         where = (f"rank {r.rank:.0f} of {r.of}, cluster {r.cluster:.0f}" if isinstance(r.cluster, (int, float))
@@ -68,11 +72,13 @@ def _standing_panel(ax, standing: pd.DataFrame) -> None:
         value = f"{r.value:.3g}" if np.isfinite(r.value) else "—"
         scope = f"{r.scope}{' · ' + r.strategy if r.strategy else ''} · {r.measure}"
         best = f"{r.best_judge} ({r.best_mode}) {r.best_value:.3g}" if r.best_judge else "—"
-        lines.append(f"{scope}: {value}, {where}; best: {best}")
+        lines += textwrap.wrap(f"{scope}: {value}, {where}; best: {best}", 110, subsequent_indent="    ")
     if not lines:
         lines = ["not on the leaderboard: no view had another judge on the same units"]
     for i, line in enumerate(lines):
-        ax.text(0, 1 - (i + 1) / (len(lines) + 1), line, fontsize=6.5, transform=ax.transAxes, va="center")
+        # from the figure's left edge, not the axes' (the panels above leave room for their labels there)
+        ax.text(0.01, 1 - (i + 1) / (len(lines) + 1), line, fontsize=7, va="center",
+                transform=blended_transform_factory(ax.figure.transFigure, ax.transAxes))
 
 
 def plot_report_card(card: pd.DataFrame, judge: str, mode: str, standing: pd.DataFrame | None = None):
@@ -80,21 +86,21 @@ def plot_report_card(card: pd.DataFrame, judge: str, mode: str, standing: pd.Dat
     as a dot with its interval, its number and n beside it; rows without a number say why; a method that was not run
     says so. With ``standing`` (dhp.analysis.report_card.standings) a last panel shows the judge's rank and cluster on
     every leaderboard view next to the best judge measured there."""
+    card, standing = stable(card), (stable(standing) if standing is not None else None)  # same bytes everywhere
     g = card[(card["judge"] == judge) & (card["mode"] == mode)]
     method_names = list(dict.fromkeys(card["method"]))
     panels = [g[(g["method"] == m) & ~g["measure"].str.endswith("_EW")] for m in method_names]
     heights = [1.0 if p.empty or (p["status"] == "not run").all() else 0.7 + 0.22 * min(len(p), MAX_ROWS)
                for p in panels]
     if standing is not None:
-        heights.append(0.6 + 0.2 * max(1, min(len(standing), MAX_ROWS)))
-    fig, axes = plt.subplots(len(heights), 1, figsize=(8.5, sum(heights) + 0.8), squeeze=False,
+        heights.append(0.6 + 0.32 * max(1, min(len(standing), MAX_ROWS)))  # a line may wrap once
+    fig, axes = plt.subplots(len(heights), 1, figsize=(PAGE_WIDTH, sum(heights) + 0.8), squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": heights})
     for ax, method, m in zip(axes[:, 0], method_names, panels):
         _method_panel(ax, m, method)
     if standing is not None:
         _standing_panel(axes[-1, 0], standing)
     fig.suptitle(f"Report card: {judge} ({mode})", fontsize=10)
-    fig.tight_layout()
     return fig
 
 
@@ -148,6 +154,7 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
     dhp.analysis.report_card.headline) with the n behind it; a cell that is not ok (not run, n too small, no usable
     scores) shows its status, never a number. With ``board`` (leaderboard.csv), D is the leaderboard's, on the units
     every judge of its view shares (COMMON_UNIT_VIEWS)."""
+    card, board = stable(card), (stable(board) if board is not None else None)  # same bytes on every machine
     h = headline(card, picks).astype(object)
     used = headline(card, picks, measures=True)  # the measure of each cell (a fallback one is named in it)
     counts = headline(card, picks, counts=True)
@@ -155,7 +162,7 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
     common = _common_units(h, counts, board, methods)
     numeric = h[methods].apply(pd.to_numeric, errors="coerce")
     grid = numeric.to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(1.6 * len(methods) + 2, 0.6 * len(h) + 1.5))
+    fig, ax = plt.subplots(figsize=(min(PAGE_WIDTH, 1.05 * len(methods) + 2), 0.6 * len(h) + 1.7))
     ax.imshow(np.ma.masked_invalid(grid), cmap="Blues", aspect="auto")
     lo, hi = (np.nanmin(grid), np.nanmax(grid)) if np.isfinite(grid).any() else (0.0, 1.0)
     for i in range(len(h)):
@@ -174,7 +181,7 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
     ax.set_yticks(range(len(h)), [f"{j}\n({m})" for j, m in zip(h["judge"], h["mode"])], fontsize=7)
     title = "Judges side by side: " + " · ".join(
         f"{m} {picks[m] if isinstance(picks[m], str) else picks[m][0]}" for m in methods)
-    ax.set_title(title + ("\n" + common if common else "") + "\nnot-ok cells show their status, never a number",
-                 fontsize=8)
+    title = "\n".join(textwrap.wrap(title, 95) + (textwrap.wrap(common, 95) if common else []))
+    ax.set_title(title + "\nnot-ok cells show their status, never a number", fontsize=8)
     fig.tight_layout()
     return fig

@@ -8,12 +8,18 @@ import string
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from dhp.io import resolve
 
 DPI = 150
 # Matplotlib writes its version (PNG "Software", PDF "Producer"/"Creator") and the time (PDF "CreationDate") into
 # every file: the same figure would give other bytes on another day or with another matplotlib. None leaves them out.
 PNG_METADATA = {"Software": None}
+#: PNG text key holding the smallest font of the figure in the PNG's own pixels (points × DPI / 72). A page showing
+#: the PNG at width w renders its smallest label at min_font_px × w / (PNG width): the site check reads it from here.
+MIN_FONT_KEY = "dhp:min_font_px"
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
 
 
@@ -39,6 +45,46 @@ def _stable_font_subset_names():
         PdfFile._get_subset_prefix = original
 
 
+#: Significant digits a figure's numbers keep (:func:`stable`).
+STABLE_DIGITS = 10
+
+
+def stable(x):
+    """``x`` with every float rounded to STABLE_DIGITS significant digits: a table, a series, an array or a number.
+
+    The tables a figure draws come from floating-point sums whose last bits depend on the BLAS and the CPU's
+    summation order; drawn as they are, a value at a label's rounding boundary (0.125 as "0.12" or "0.13"), two tied
+    judges' order, or a coordinate's last printed digit changes the PNG/PDF bytes from machine to machine. Rounded
+    first, the same numbers to 10 digits give the same bytes. Every plotting function of dhp.plots applies it to the
+    tables it is given."""
+    if isinstance(x, pd.DataFrame):
+        out = x.copy()
+        for c in out.columns:
+            if pd.api.types.is_float_dtype(out[c]):
+                out[c] = stable(out[c].to_numpy())
+        return out
+    if isinstance(x, pd.Series):
+        return pd.Series(stable(x.to_numpy()), index=x.index, name=x.name) if pd.api.types.is_float_dtype(x) else x
+    a = np.asarray(x, dtype=float)
+    # decimal rounding by formatting: exact for every magnitude (a scale factor overflows at 1e-300)
+    out = np.array([float(f"{v:.{STABLE_DIGITS}g}") for v in a.ravel()], dtype=float).reshape(a.shape)
+    return float(out) if np.ndim(x) == 0 else out
+
+
+def min_font_px(fig) -> float:
+    """The smallest font size among the texts the figure draws (titles, tick labels, legends, annotations), in pixels
+    of the PNG save_figure writes. NaN for a figure without text."""
+    from matplotlib.text import Text
+
+    hidden = set()  # tick labels of an axes drawn without axes (set_axis_off) are not drawn
+    for ax in fig.axes:
+        if not ax.axison:
+            hidden.update(map(id, ax.get_xticklabels() + ax.get_yticklabels()))
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+             and id(t) not in hidden and (t.axes is None or t.axes.get_visible())]
+    return round(min(sizes) * DPI / 72, 2) if sizes else float("nan")
+
+
 def _notebook_kernel() -> bool:
     """True inside a Jupyter kernel (a notebook, papermill), not in a script or a terminal IPython."""
     ipython = sys.modules.get("IPython")  # never imported here just to ask
@@ -49,6 +95,10 @@ def _notebook_kernel() -> bool:
 def save_figure(fig, out_dir, name: str) -> list[Path]:
     """Write `fig` as <out_dir>/<name>.png and .pdf with stable bytes (no date, no software tag) and close it.
 
+    The PNG carries one text chunk, ``dhp:min_font_px`` (:data:`MIN_FONT_KEY`): the smallest font of the figure's
+    visible texts in the PNG's pixels (points × 150 / 72). Shown at width w, its smallest label renders at
+    ``min_font_px × w / png_width`` px (figures are drawn ≤ 7.2 in wide with fonts ≥ 7 pt: ≥ 9 px in a 700-px column).
+
     In a notebook the PNG just written is shown in the cell's output first: the dhp.plots modules select the Agg
     backend, so a closed figure would otherwise never appear, and showing the file shows exactly what was saved.
     """
@@ -57,7 +107,9 @@ def save_figure(fig, out_dir, name: str) -> list[Path]:
     out = resolve(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=DPI, metadata=PNG_METADATA, bbox_inches="tight")
+    fig.canvas.draw()  # tick labels exist only once drawn
+    fig.savefig(paths[0], dpi=DPI, metadata={**PNG_METADATA, MIN_FONT_KEY: f"{min_font_px(fig):g}"},
+                bbox_inches="tight")
     with _stable_font_subset_names():
         fig.savefig(paths[1], dpi=DPI, metadata=PDF_METADATA, bbox_inches="tight")
     if _notebook_kernel():
