@@ -137,7 +137,7 @@ def test_a_lesson_shows_every_figure_as_a_png_that_says_its_smallest_font(tmp_pa
     fig.canvas.draw()  # tick labels exist only once drawn
     expected = save_mod.min_font_px(fig)
     save_mod.show_figure(fig)
-    assert not plt.get_fignums()  # closed
+    assert fig.number not in plt.get_fignums()  # closed
     (img,) = shown
     with PILImage.open(io.BytesIO(img.data)) as im:
         assert float(im.text[save_mod.MIN_FONT_KEY]) == expected == round(7 * save_mod.DPI / 72, 2)
