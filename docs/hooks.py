@@ -9,7 +9,9 @@
 - ``{{ course() }}`` lists the notebooks; the executed copies (``build/executed/`` written by ``scripts/nbval.py``
   inside ``make test``, else the newest ones ``make demo`` left under ``runs/``) become pages of the course. With
   ``DHP_DOCS_REQUIRE_EXECUTED=1`` (``make test``) a build without them fails; otherwise the course page says so.
-- ``figures/*.png`` are copied into the site, so pages link ``figures/NAME.png`` (relative to the site root).
+- ``figures/*.png`` are copied into the site, so pages link ``figures/NAME.png`` (relative to the site root);
+  ``{{ figures("leaderboard_hanna", "alt text") }}`` links every figure of a view, one or its ``_<part>`` splits,
+  found at build time (none fails the build).
 - MathJax 2.7 (the static files of the ``jupyter-server-mathjax`` package) is copied to ``assets/mathjax/``: the
   notebooks' formulas render with no request to a CDN (mkdocs.yml's ``custom_mathjax_url`` points there; a
   Markdown page with formulas gets it from ``on_post_page``).
@@ -447,10 +449,31 @@ def lesson(*numbers: str) -> str:
     return ", ".join(out)
 
 
+def figure_files(name: str) -> list[Path]:
+    """The PNGs of ``figures/`` that draw ``name`` (a figure or a leaderboard view): ``NAME.png``, or, where the
+    plotting split a tall view into one figure per panel, its parts ``NAME_<part>.png``. Parts win over a whole
+    figure (a whole one beside them is left over from an older layout)."""
+    parts = sorted(FIGURES.glob(f"{name}_*.png"))  # view names are no prefix of one another (dhp, hanna, ...)
+    return parts or ([FIGURES / f"{name}.png"] if (FIGURES / f"{name}.png").is_file() else [])
+
+
+def figures(name: str, alt: str) -> str:
+    """The image links of the figure or view ``name`` (see :func:`figure_files`), found in ``figures/`` at build
+    time, so a view that is split into parts needs no page edit. None there fails the build (make demo draws them)."""
+    found = figure_files(name)
+    if not found:
+        raise PluginError(f"figures({name!r}): no figures/{name}.png nor figures/{name}_<part>.png "
+                          "(make demo draws them)")
+    up = "../" * _PAGE["src"].count("/")
+    if len(found) == 1 and found[0].stem == name:
+        return f"![{alt}]({up}figures/{name}.png)"
+    return "\n\n".join(f"![{alt}: {p.stem[len(name) + 1:].replace('_', ' ')}]({up}figures/{p.name})" for p in found)
+
+
 # --------------------------------------------------------------------------------------------- the events
 
 FUNCTIONS = {"result": result, "table": table, "count": count, "config_reference": config_reference,
-             "course": course, "lesson": lesson}
+             "course": course, "lesson": lesson, "figures": figures}
 
 
 def _call(expr: str, where: str) -> str:

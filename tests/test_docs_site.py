@@ -72,6 +72,32 @@ def test_placeholders_read_results_and_refuse_what_is_missing(tmp_path, monkeypa
             hooks._call(bad, "p.md")
 
 
+def test_a_pages_figures_of_a_view_are_found_at_build_time_whole_or_split(tmp_path, monkeypatch):
+    """{{ figures(view, alt) }} links the view's one figure, or every part of a view the plotting split
+    (<view>_<part>.png), from the page's folder; none fails the build (issue 41: the split renamed the leaderboard's
+    figures and the page linked the old names). Control: the old page's fixed link to leaderboard_hanna.png has no
+    file once the view is split."""
+    from mkdocs.exceptions import PluginError
+
+    hooks = _hooks()
+    monkeypatch.setattr(hooks, "FIGURES", tmp_path)
+    for name in ("leaderboard_dhp.png", "leaderboard_hanna_relevance.png", "leaderboard_hanna_coherence.png"):
+        (tmp_path / name).write_bytes(b"png")
+    hooks._PAGE["src"] = "leaderboard.md"
+    assert hooks._call("figures('leaderboard_dhp', 'The DHP view')", "p.md") == \
+        "![The DHP view](figures/leaderboard_dhp.png)"
+    md = hooks._call("figures('leaderboard_hanna', 'The HANNA views')", "p.md")
+    assert md == ("![The HANNA views: coherence](figures/leaderboard_hanna_coherence.png)\n\n"
+                  "![The HANNA views: relevance](figures/leaderboard_hanna_relevance.png)")
+    assert not (tmp_path / "leaderboard_hanna.png").exists()  # the control: the old fixed link is dead
+    hooks._PAGE["src"] = "methods/dhp.md"
+    assert "](../figures/leaderboard_dhp.png)" in hooks._call("figures('leaderboard_dhp', 'x')", "methods/dhp.md")
+    with pytest.raises(PluginError, match="leaderboard_frank"):
+        hooks._call("figures('leaderboard_frank', 'The FRANK views')", "p.md")
+    page = (ROOT / "docs" / "leaderboard.md").read_text(encoding="utf-8")
+    assert not re.search(r"\]\(figures/leaderboard_\w+\.png\)", page), "leaderboard.md links a view's figure by name"
+
+
 def test_every_notebook_opens_with_its_lesson_box_and_the_course_table_shows_it():
     """Issue 28: each notebook opens with what it teaches, what it needs and how long it takes at its defaults;
     the course page's table is built from those boxes (a notebook without one would show a blank row)."""

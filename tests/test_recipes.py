@@ -80,12 +80,7 @@ if TINY:
             "every WMT22 zh-en metric file: minutes (DHP_RECIPE_TINY=0 runs it)",
     }
 #: Page recipes known not to run as written, with the page's fix (docs/ is another change's: reported there).
-KNOWN_BROKEN = {
-    "your-texts.md": "the page's my_texts.csv has 2 rows but the command asks --n-items 6 ('only 2 items are "
-                     "eligible'), and `dhp leaderboard` after one judge stops ('No view ... holds two or more "
-                     "judges'): the page's CSV needs six rows and a second `dhp run` (e.g. --judge "
-                     "baseline:chrf_src --mode metric) before the leaderboard",
-}
+KNOWN_BROKEN: dict[str, str] = {}  # page -> why it cannot run as written (xfail); none today
 
 
 class _InstantOpenAI(http.server.ThreadingHTTPServer):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import string
 import sys
 from pathlib import Path
@@ -92,6 +93,34 @@ def _notebook_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def figure_png(fig) -> bytes:
+    """The PNG save_figure writes for ``fig`` (DPI, stable bytes, the ``dhp:min_font_px`` chunk), as bytes."""
+    fig.canvas.draw()  # tick labels exist only once drawn
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={**PNG_METADATA, MIN_FONT_KEY: f"{min_font_px(fig):g}"},
+                bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _display_png(png: bytes) -> None:
+    from IPython.display import Image, display
+    from PIL import Image as PILImage  # matplotlib's own dependency
+
+    with PILImage.open(io.BytesIO(png)) as im:  # shown at screen size (100 dpi), not at the file's 150 dpi
+        width = round(im.width * 100 / DPI)
+    display(Image(data=png, format="png", width=width))
+
+
+def show_figure(fig) -> None:
+    """Show ``fig`` in a notebook cell's output exactly as save_figure would (its PNG, carrying the min-font chunk
+    the site's legibility check reads), without writing a file, and close it: for a figure a lesson shows but does
+    not keep (a toy judge's, an interactive one's fallback)."""
+    import matplotlib.pyplot as plt
+
+    _display_png(figure_png(fig))
+    plt.close(fig)
+
+
 def save_figure(fig, out_dir, name: str) -> list[Path]:
     """Write `fig` as <out_dir>/<name>.png and .pdf with stable bytes (no date, no software tag) and close it.
 
@@ -107,17 +136,10 @@ def save_figure(fig, out_dir, name: str) -> list[Path]:
     out = resolve(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.canvas.draw()  # tick labels exist only once drawn
-    fig.savefig(paths[0], dpi=DPI, metadata={**PNG_METADATA, MIN_FONT_KEY: f"{min_font_px(fig):g}"},
-                bbox_inches="tight")
+    paths[0].write_bytes(figure_png(fig))
     with _stable_font_subset_names():
         fig.savefig(paths[1], dpi=DPI, metadata=PDF_METADATA, bbox_inches="tight")
     if _notebook_kernel():
-        from IPython.display import Image, display
-        from PIL import Image as PILImage  # matplotlib's own dependency
-
-        with PILImage.open(paths[0]) as im:  # shown at screen size (100 dpi), not at the file's 150 dpi
-            width = round(im.width * 100 / DPI)
-        display(Image(data=paths[0].read_bytes(), format="png", width=width))
+        _display_png(paths[0].read_bytes())
     plt.close(fig)
     return paths
