@@ -33,8 +33,8 @@ from dhp import backends
 LOG = os.environ["DHP_TEST_CALL_LOG"]
 _generate = backends.EmbeddedBackend._generate
 
-def counted(self, req):
-    res = _generate(self, req)
+def counted(self, req, *args, **kw):
+    res = _generate(self, req, *args, **kw)
     with open(LOG, "a") as f:
         f.write(hashlib.sha256(repr(req).encode()).hexdigest() + "\n")
     return res
