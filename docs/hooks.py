@@ -398,7 +398,7 @@ def _lesson_box(para: str) -> dict[str, str]:
 def course() -> str:
     """The course table: every numbered notebook, what it teaches, and a link to its executed page."""
     executed = {p.name: p for p in _COURSE["notebooks"]}
-    lines = ["| notebook | what it teaches | at its defaults it takes |", "|---|---|---|"]
+    lines = ["| notebook | what it teaches | the run on its page |", "|---|---|---|"]
     for src in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         title, para = _notebook_intro(src)
         box = _lesson_box(para)
@@ -406,7 +406,12 @@ def course() -> str:
         teaches = box.get("This lesson teaches", para)
         if box.get("It needs"):
             teaches += f"<br>*Needs:* {box['It needs']}"
-        takes = re.sub(r";?\s*notebooks run in order\.?$", "", box.get("At its defaults it takes", ""))
+        # the run the page shows, read from its files; a notebook without a page: its cost at its defaults, as
+        # the notebook states it
+        takes = _run_facts(executed[src.name]) if src.name in executed else ""
+        if not takes:
+            takes = "at its defaults: " + re.sub(r";?\s*notebooks run in order\.?$", "",
+                                                 box.get("At its defaults it takes", ""))
         lines.append(f"| {name} | {teaches} | {takes} |".replace("\n", " "))
     if executed:
         note = ("Each lesson page is one executed copy of its notebook, with its outputs (figures, tables and the "
@@ -414,9 +419,9 @@ def course() -> str:
                 "else one of `make demo`'s runs (`runs/`), else the copy `make docs` executed at the notebook's "
                 "defaults. Where the demo ran a lesson for several judges, the page shows the most informative "
                 f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds (judge, "
-                "items, score rows, time), read from that run's own files. The column *at its defaults it takes* "
-                "is each notebook's cost at its defaults, as the notebook states it (measured on the project's "
-                "2-core x86-64 development machine), not the run shown.")
+                "items, score rows, time), read from that run's own files. The column *the run on its page* "
+                "is read from the same files: items, finite intervals, the seconds it took when this site's copy "
+                "ran, and any setting that differs from the notebook's defaults.")
     else:
         note = ("!!! note \"No executed notebooks in this build\"\n    This site was built without executed "
                 "notebooks, so the course lists them without their pages. `make test` executes every notebook "
@@ -567,6 +572,10 @@ def _run_facts(path: Path) -> str:
                         " (too few items for one: its intervals are shown as —)"))
     if seconds:
         facts.append(f"{float(seconds):,.0f} s to execute when it ran")
+    changed = (meta.get("dhp") or {}).get("parameters")
+    if changed:  # the notebook check ran this lesson with other settings than its defaults (scripts/nbval.py COURSE)
+        facts.append("run with " + ", ".join(f"{k} = {v!r}" for k, v in changed.items())
+                     + " instead of the notebook's defaults")
     return "; ".join(facts)
 
 

@@ -63,7 +63,7 @@ def pytest_sessionfinish(session):
     for path, nb in _NOTEBOOKS.items():
         name = Path(path).name
         # the site's lesson page states the time of the run it shows, read from here (docs/hooks.py _run_facts)
-        nb.metadata["dhp"] = {"wall_seconds": round(_SECONDS.get(name, 0.0), 1),
+        nb.metadata["dhp"] = {**nb.metadata.get("dhp", {}), "wall_seconds": round(_SECONDS.get(name, 0.0), 1),
                               "kernel_cpu_seconds": round(_CPU.get(name, 0.0), 1)}
         text = nbformat.writes(nb)
         if tmp:

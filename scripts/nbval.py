@@ -4,8 +4,8 @@
 
 Each `notebooks/NN_*.ipynb` is copied with its `parameters` cell overridden (papermill's parameterize,
 the same mechanism as a papermill batch) so that `run_dir`, `cache_path`, `figures_dir` and `output_path`
-— whichever the notebook declares — point into a temporary folder (and, for the notebooks in ``FAST``, with
-faster settings than the paper's defaults); the copies are run in numeric order
+— whichever the notebook declares — point into a temporary folder (and, for the notebooks in ``COURSE``, with
+the settings the course's pages show instead of the notebook's defaults, recorded in the copy); the copies are run in numeric order
 (notebook 02 reads what 01 wrote) by `pytest --nbval-lax`, whose exit status is returned. The notebooks end
 with `assert` cells on their own outputs, so nbval checks results, not only that cells ran. The script
 fails if the run wrote anything into the repository's runs/, figures/ or results/.
@@ -36,10 +36,13 @@ from papermill.parameterize import parameterize_notebook
 ROOT = Path(__file__).resolve().parents[1]
 KEEP = ROOT / "build" / "executed"
 PATH_PARAMETERS = ("run_dir", "cache_path", "figures_dir", "output_path")
-#: Where a notebook's defaults take too long for CI on two cores, the values nbval runs it with instead. None today:
-#: every notebook's defaults run in at most 3 minutes there (notebook 07's paper setting is `paper_setting = True`;
-#: DHP's default is 2 items, the paper's `n_items = 100`).
-FAST: dict[str, dict] = {}
+#: Where the course's page needs another setting than the notebook's defaults, the values nbval runs it with instead
+#: (written into the executed copy's metadata, ``dhp.parameters``; the lesson page names them). The DHP lessons must
+#: show a judge's D with finite intervals, which needs >= 10 items (docs/methods/dhp.md); 10 items with one metric are
+#: 140 judge calls, about the cost of the defaults' 2 items x 4 metrics (112). Every other default (the parameters
+#: cells equal DHPParams', tests/test_config.py) runs in at most 3 minutes on two cores.
+COURSE: dict[str, dict] = {"01_perturb": {"n_items": 10},
+                           "02_judge": {"n_items": 10, "metrics": ["coherence"]}}
 
 
 def declared(nb) -> set[str]:
@@ -75,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             nb = load_notebook_node(str(src))  # papermill's loader gives every cell a tags list
             params = {k: values[k] for k in PATH_PARAMETERS if k in declared(nb)}
-            params.update(FAST.get(src.stem, {}))
+            params.update(COURSE.get(src.stem, {}))
             nb = parameterize_notebook(nb, params)
+            if src.stem in COURSE:
+                nb.metadata.setdefault("dhp", {})["parameters"] = COURSE[src.stem]
             dst = tmp / src.name
             nbformat.write(nb, dst)
             copies.append(str(dst))
