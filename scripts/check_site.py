@@ -15,7 +15,10 @@ Every HTML page of the site is checked (or the PAGEs given, relative to the site
 - at 1280 px every figure's smallest label renders at 9 px or more: the label's size in the PNG's pixels (the
   ``dhp:min_font_px`` text chunk dhp.plots.save writes; without it the smallest font dhp/plots asks for, 6 pt, at
   the PNG's dpi) times the width the image is shown at over its natural width;
-- the HTML holds no absolute path of the build machine (the project folder, the home folder, a temporary folder).
+- the HTML holds no absolute path of the build machine (the project folder, the home folder, a temporary folder);
+- the site's own search, typed into as a reader does (``?q=`` opens it), ranks each method's page first for the
+  method's name (``SEARCHES``): Chromium runs with its DevTools port open, and the script reads the result list
+  from the live page (search runs in a Web Worker, which ``--dump-dom``'s virtual time does not wait for).
 
 The site is served on 127.0.0.1 (a free port) from a thread of this script, which records every 404 by the page being
 checked. For each page a small probe page holds it in two same-origin iframes (1280 and 390 px wide); when both have
@@ -39,12 +42,18 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: pages photographed at 1400 px (globs relative to the site; the first match of each)
 SCREENSHOTS = ("index.html", "course/index.html", "course/03_*.html", "course/07_*.html", "course/09_*.html",
                "course/11_*.html", "leaderboard.html", "reference.html")
+#: a method's name as a reader types it -> the page search must list first
+SEARCHES = {"discernment": "methods/dhp.html", "criteria confusion": "methods/criteria_confusion.html",
+            "decompose": "methods/decompose_aggregate.html", "dual perspective": "methods/dual_perspective.html",
+            "human alignment": "methods/human_alignment.html"}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
          "--hide-scrollbars", "--virtual-time-budget=30000"]
@@ -300,6 +309,72 @@ def check(site: Path, pages, formula_pages=(), forbidden=None) -> list[str]:
     return problems
 
 
+def search_results(site: Path, queries, timeout: float = 60.0) -> dict[str, list[str]]:
+    """What the site's search lists for each query (its result links, best first), read from a live page in
+    headless Chromium driven over its DevTools protocol; [] where nothing was listed within ``timeout`` seconds."""
+    import urllib.request
+
+    import websocket  # websocket-client (a test dependency)
+
+    missing: list[str] = []
+    server, port = serve(site, missing)
+    profile = tempfile.mkdtemp(prefix="dhp-search-")
+    flags = [f for f in FLAGS if not f.startswith("--virtual-time")]  # real time: the worker must get to run
+    proc = subprocess.Popen([chromium(), *flags, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out: dict[str, list[str]] = {}
+    try:
+        active = Path(profile) / "DevToolsActivePort"
+        end = time.monotonic() + timeout
+        while not active.is_file() or not active.read_text().strip():
+            if time.monotonic() > end or proc.poll() is not None:
+                raise RuntimeError("Chromium did not open its DevTools port")
+            time.sleep(0.1)
+        dev = active.read_text().split()[0]
+        targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{dev}/json", timeout=30))
+        url = next(t for t in targets if t.get("type") == "page")["webSocketDebuggerUrl"]
+        ws = websocket.create_connection(url, timeout=timeout, suppress_origin=True)
+        counter = iter(range(1, 1 << 30))
+
+        def call(method: str, **params):
+            n = next(counter)
+            ws.send(json.dumps({"id": n, "method": method, "params": params}))
+            while True:
+                msg = json.loads(ws.recv())
+                if msg.get("id") == n:
+                    return msg.get("result", {})
+
+        links = ("JSON.stringify(Array.from(document.querySelectorAll('.md-search-result__item > a'))"
+                 ".map(function (a) { return a.getAttribute('href'); }))")
+        for q in queries:
+            call("Page.navigate", url=f"http://127.0.0.1:{port}/index.html?q={urllib.parse.quote(q)}")
+            hrefs: list[str] = []
+            end = time.monotonic() + timeout
+            while not hrefs and time.monotonic() < end:
+                time.sleep(0.2)
+                value = call("Runtime.evaluate", expression=links, returnByValue=True).get("result", {}).get("value")
+                hrefs = json.loads(value or "[]")
+            out[q] = [re.sub(r"^https?://[^/]+/", "", h).lstrip("./") for h in hrefs]
+        ws.close()
+    finally:
+        proc.kill()
+        proc.wait()
+        server.shutdown()
+        shutil.rmtree(profile, ignore_errors=True)
+    return out
+
+
+def search_problems(results: dict[str, list[str]], expected=SEARCHES) -> list[str]:
+    """A method's page not listed first for its name."""
+    problems = []
+    for q, page in expected.items():
+        got = results.get(q) or []
+        if not got or got[0].split("#")[0] != page:
+            problems.append(f"search for '{q}' lists {got[0] if got else 'nothing'} first, not {page} "
+                            f"(the first three: {got[:3]})")
+    return problems
+
+
 def screenshots(site: Path, out: Path, patterns=SCREENSHOTS, width: int = 1400) -> list[Path]:
     """PNG screenshots (``width`` px wide) of the first page matching each pattern, written to ``out``."""
     browser, saved = chromium(), []
@@ -354,6 +429,11 @@ def main(argv=None) -> int:
         return 2
     pages = list(args.pages) or all_pages(site)
     problems = check(site, pages, formula_pages=formula_pages(site, [p for p in pages if (site / p).is_file()]))
+    if not args.pages:  # the whole site: its search too
+        found = search_results(site, SEARCHES)
+        problems += search_problems(found)
+        print(f"search: {sum(1 for q in SEARCHES if (found.get(q) or [''])[0].split('#')[0] == SEARCHES[q])} of "
+              f"{len(SEARCHES)} method names list their method's page first")
     if args.screenshots:
         saved = screenshots(site, Path(args.screenshots))
         print(f"{len(saved)} screenshots in {args.screenshots}")

@@ -186,6 +186,26 @@ def _check_site():
     return check_site
 
 
+def test_the_search_check_fails_when_a_lesson_outranks_its_method_page():
+    """Issue 41: search ranks a method's page first for its name. scripts/check_site.py reads the live result list in
+    Chromium (make test runs it on the built site); here its rule, on the lists the site gave without the method
+    pages' search boost (a lesson first) and with it."""
+    cs = _check_site()
+    without_boost = {"discernment": ["course/04_figures.html", "course/03_discernment.html", "methods/dhp.html"]}
+    with_boost = {"discernment": ["methods/dhp.html#what-it-measures", "course/04_figures.html"]}
+    expected = {"discernment": "methods/dhp.html"}
+    assert cs.search_problems(without_boost, expected) == [
+        "search for 'discernment' lists course/04_figures.html first, not methods/dhp.html (the first three: "
+        "['course/04_figures.html', 'course/03_discernment.html', 'methods/dhp.html'])"]
+    assert cs.search_problems(with_boost, expected) == []
+    assert cs.search_problems({}, expected)  # nothing listed (search never ran) is a problem, not a pass
+    # every method of the registry has its name searched
+    from dhp.methods import all_methods
+    pages = set(cs.SEARCHES.values())
+    named = {f"methods/{m.name}.html" for m in all_methods() if (ROOT / "docs" / "methods" / f"{m.name}.md").exists()}
+    assert named <= pages and len(pages) == len(list((ROOT / "docs" / "methods").glob("*.md")))
+
+
 def _site_tree(tmp_path: Path) -> Path:
     """A copy of the site's sources (docs/, mkdocs.yml) beside the real results/, figures/ and notebooks/."""
     tree = tmp_path / "tree"
