@@ -217,9 +217,10 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     ran = {s.method for s in steps}
     sources = {p.split(":", 1)[0] for p in protocols or ()}
     recorded = [k for k, imp in IMPORTERS.items() if imp.default and (ran & set(imp.feeds) or k in sources)]
-    # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
+    # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row); so only
+    # the recorded segment rows on the segments yours scored are imported (recorded_units, the manifest says so)
     lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
-                           **LEADERBOARD[profile])
+                           recorded_units="judged", **LEADERBOARD[profile])
     paths.update(run_leaderboard(lb))
     modes = {s.config.mode for s in steps}  # a protocol's own mode (GEMBA: sample) where it fixes one
     card = methods.report_card(run_dir, judge=backend.identity, mode=modes.pop() if len(modes) == 1 else mode)
