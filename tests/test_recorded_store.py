@@ -67,9 +67,11 @@ def files(tmp_path):
 
 
 def test_stored_rows_give_the_bytes_a_fresh_parse_gives(tmp_path, files, monkeypatch):
-    src, _ = files
+    root, _ = files
+    src = root / "zh-en"  # the metric files; the MQM scores beside them are a companion, found while parsing
     store = tmp_path / "store"
     first = import_judgments("mtme", src, tmp_path / "a", store=store)
+    assert [f["path"] for f in first.files if f.get("companion")] == [str(root / "human-scores" / "zh-en.mqm.seg.score")]
     parsed = []
     real = rec._parse
     monkeypatch.setattr(rec, "_parse", lambda *a, **k: parsed.append(1) or real(*a, **k))
@@ -79,14 +81,14 @@ def test_stored_rows_give_the_bytes_a_fresh_parse_gives(tmp_path, files, monkeyp
         assert (tmp_path / "a" / t).read_bytes() == (tmp_path / "b" / t).read_bytes(), t
     assert first.files == again.files and first.rows == again.rows
     # an edited file is another input version: parsed again, its new number imported
-    f = src / "zh-en" / "M1-refA.seg.score"
+    f = src / "M1-refA.seg.score"
     f.write_text("sysA\t123.0\n" + f.read_text().split("\n", 1)[1])  # sysA's segment 1
     import_judgments("mtme", src, tmp_path / "c", store=store)
     assert parsed == [1]
     s = pd.read_parquet(tmp_path / "c" / "segment_scores.parquet")
     assert s[(s["judge"] == "M1") & (s["system"] == "sysA") & (s["seg_id"] == 1)]["score"].tolist() == [123.0]
     # a changed companion (the MQM scores found beside the files) is not reused either
-    h = src / "human-scores" / "zh-en.mqm.seg.score"
+    h = root / "human-scores" / "zh-en.mqm.seg.score"
     h.write_text(h.read_text().replace("sysA\t", "sysA\t1", 1))
     import_judgments("mtme", src, tmp_path / "d", store=store)
     assert parsed == [1, 1]
@@ -129,13 +131,13 @@ def test_the_live_judges_rows_equal_a_full_imports_and_leaderboard_reruns_on_the
     assert judged_segments(kept)["seg_id"].tolist() == list(range(1, 13))
     import_judgments("mtme", src, full)
     import_judgments("mtme", src, kept, keep_segments=judged_segments(kept), store=tmp_path / "store")
-    # 4 metrics x 5 systems x 12 segments + M3's unscored output + the live judge's 48 (of 4 x 5 x 40 + 48)
-    assert len(pd.read_parquet(kept / "segment_scores.parquet")) == 4 * 5 * 12 + 1 + 48
-    assert len(pd.read_parquet(full / "segment_scores.parquet")) == 4 * 5 * N_SEG + 48
     a, b = _board(full), _board(kept)
     mine_a, mine_b = _mine(a), _mine(b)
     assert len(mine_a) == 3 and set(mine_a["view"]) == {"segment", "system"}  # acc*_eq, tau_b, system accuracy
     pd.testing.assert_frame_equal(mine_a[["view", "scope", "measure", *ROW]], mine_b[["view", "scope", "measure", *ROW]])
+    # 4 metrics x 5 systems x 12 segments + M3's unscored output + the live judge's 48 (of 4 x 5 x 40 + 48)
+    assert len(pd.read_parquet(kept / "segment_scores.parquet")) == 4 * 5 * 12 + 1 + 48
+    assert len(pd.read_parquet(full / "segment_scores.parquet")) == 4 * 5 * N_SEG + 48
     # M3 left segment 35 unscored: kept, so M3 still stands in its own view, not beside the live judge
     main = b[(b["scope"] == "WMT22 zh-en vs MQM") & (b["measure"] == "tau_b")]
     assert "M3-refA" not in set(main["judge"]) and MINE in set(main["judge"])
