@@ -387,7 +387,7 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
         stage = json.loads(manifest.read_text(encoding="utf-8")).get("stages", {}).get(MANIFEST_STAGE, {})
         previous = stage.get("parameters", {}).get("files", {})
     params = {"files": {**previous, **records}}
-    if keep_segments is not None:  # the run folder holds part of the files' rows: the manifest says which
+    if totals:  # the run folder holds part of the files' rows: the manifest says which
         kept = dict(stage.get("parameters", {}).get("kept", {})) if previous else {}
         kept[kind] = {t: {"rows": new_rows[t], "of": totals[t], "rule": KEPT_RULE} for t in totals}
         params["kept"] = kept
