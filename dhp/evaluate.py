@@ -4,7 +4,10 @@ Runs every registered method that the judge's mode supports and that lists the p
 :func:`dhp.methods.run`) at sizes that put it on
 the SAME units as the published judges of each leaderboard view, then the leaderboard (LLMBar's recorded verdicts,
 and with human alignment the WMT22 zh-en metric scores, imported beside it) and the judge's report card — all into
-its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/.
+its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/. Of the recorded segment
+scores only those on the segments the judge scored are imported (and every unscored one): the rows its views compare
+it on, so every view of the folder is on those segments; the manifest records the files' sha256 and how many rows were
+kept (``python -m dhp leaderboard --recorded gemba mtme`` on the folder imports every row).
 
 Profiles (:data:`PROFILES`):
 
