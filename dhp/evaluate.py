@@ -7,7 +7,7 @@ and with human alignment the WMT22 zh-en metric scores, imported beside it) and 
 its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/. Of the recorded segment
 scores only those on the segments the judge scored are imported (and every unscored one): the rows its views compare
 it on, so every view of the folder is on those segments; the manifest records the files' sha256 and how many rows were
-kept (``python -m dhp leaderboard --recorded gemba mtme`` on the folder imports every row).
+kept (``python -m dhp leaderboard --recorded gemba,mtme`` on the folder imports every row).
 
 Profiles (:data:`PROFILES`):
 
