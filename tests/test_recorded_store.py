@@ -148,3 +148,18 @@ def test_the_live_judges_rows_equal_a_full_imports_and_leaderboard_reruns_on_the
     for c in ("value", "lo", "hi", "n", "rank", "cluster"):
         np.testing.assert_allclose(again[c].to_numpy(float), mine_b[c].to_numpy(float), rtol=0, atol=1e-9)  # leaderboard.csv: 10 decimals
     assert again["status"].tolist() == mine_b["status"].tolist()
+
+
+def test_a_key_twice_across_files_is_refused_when_rows_are_cut_too(tmp_path, files):
+    """Cut rows are checked for duplicate keys over every file's rows (hashes), not only the kept ones: the same
+    metric file in two folders stops the import, naming both, and nothing is written or stored."""
+    root, _ = files
+    twin = root / "zh-en" / "again"
+    twin.mkdir()
+    (twin / "M1-refA.seg.score").write_text((root / "zh-en" / "M1-refA.seg.score").read_text())
+    keep = pd.DataFrame({"lp": ["zh-en"], "seg_id": [3]})
+    for store in (None, tmp_path / "store"):
+        with pytest.raises(rec.DHPError, match=r"same key .*M1-refA.seg.score#sha256=.* and zh-en/again/M1-refA"):
+            import_judgments("mtme", root, tmp_path / "run", keep_segments=keep, store=store)
+        assert not (tmp_path / "run" / "segment_scores.parquet").exists()
+    assert not any((tmp_path / "store").iterdir())  # no entry, no temporary folder left

@@ -182,15 +182,28 @@ KEPT_RULE = ("the rows on the segments (lp, seg_id) the run's own judges scored,
 SEGMENTS_TABLE = "segment_scores.parquet"
 
 
-def _parse(imp: Importer, kind: str, files: list[Path], src: Path, ctx: ImportContext,
-           max_bytes: int) -> tuple[dict[str, pd.DataFrame], dict]:
-    """Every file parsed by its importer and checked: ({table: its new rows}, the manifest's file records)."""
+def _parse(imp: Importer, kind: str, files: list[Path], src: Path, ctx: ImportContext, max_bytes: int,
+           keep: pd.DataFrame | None = None, sink=None) -> tuple[dict[str, pd.DataFrame], dict, dict] | None:
+    """Every file parsed by its importer and checked: ({table: its new rows}, the manifest's file records, {table: rows
+    before the cut}). With ``keep`` the segment rows are cut file by file (:func:`_keep_mask`), so the others are never
+    held together; ``sink`` (:class:`_StoreWriter`) receives every file's full rows. Key uniqueness of cut rows is
+    checked on 64-bit hashes of every row's key; None when two hashes are equal (the caller parses again in full, which
+    names the duplicate rows or, on a mere hash collision, goes on)."""
     parts: dict[str, list[pd.DataFrame]] = {}
+    hashes: dict[str, list[np.ndarray]] = {}
+    totals: dict[str, int] = {}
     records = {}
     for p in files:
         f = _read_file(imp, p, src if src.is_dir() else p, max_bytes)
         produced = imp.read(f, ctx)
         for table, df in produced.items():
+            if sink is not None:
+                sink.add(table, df)
+            if keep is not None and table == SEGMENTS_TABLE:
+                hashes.setdefault(table, []).append(
+                    pd.util.hash_pandas_object(df[TABLE_KEYS[table]], index=False).to_numpy())
+                totals[table] = totals.get(table, 0) + int(len(df))
+                df = df[_keep_mask(df["lp"].to_numpy(), df["seg_id"].to_numpy(), df["score"].to_numpy(), keep)]
             parts.setdefault(table, []).append(df)
         records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(p), "sha256": f.sha256, "bytes": len(f.data),
                                       "rows": {t: int(len(df)) for t, df in produced.items()},
@@ -200,10 +213,15 @@ def _parse(imp: Importer, kind: str, files: list[Path], src: Path, ctx: ImportCo
                                       "rows": rows, "upstream": known_upstream(f.sha256), "companion": True}
     news = {}
     for table, dfs in parts.items():
-        new = pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0]
-        _check_unique(new, TABLE_KEYS[table], table)
+        new = pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0].reset_index(drop=True)
+        if table in hashes:
+            h = np.concatenate(hashes[table])
+            if len(np.unique(h)) != len(h):
+                return None
+        else:
+            _check_unique(new, TABLE_KEYS[table], table)
         news[table] = new
-    return news, records
+    return news, records, totals
 
 
 def _keep_mask(lp: np.ndarray, seg_id: np.ndarray, score: np.ndarray, keep: pd.DataFrame) -> np.ndarray:
@@ -212,15 +230,6 @@ def _keep_mask(lp: np.ndarray, seg_id: np.ndarray, score: np.ndarray, keep: pd.D
     wanted = pd.MultiIndex.from_frame(keep[["lp", "seg_id"]].astype({"lp": str, "seg_id": "int64"}))
     on = pd.MultiIndex.from_arrays([pd.Index(lp).astype(str), pd.Index(seg_id).astype("int64")]).isin(wanted)
     return np.asarray(on) | ~np.isfinite(np.asarray(score, dtype=float))
-
-
-def _kept(news: dict[str, pd.DataFrame], keep: pd.DataFrame | None) -> tuple[dict[str, pd.DataFrame], dict]:
-    """``news`` with segment_scores cut to ``keep`` (:func:`_keep_mask`), and {table: rows before the cut}."""
-    if keep is None or SEGMENTS_TABLE not in news:
-        return news, {}
-    seg = news[SEGMENTS_TABLE]
-    mask = _keep_mask(seg["lp"].to_numpy(), seg["seg_id"].to_numpy(), seg["score"].to_numpy(), keep)
-    return {**news, SEGMENTS_TABLE: seg[mask].reset_index(drop=True)}, {SEGMENTS_TABLE: int(len(seg))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -296,22 +305,64 @@ class ParsedStore:
             return None
         return records, news, totals
 
-    def put(self, key: str, news: dict[str, pd.DataFrame], records: dict) -> None:
-        folder = self.folder / key
-        if folder.is_dir():
-            return
+    def writer(self, key: str) -> "_StoreWriter | None":
+        """A writer that stores the rows of ``key`` as they are parsed (None when they are stored already or the
+        folder cannot be written)."""
+        if (self.folder / key / "records.json").is_file():
+            return None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.folder))
-            try:
-                for table, df in news.items():
-                    df.to_parquet(tmp / table, index=False)
-                (tmp / "records.json").write_text(json.dumps(records), encoding="utf-8")
-                os.replace(tmp, folder)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+            return _StoreWriter(self.folder / key, Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.folder)))
         except OSError as e:  # a read-only or full cache: the import goes on, only the rows are not kept
             print(f"[import] could not store the parsed rows in {self.folder}: {e}", file=sys.stderr)
+            return None
+
+
+class _StoreWriter:
+    """Each file's rows appended to one parquet file per table in a temporary folder (only one file's rows in memory
+    at a time), renamed into place by :meth:`commit`. A part whose columns do not fit the first one's types, or a
+    write error, gives up storing (the import goes on)."""
+
+    def __init__(self, final: Path, tmp: Path):
+        self.final, self.tmp, self.writers, self.broken = final, tmp, {}, False
+
+    def add(self, table: str, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.broken:
+            return
+        try:
+            t = pa.Table.from_pandas(df, preserve_index=False)
+            w = self.writers.get(table)
+            if w is None:
+                w = self.writers[table] = pq.ParquetWriter(self.tmp / table, t.schema)
+            elif not t.schema.equals(w.schema, check_metadata=False):
+                t = t.cast(w.schema)
+            w.write_table(t)
+        except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+            print(f"[import] not storing the parsed rows ({e})", file=sys.stderr)
+            self.broken = True
+
+    def commit(self, records: dict) -> None:
+        try:
+            for w in self.writers.values():
+                w.close()
+            if not self.broken:
+                (self.tmp / "records.json").write_text(json.dumps(records), encoding="utf-8")
+                os.replace(self.tmp, self.final)
+        except OSError as e:
+            print(f"[import] could not store the parsed rows in {self.final.parent}: {e}", file=sys.stderr)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def abort(self) -> None:
+        for w in self.writers.values():
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - closing a half-written temporary file: it is removed next
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- import
@@ -370,10 +421,28 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
     if hit is not None:
         records, news, totals = hit
     else:
-        news, records = _parse(imp, kind, files, src, ctx, max_bytes)
-        if key is not None:
-            parsed.put(key, news, records)
-        news, totals = _kept(news, keep_segments)
+        sink = None if key is None else parsed.writer(key)
+        try:
+            got = _parse(imp, kind, files, src, ctx, max_bytes, keep_segments, sink)
+            if got is None:  # two cut rows' key hashes equal: parse in full, where the check names the rows
+                ctx.cache.clear()
+                ctx.companions.clear()
+                news, records, _ = _parse(imp, kind, files, src, ctx, max_bytes)
+                seg = news.get(SEGMENTS_TABLE)
+                totals = {} if seg is None else {SEGMENTS_TABLE: int(len(seg))}
+                if seg is not None and keep_segments is not None:
+                    news[SEGMENTS_TABLE] = seg[_keep_mask(seg["lp"].to_numpy(), seg["seg_id"].to_numpy(),
+                                                          seg["score"].to_numpy(), keep_segments)].reset_index(drop=True)
+                else:
+                    totals = {}
+            else:
+                news, records, totals = got
+        except BaseException:
+            if sink is not None:
+                sink.abort()
+            raise
+        if sink is not None:
+            sink.commit(records)
     new_rows, merged = {}, {}
     for table, new in news.items():
         new_rows[table] = int(len(new))
