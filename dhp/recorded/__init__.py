@@ -286,18 +286,22 @@ class ParsedStore:
             for path in sorted(folder.glob("*.parquet")):
                 if keep is not None and path.name == SEGMENTS_TABLE:
                     pf = pq.ParquetFile(path)
-                    cols = pf.read(columns=["lp", "seg_id", "score"])
-                    mask = _keep_mask(cols["lp"].to_numpy(zero_copy_only=False), cols["seg_id"].to_numpy(),
-                                      cols["score"].to_numpy(zero_copy_only=False), keep)
-                    del cols
                     strings = [f.name for f in pf.schema_arrow if str(f.type) in ("string", "large_string")]
-                    table = pq.read_table(path, read_dictionary=strings).filter(mask)  # text stays dictionary-coded until cut
+                    pf = pq.ParquetFile(path, read_dictionary=strings)  # text dictionary-coded until cut
+                    kept, total = [], 0
+                    for i in range(pf.num_row_groups):  # one stored file's rows at a time (_StoreWriter)
+                        part = pf.read_row_group(i)
+                        total += part.num_rows
+                        kept.append(part.filter(_keep_mask(
+                            part["lp"].to_numpy(zero_copy_only=False), part["seg_id"].to_numpy(),
+                            part["score"].to_numpy(zero_copy_only=False), keep)))
+                    table = pa.concat_tables(kept, promote_options="permissive") if kept else pf.schema_arrow.empty_table()
                     table = table.from_arrays([pa.chunked_array([ch.dictionary_decode() for ch in col.chunks],
-                                                                type=col.type.value_type) if n in strings else col
-                                               for n, col in zip(table.column_names, table.columns)],
-                                              names=table.column_names)
+                                                                type=col.type.value_type)
+                                               if pa.types.is_dictionary(col.type) else col
+                                               for col in table.columns], names=table.column_names)
                     news[path.name] = table.to_pandas()
-                    totals[path.name] = int(len(mask))
+                    totals[path.name] = total
                 else:
                     news[path.name] = pd.read_parquet(path)
         except (OSError, ValueError, KeyError) as e:  # unreadable: parsed again (and stored again)
