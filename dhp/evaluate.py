@@ -4,7 +4,10 @@ Runs every registered method that the judge's mode supports and that lists the p
 :func:`dhp.methods.run`) at sizes that put it on
 the SAME units as the published judges of each leaderboard view, then the leaderboard (LLMBar's recorded verdicts,
 and with human alignment the WMT22 zh-en metric scores, imported beside it) and the judge's report card — all into
-its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/.
+its own run folder (default ``runs/evaluate/<judge>``), never the demo's results/ or figures/. Of the recorded segment
+scores only those on the segments the judge scored are imported (and every unscored one): the rows its views compare
+it on, so every view of the folder is on those segments; the manifest records the files' sha256 and how many rows were
+kept (``python -m dhp leaderboard --recorded gemba,mtme`` on the folder imports every row).
 
 Profiles (:data:`PROFILES`):
 
@@ -217,9 +220,10 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     ran = {s.method for s in steps}
     sources = {p.split(":", 1)[0] for p in protocols or ()}
     recorded = [k for k, imp in IMPORTERS.items() if imp.default and (ran & set(imp.feeds) or k in sources)]
-    # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row)
+    # min_coverage: the recorded judges are compared with yours on the units yours has (n in every row); so only
+    # the recorded segment rows on the segments yours scored are imported (recorded_units, the manifest says so)
     lb = LeaderboardParams(run_dir=run_dir, recorded=recorded, data_dir=data_dir, min_coverage=1e-6, seed=seed,
-                           **LEADERBOARD[profile])
+                           recorded_units="judged", **LEADERBOARD[profile])
     paths.update(run_leaderboard(lb))
     modes = {s.config.mode for s in steps}  # a protocol's own mode (GEMBA: sample) where it fixes one
     card = methods.report_card(run_dir, judge=backend.identity, mode=modes.pop() if len(modes) == 1 else mode)

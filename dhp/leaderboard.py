@@ -41,10 +41,11 @@ from dhp.errors import DHPError
 from dhp.io import resolve, slug, write_csv
 from dhp.plots import save_figure
 from dhp.plots.leaderboard import leaderboard_figures
-from dhp.recorded import IMPORTERS, default_path, import_judgments
+from dhp.recorded import IMPORTERS, RECORDED_MODE, default_path, import_judgments
 from dhp.stats.permutation import LEADERBOARD_EARLY_STOP
 
-__all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES", "StoredViews", "default_views_cache"]
+__all__ = ["LeaderboardParams", "collect_views", "run_leaderboard", "TABLES", "StoredViews", "default_views_cache",
+           "default_recorded_cache", "judged_segments"]
 
 TABLES = ("leaderboard.csv", "leaderboard_pairs.csv")
 
@@ -71,6 +72,16 @@ class LeaderboardParams(Params):
                                                       "stored and reused (keyed by their inputs' sha256 and the "
                                                       "statistics' version); None: <per-user cache>/dhp/views; '': "
                                                       "compute every view")
+    recorded_cache: str | None = Field(None, description="where the parsed rows of the recorded sources are kept "
+                                                         "per input version (keyed by the files' sha256 and the "
+                                                         "importers' code), so a later import reads them instead of "
+                                                         "parsing the files; None: <per-user cache>/dhp/recorded; '': "
+                                                         "parse every time")
+    recorded_units: Literal["all", "judged"] = Field(
+        "all", description="the recorded segment rows imported: 'all', or 'judged' — only those on the segments the "
+                           "run's own judges scored (and every unscored row), the rows your judge's views compare it "
+                           "on (python -m dhp evaluate); the manifest records the files' sha256 and how many rows "
+                           "were kept")
     recorded: list[str] = Field(
         ["llmbar"], description="published judgments to import into run_dir first, so your judges stand beside "
                                 "them: any registered recorded source with a default path under data_dir "
@@ -249,14 +260,35 @@ def import_recorded(config: LeaderboardParams) -> None:
     """Import ``config.recorded`` into the run folder (idempotent), with the reference tables their views need (each
     source declares its default files, language pair and the method whose reference tables it needs:
     dhp.recorded.Importer)."""
+    keep = judged_segments(config.run_dir) if config.recorded_units == "judged" else None
+    store = None if config.recorded_cache == "" else (config.recorded_cache or default_recorded_cache())
+    references = []
     for kind in config.recorded:
         imp = IMPORTERS.lookup(kind)
         import_judgments(kind, default_path(kind, config.data_dir), config.run_dir, lp=imp.lp,
-                         data_dir=config.data_dir)
-        if imp.reference_method is not None:
-            m = methods.get(imp.reference_method)
-            methods.write_tables(m, m.collect_reference(m.config(data_dir=config.data_dir, run_dir=config.run_dir)),
-                                 config.run_dir)
+                         data_dir=config.data_dir, keep_segments=keep, store=store)
+        if imp.reference_method is not None and imp.reference_method not in references:
+            references.append(imp.reference_method)  # two sources needing the same tables: collected once
+    for name in references:
+        m = methods.get(name)
+        methods.write_tables(m, m.collect_reference(m.config(data_dir=config.data_dir, run_dir=config.run_dir)),
+                             config.run_dir)
+
+
+def judged_segments(folder) -> pd.DataFrame:
+    """(lp, seg_id) of every segment a judge of ``folder`` scored itself (segment_scores rows not imported)."""
+    path = resolve(folder) / "segment_scores.parquet"
+    if not path.is_file():
+        return pd.DataFrame({"lp": pd.Series([], dtype=str), "seg_id": pd.Series([], dtype="int64")})
+    rows = pd.read_parquet(path, columns=["lp", "seg_id", "mode"])
+    return rows[rows["mode"] != RECORDED_MODE][["lp", "seg_id"]].drop_duplicates().reset_index(drop=True)
+
+
+def default_recorded_cache() -> Path:
+    """DHP_RECORDED_CACHE if set, else <per-user cache>/dhp/recorded: beside the data cache and the views' store."""
+    if os.environ.get("DHP_RECORDED_CACHE"):
+        return Path(os.environ["DHP_RECORDED_CACHE"])
+    return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "recorded"
 
 
 def read(folder) -> dict[str, pd.DataFrame]:

@@ -104,6 +104,7 @@ def pytest_sessionstart(session):
     # The stored results of recorded-only leaderboard views go to this session's folder, not the user's cache: a test
     # never reads a result another run (or another version of the code under test) stored.
     os.environ.setdefault("DHP_VIEWS_CACHE", str(INPUTS / "views"))
+    os.environ.setdefault("DHP_RECORDED_CACHE", str(INPUTS / "recorded"))  # the parsed recorded rows, likewise
     stories = synthetic_stories()
     write_storycloze_csv(STORYCLOZE, stories)
     write_own_stories(TINY_STORIES, stories)

@@ -28,9 +28,13 @@ rows, and the upstream repository @ commit : path when its sha256 is a known ups
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import shutil
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +174,201 @@ def _upsert(run: Path, table: str, new: pd.DataFrame) -> pd.DataFrame:
     return both.take(keep).reset_index(drop=True)
 
 
+# ---------------------------------------------------------------------------------------------- parsing, kept rows
+
+#: what an import with ``keep_segments`` keeps of segment_scores.parquet (recorded in the manifest)
+KEPT_RULE = ("the rows on the segments (lp, seg_id) the run's own judges scored, and every unscored row; the files "
+             "(sha256 above) hold the rest")
+SEGMENTS_TABLE = "segment_scores.parquet"
+
+
+def _parse(imp: Importer, kind: str, files: list[Path], src: Path, ctx: ImportContext, max_bytes: int,
+           keep: pd.DataFrame | None = None, sink=None) -> tuple[dict[str, pd.DataFrame], dict, dict] | None:
+    """Every file parsed by its importer and checked: ({table: its new rows}, the manifest's file records, {table: rows
+    before the cut}). With ``keep`` the segment rows are cut file by file (:func:`_keep_mask`), so the others are never
+    held together; ``sink`` (:class:`_StoreWriter`) receives every file's full rows. Key uniqueness of cut rows is
+    checked on 64-bit hashes of every row's key; None when two hashes are equal (the caller parses again in full, which
+    names the duplicate rows or, on a mere hash collision, goes on)."""
+    parts: dict[str, list[pd.DataFrame]] = {}
+    hashes: dict[str, list[np.ndarray]] = {}
+    totals: dict[str, int] = {}
+    records = {}
+    for p in files:
+        f = _read_file(imp, p, src if src.is_dir() else p, max_bytes)
+        produced = imp.read(f, ctx)
+        for table, df in produced.items():
+            if sink is not None:
+                sink.add(table, df)
+            if keep is not None and table == SEGMENTS_TABLE:
+                hashes.setdefault(table, []).append(
+                    pd.util.hash_pandas_object(df[TABLE_KEYS[table]], index=False).to_numpy())
+                totals[table] = totals.get(table, 0) + int(len(df))
+                df = df[_keep_mask(df["lp"].to_numpy(), df["seg_id"].to_numpy(), df["score"].to_numpy(), keep)]
+            parts.setdefault(table, []).append(df)
+        records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(p), "sha256": f.sha256, "bytes": len(f.data),
+                                      "rows": {t: int(len(df)) for t, df in produced.items()},
+                                      "upstream": known_upstream(f.sha256)}
+    for f, rows in ctx.companions:
+        records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(f.path), "sha256": f.sha256, "bytes": len(f.data),
+                                      "rows": rows, "upstream": known_upstream(f.sha256), "companion": True}
+    news = {}
+    for table, dfs in parts.items():
+        new = pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0].reset_index(drop=True)
+        if table in hashes:
+            h = np.concatenate(hashes[table])
+            if len(np.unique(h)) != len(h):
+                return None
+        else:
+            _check_unique(new, TABLE_KEYS[table], table)
+        news[table] = new
+    return news, records, totals
+
+
+def _keep_mask(lp: np.ndarray, seg_id: np.ndarray, score: np.ndarray, keep: pd.DataFrame) -> np.ndarray:
+    """Rows on a kept (lp, seg_id), or unscored (NaN): an unscored row decides which view its judge stands in
+    (dhp.methods.human_alignment: a recorded judge with unscored outputs has a view of its own)."""
+    wanted = pd.MultiIndex.from_frame(keep[["lp", "seg_id"]].astype({"lp": str, "seg_id": "int64"}))
+    on = pd.MultiIndex.from_arrays([pd.Index(lp).astype(str), pd.Index(seg_id).astype("int64")]).isin(wanted)
+    return np.asarray(on) | ~np.isfinite(np.asarray(score, dtype=float))
+
+
+@functools.lru_cache(maxsize=None)
+def _code_digest(module_file: str) -> str:
+    """sha256 of the code that turns files into rows: dhp/recorded's modules and the importer's own module (a plug-in
+    importer lives elsewhere)."""
+    files = sorted(Path(__file__).parent.glob("*.py")) + [Path(module_file)]
+    h = hashlib.sha256(f"v{PARSED_STORE_VERSION}".encode())
+    for f in files:
+        h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    return h.hexdigest()
+
+
+#: raised when the stored form of parsed rows changes (the code digest covers the importers' source)
+PARSED_STORE_VERSION = 1
+
+
+class ParsedStore:
+    """The parsed, checked rows of a registered source's files, per input version: ``<folder>/<key>/`` holds one
+    parquet file per table and ``records.json`` (the manifest's file records), written into a temporary folder and
+    renamed into place, so a key is present only when complete. The key: sha256 of the source's name, its options
+    (lp, data_dir) and every imported file's path and sha256, and of the importers' code (:func:`_code_digest`). A
+    companion file (found while parsing, e.g. the MQM scores) is checked against its recorded sha256 when the rows are
+    reused: a changed one counts as absent. Reading keeps only the rows ``keep_segments`` asks for, without
+    materialising the others (pyarrow reads the columns, the mask picks rows, then the text columns are decoded)."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def key(self, imp: Importer, files: list[Path], src: Path, ctx: ImportContext, max_bytes: int) -> str:
+        h = hashlib.sha256()
+        module = sys.modules.get(imp.read.__module__)
+        h.update(_code_digest(str(getattr(module, "__file__", "") or "")).encode())
+        h.update(repr((imp.name, ctx.lp, str(ctx.data_dir or ""), str(src))).encode())
+        for p in files:
+            f = _read_file(imp, p, src if src.is_dir() else p, max_bytes)
+            h.update(f"{f.rel}\0{f.sha256}\0".encode())
+        return h.hexdigest()
+
+    def get(self, key: str, keep: pd.DataFrame | None):
+        """(file records, {table: rows kept}, {table: rows before the cut}) or None when absent or stale."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        folder = self.folder / key
+        if not (folder / "records.json").is_file():
+            return None
+        try:
+            records = json.loads((folder / "records.json").read_text(encoding="utf-8"))
+            for r in records.values():
+                if r.get("companion") and hashlib.sha256(Path(r["path"]).read_bytes()).hexdigest() != r["sha256"]:
+                    return None
+            news, totals = {}, {}
+            for path in sorted(folder.glob("*.parquet")):
+                if keep is not None and path.name == SEGMENTS_TABLE:
+                    pf = pq.ParquetFile(path)
+                    strings = [f.name for f in pf.schema_arrow if str(f.type) in ("string", "large_string")]
+                    pf = pq.ParquetFile(path, read_dictionary=strings)  # text dictionary-coded until cut
+                    kept, total = [], 0
+                    for i in range(pf.num_row_groups):  # one stored file's rows at a time (_StoreWriter)
+                        part = pf.read_row_group(i)
+                        total += part.num_rows
+                        kept.append(part.filter(_keep_mask(
+                            part["lp"].to_numpy(zero_copy_only=False), part["seg_id"].to_numpy(),
+                            part["score"].to_numpy(zero_copy_only=False), keep)))
+                    table = pa.concat_tables(kept, promote_options="permissive") if kept else pf.schema_arrow.empty_table()
+                    table = table.from_arrays([pa.chunked_array([ch.dictionary_decode() for ch in col.chunks],
+                                                                type=col.type.value_type)
+                                               if pa.types.is_dictionary(col.type) else col
+                                               for col in table.columns], names=table.column_names)
+                    news[path.name] = table.to_pandas()
+                    totals[path.name] = total
+                else:
+                    news[path.name] = pd.read_parquet(path)
+        except (OSError, ValueError, KeyError) as e:  # unreadable: parsed again (and stored again)
+            print(f"[import] stored rows {folder} unreadable ({e}); parsing the files", file=sys.stderr)
+            return None
+        return records, news, totals
+
+    def writer(self, key: str) -> "_StoreWriter | None":
+        """A writer that stores the rows of ``key`` as they are parsed (None when they are stored already or the
+        folder cannot be written)."""
+        if (self.folder / key / "records.json").is_file():
+            return None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            return _StoreWriter(self.folder / key, Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.folder)))
+        except OSError as e:  # a read-only or full cache: the import goes on, only the rows are not kept
+            print(f"[import] could not store the parsed rows in {self.folder}: {e}", file=sys.stderr)
+            return None
+
+
+class _StoreWriter:
+    """Each file's rows appended to one parquet file per table in a temporary folder (only one file's rows in memory
+    at a time), renamed into place by :meth:`commit`. A part whose columns do not fit the first one's types, or a
+    write error, gives up storing (the import goes on)."""
+
+    def __init__(self, final: Path, tmp: Path):
+        self.final, self.tmp, self.writers, self.broken = final, tmp, {}, False
+
+    def add(self, table: str, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.broken:
+            return
+        try:
+            t = pa.Table.from_pandas(df, preserve_index=False)
+            w = self.writers.get(table)
+            if w is None:
+                w = self.writers[table] = pq.ParquetWriter(self.tmp / table, t.schema)
+            elif not t.schema.equals(w.schema, check_metadata=False):
+                t = t.cast(w.schema)
+            w.write_table(t)
+        except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+            print(f"[import] not storing the parsed rows ({e})", file=sys.stderr)
+            self.broken = True
+
+    def commit(self, records: dict) -> None:
+        try:
+            for w in self.writers.values():
+                w.close()
+            if not self.broken:
+                (self.tmp / "records.json").write_text(json.dumps(records), encoding="utf-8")
+                os.replace(self.tmp, self.final)
+        except OSError as e:
+            print(f"[import] could not store the parsed rows in {self.final.parent}: {e}", file=sys.stderr)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def abort(self) -> None:
+        for w in self.writers.values():
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - closing a half-written temporary file: it is removed next
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------- import
 
 @dataclass
@@ -193,7 +392,8 @@ class ImportReport:
 def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | os.PathLike, *,
                      dataset: str | os.PathLike | None = None, scale: tuple[float, float] | None = None,
                      lp: str | None = None, data_dir: str | os.PathLike | None = None,
-                     max_bytes: int = MAX_FILE_BYTES) -> ImportReport:
+                     max_bytes: int = MAX_FILE_BYTES, keep_segments: pd.DataFrame | None = None,
+                     store: str | os.PathLike | None = None) -> ImportReport:
     """Import recorded judgments of ``kind`` (a registered importer: "llmbar", "mtme", "table") from
     ``path`` (a file, or a folder searched recursively; None: the source's place under the data root,
     :func:`default_path`) into ``run_dir``.
@@ -203,7 +403,12 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
     dataset.parquet, and for pairwise rows LLMBar); ``scale`` — (low, high) of bring-your-own pointwise
     scores (default dhp.judging.parsing.SCALE, 1–5); ``lp`` — language pair of mt-metrics-eval files
     (default: read from the folder names, e.g. "zh-en"); ``data_dir`` — where LLMBar is read from for the id
-    check; ``max_bytes`` — the size limit of one file. Raises DHPError, writing nothing, on any problem."""
+    check; ``max_bytes`` — the size limit of one file; ``keep_segments`` — (lp, seg_id) rows: of the imported
+    segment_scores rows only those on these segments are kept, and every unscored one (so a judge that left an
+    output unscored is still known as one; the manifest says how many rows were kept of how many, the files' sha256
+    and rows stay recorded in full); ``store`` — a folder where the parsed rows of a registered source are kept per
+    input version (:class:`ParsedStore`: keyed by the files' sha256 and the importers' code), so a later import of
+    the same files reads them instead of parsing the files again. Raises DHPError, writing nothing, on any problem."""
     t0 = time.perf_counter()
     imp = IMPORTERS.lookup(kind)
     if path is None:
@@ -213,34 +418,56 @@ def import_judgments(kind: str, path: str | os.PathLike | None, run_dir: str | o
     ctx = ImportContext(run, Path(dataset).expanduser() if dataset else None,
                         tuple(float(x) for x in scale) if scale is not None else None, lp,
                         Path(data_dir) if data_dir else None)
-    parts: dict[str, list[pd.DataFrame]] = {}
-    records = {}
-    for p in _files(imp, src):
-        f = _read_file(imp, p, src if src.is_dir() else p, max_bytes)
-        produced = imp.read(f, ctx)
-        for table, df in produced.items():
-            parts.setdefault(table, []).append(df)
-        records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(p), "sha256": f.sha256, "bytes": len(f.data),
-                                      "rows": {t: int(len(df)) for t, df in produced.items()},
-                                      "upstream": known_upstream(f.sha256)}
-    for f, rows in ctx.companions:
-        records[f"{kind}:{f.rel}"] = {"kind": kind, "path": str(f.path), "sha256": f.sha256, "bytes": len(f.data),
-                                      "rows": rows, "upstream": known_upstream(f.sha256)}
+    files = _files(imp, src)
+    parsed = ParsedStore(store) if store is not None and kind != "table" and imp.default is not None else None
+    key = None if parsed is None else parsed.key(imp, files, src, ctx, max_bytes)
+    hit = None if key is None else parsed.get(key, keep_segments)
+    if hit is not None:
+        records, news, totals = hit
+    else:
+        sink = None if key is None else parsed.writer(key)
+        try:
+            got = _parse(imp, kind, files, src, ctx, max_bytes, keep_segments, sink)
+            if got is None:  # two cut rows' key hashes equal: parse in full, where the check names the rows
+                ctx.cache.clear()
+                ctx.companions.clear()
+                news, records, _ = _parse(imp, kind, files, src, ctx, max_bytes)
+                seg = news.get(SEGMENTS_TABLE)
+                totals = {} if seg is None else {SEGMENTS_TABLE: int(len(seg))}
+                if seg is not None and keep_segments is not None:
+                    news[SEGMENTS_TABLE] = seg[_keep_mask(seg["lp"].to_numpy(), seg["seg_id"].to_numpy(),
+                                                          seg["score"].to_numpy(), keep_segments)].reset_index(drop=True)
+                else:
+                    totals = {}
+            else:
+                news, records, totals = got
+        except BaseException:
+            if sink is not None:
+                sink.abort()
+            raise
+        if sink is not None:
+            sink.commit(records)
     new_rows, merged = {}, {}
-    for table, dfs in parts.items():
-        new = pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0]
-        _check_unique(new, TABLE_KEYS[table], table)
+    for table, new in news.items():
         new_rows[table] = int(len(new))
         merged[table] = _upsert(run, table, new)
     # everything parsed and checked: only now is anything written (each write atomic)
     for table, df in merged.items():
         write_parquet(df, run / table)
     manifest = run / "manifest.json"
-    previous = {}
+    previous, stage = {}, {}
     if manifest.exists():
         stage = json.loads(manifest.read_text(encoding="utf-8")).get("stages", {}).get(MANIFEST_STAGE, {})
         previous = stage.get("parameters", {}).get("files", {})
-    write_manifest(run, MANIFEST_STAGE, {"files": {**previous, **records}})
+    params = {"files": {**previous, **records}}
+    if totals:  # the run folder holds part of the files' rows: the manifest says which
+        kept = dict(stage.get("parameters", {}).get("kept", {})) if previous else {}
+        kept[kind] = {t: {"rows": new_rows[t], "of": totals[t], "rule": KEPT_RULE} for t in totals}
+        params["kept"] = kept
+    elif {k: v for k, v in stage.get("parameters", {}).get("kept", {}).items() if k != kind}:
+        # this source's rows are now all in the folder; another source's may still be cut
+        params["kept"] = {k: v for k, v in stage["parameters"]["kept"].items() if k != kind}
+    write_manifest(run, MANIFEST_STAGE, params)
     return ImportReport(kind, run, list(records.values()), new_rows, {t: int(len(d)) for t, d in merged.items()},
                         time.perf_counter() - t0)
 
