@@ -290,3 +290,20 @@ def test_a_batch_of_calls_shares_one_pool_of_kept_alive_connections():
     assert [o.text for o in out] == ["Output (a)"] * 60 and srv.requests == 61
     # one connection per request in flight (the model list's is reused), not one per request
     assert len(srv.connections) <= 4, len(srv.connections)
+
+
+def test_a_redirect_off_the_https_host_does_not_carry_the_key():
+    # the key may go to an https host, or over plain http to a loopback one; a redirect from there to a plain-http
+    # host elsewhere must not take it along (httpx drops Authorization when the origin changes)
+    seen: list[httpx.Request] = []
+
+    def chat(r, k):
+        if r.url.host == "judge.example.org":
+            return httpx.Response(307, headers={"Location": "http://10.20.30.40:8000/v1/chat/completions"})
+        return _ok()
+
+    b = OpenAIBackend("m", "https://judge.example.org/v1", transport=_transport(chat, seen), max_retries=0)
+    assert b.chat_many([_req()])[0].text == "Output (a)"
+    assert [(r.url.scheme, r.url.host) for r in seen] == [("https", "judge.example.org")] * 2 + [
+        ("http", "10.20.30.40")]
+    assert [r.headers.get("authorization") for r in seen] == [f"Bearer {KEY}"] * 2 + [None]
