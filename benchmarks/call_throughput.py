@@ -9,7 +9,9 @@ that same server at the same concurrency (the openai backend's default, 8 reques
     evaluate  ``python -m dhp evaluate openai:stub@URL --protocol llmbar:Vanilla --profile paper --yes`` (840 calls),
               calls/s over its call phase (first to last request the stub saw) and the whole command's wall time
 
-and prints, last, ``engine/raw <ratio>`` and ``evaluate/raw <ratio>`` (goal >= 0.8), then the paper profile's wall
+and, with no network and no server (an in-process httpx.MockTransport answering at once), the CPU time per call of the
+raw loop and of the openai backend's chat_many: the client's own cost per call, which load from elsewhere moves less
+than wall-clock rates. It prints, last, ``engine/raw <ratio>`` and ``evaluate/raw <ratio>`` (goal >= 0.8), then the paper profile's wall
 time at the stub's speed, with the machine's facts (CPU model, cores, load average before and after, date).
 
 Usage: python benchmarks/call_throughput.py [--n 1000] [--rounds 3] [--concurrency 8] [--skip-evaluate]
@@ -189,6 +191,50 @@ def measure_engine(base_url: str, n: int, concurrency: int, offset: int) -> tupl
     return seconds, rows
 
 
+def measure_client_cpu(n: int, concurrency: int) -> tuple[float, float]:
+    """CPU-ms per call, in this process, of the raw loop and of OpenAIBackend.chat_many over an in-process transport
+    that answers at once (no sockets, no server): what each side's own code costs per call."""
+    import httpx
+
+    from dhp.backends import ChatRequest, OpenAIBackend
+
+    reply = _reply_body({})
+    listing = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = listing if request.url.path.endswith("/models") else reply
+        return httpx.Response(200, content=body, headers={"Content-Type": "application/json"})
+
+    url = "http://127.0.0.1:9/v1"  # never contacted: the transport answers
+
+    def raw() -> None:
+        async def main() -> None:
+            sem = asyncio.Semaphore(concurrency)
+            async with httpx.AsyncClient(transport=httpx.MockTransport(handle), timeout=60) as client:
+                async def one(i: int) -> None:
+                    async with sem:
+                        r = await client.post(url + "/chat/completions", json={
+                            "model": MODEL, "messages": _messages(i), "max_tokens": 16, "temperature": 0.0})
+                        assert r.json()["choices"][0]["message"]["content"] == REPLY
+
+                await asyncio.gather(*(one(i) for i in range(n)))
+
+        asyncio.run(main())
+
+    def backend() -> None:
+        b = OpenAIBackend(MODEL, url, concurrency=concurrency, transport=httpx.MockTransport(handle))
+        out = b.chat_many([ChatRequest(tuple((m["role"], m["content"]) for m in _messages(i)), max_tokens=16,
+                                       temperature=0.0) for i in range(n)])
+        assert all(o.text == REPLY for o in out)
+
+    best = {}
+    for f in (raw, backend, raw, backend, raw, backend):
+        t0 = time.process_time()
+        f()
+        best[f] = min(best.get(f, float("inf")), (time.process_time() - t0) / n * 1e3)
+    return best[raw], best[backend]
+
+
 def measure_evaluate(stub: Stub, concurrency: int) -> dict:
     """The evaluate command on LLMBar's Vanilla protocol at the paper profile, in a fresh run folder and cache."""
     stub.reset()
@@ -255,6 +301,9 @@ def main() -> None:
               f"{ms(raw):.2f} CPU-ms/call  (all: {', '.join(f'{w:.2f}' for w, _ in raw)} s)")
         print(f"engine    {args.n} calls x {args.rounds}: best {eng_s:6.2f} s  {eng_rate:7.1f} calls/s  "
               f"{ms(eng):.2f} CPU-ms/call  (all: {', '.join(f'{w:.2f}' for w, _ in eng)} s; SQLite cache file)")
+        c_raw, c_backend = measure_client_cpu(args.n, args.concurrency)
+        print(f"client    {args.n} calls x 3 over an in-process transport (no network, no server): raw {c_raw:.3f}, "
+              f"openai backend {c_backend:.3f} CPU-ms/call (best of 3)")
         ev = None
         if not args.skip_evaluate:
             ev = measure_evaluate(stub, args.concurrency)
