@@ -164,8 +164,8 @@ def test_the_model_list_decides_reachability_and_model_before_any_call():
     with pytest.raises(DHPError, match=r"'other' is not served .* lists \['m'\]"):
         b.chat_many([_req()])
     # a model list that is not one: the run stops with what it got
-    b = OpenAIBackend("m", URL, transport=_transport(lambda r, k: _ok(), models=lambda r: httpx.Response(200, text="<html>")),
-                      allow_insecure_key=True, max_retries=3)
+    b = OpenAIBackend("m", URL, allow_insecure_key=True, max_retries=3,
+                      transport=_transport(lambda r, k: _ok(), models=lambda r: httpx.Response(200, text="<html>")))
     with pytest.raises(DHPError, match="did not answer the model list"):
         b.chat_many([_req()])
 
