@@ -25,7 +25,8 @@ from pathlib import Path
 
 from dhp.errors import DHPError
 
-__all__ = ["free_port", "LlamaServer", "start_llama_server", "FaultProxy", "StatusServer", "HangSignalTransport"]
+__all__ = ["free_port", "LlamaServer", "start_llama_server", "FaultProxy", "StatusServer", "HangSignalTransport",
+           "ScriptedOpenAI", "chat_completion"]
 
 FAULTS = ("429", "500", "timeout", "garbage")
 
@@ -382,5 +383,56 @@ class StatusServer(_Base):
 
             do_GET = _reply
             do_POST = _reply
+
+        return H
+
+
+def chat_completion(content: str | None, *, model: str = "stub", logprobs: list | None = None,
+                    finish_reason: str = "stop") -> dict:
+    """An OpenAI chat.completion body with one choice (``logprobs``: its ``logprobs.content`` list)."""
+    return {"id": "c", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None if logprobs is None else
+                         {"content": logprobs}, "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+
+
+class ScriptedOpenAI(_Base):
+    """An OpenAI-compatible loopback server whose answers a test writes: ``reply(path, body)`` returns a JSON body
+    (status 200) or ``(status, body)`` for each POST; GET lists ``model``. Every POST's (path, body) is kept in
+    ``requests``. One server for the tests' stubs instead of a handler class in each test file."""
+
+    def __init__(self, reply, model: str = "stub", max_lifetime: float = 600.0):
+        super().__init__(max_lifetime)
+        self.reply, self.model = reply, model
+        self.requests: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+
+    def _handler(self):
+        srv = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, obj: dict) -> None:
+                body = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                self._send(200, {"object": "list", "data": [{"id": srv.model, "object": "model"}]})
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                with srv._lock:
+                    srv.requests.append((self.path, body))
+                out = srv.reply(self.path, body)
+                status, obj = out if isinstance(out, tuple) else (200, out)
+                self._send(status, obj)
 
         return H

@@ -90,51 +90,25 @@ def test_openai_compatible_server():
 def test_a_server_that_refuses_several_greedy_replies_is_asked_one_by_one():
     """vLLM answers HTTP 400 "n must be 1 when using greedy sampling" to sample mode's n replies at temperature 0;
     the backend then asks for the replies singly instead of turning every sample-mode row into NaN."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from servers import ScriptedOpenAI, chat_completion
 
-    asked = []
+    def greedy(path: str, body: dict):
+        if body.get("n", 1) > 1 and body["temperature"] == 0:
+            return 400, {"error": {"message": "n must be 1 when using greedy sampling, got 3",
+                                   "type": "BadRequestError", "code": 400}}
+        return chat_completion("4", model="greedy")
 
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _send(self, status, body):
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            self._send(200, {"data": [{"id": "greedy", "object": "model"}]})
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            asked.append(body.get("n", 1))
-            if body.get("n", 1) > 1 and body["temperature"] == 0:
-                self._send(400, {"error": {"message": "n must be 1 when using greedy sampling, got 3",
-                                           "type": "BadRequestError", "code": 400}})
-                return
-            self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "4"},
-                                          "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
+    with ScriptedOpenAI(greedy, model="greedy") as srv:
         from dhp.backends import ChatRequest, OpenAIBackend
 
-        b = OpenAIBackend("greedy", f"http://127.0.0.1:{httpd.server_address[1]}/v1", max_retries=0)
+        b = OpenAIBackend("greedy", srv.base_url, max_retries=0)
         out = b.chat_many([ChatRequest.make([{"role": "user", "content": "score?"}], 4, 0.0, 0, None, n=3)])
+        asked = [body.get("n", 1) for _, body in srv.requests]
         assert isinstance(out[0], Completion) and out[0].texts == ["4", "4", "4"]
         assert asked == [3, 1, 1, 1]
         b.chat_many([ChatRequest.make([{"role": "user", "content": "again?"}], 4, 0.0, 0, None, n=2)])
+        asked = [body.get("n", 1) for _, body in srv.requests]
         assert asked[4:] == [1, 1]  # remembered: no second refused request
-    finally:
-        httpd.shutdown()
 
 
 def test_the_docs_echo_backend_passes_the_contract_the_page_says_it_passes():

@@ -56,11 +56,10 @@ def test_python_dash_m_dhp_still_works():
 # DHP_RECIPE_TINY=0 runs them at the page's sizes (minutes to hours: the paper profile is 42,287 calls).
 # ---------------------------------------------------------------------------------------------------------------
 
-import http.server  # noqa: E402
-import json  # noqa: E402
 import re  # noqa: E402
 import shlex  # noqa: E402
-import threading  # noqa: E402
+
+from servers import ScriptedOpenAI, chat_completion  # noqa: E402
 
 TINY = os.environ.get("DHP_RECIPE_TINY", "1") != "0"
 TINY_ITEMS = 3
@@ -83,49 +82,17 @@ if TINY:
 KNOWN_BROKEN: dict[str, str] = {}  # page -> why it cannot run as written (xfail); none today
 
 
-class _InstantOpenAI(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-
-def _stub_handler():
-    class H(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def _send(self, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):  # /v1/models
-            self._send({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
-
-        def do_POST(self):  # /v1/chat/completions: "3", with the digits' log-probabilities
-            n = int(self.headers.get("Content-Length") or 0)
-            req = json.loads(self.rfile.read(n) or b"{}")
-            top = [{"token": d, "logprob": -1.0 - abs(int(d) - 3), "bytes": None} for d in "12345"]
-            self._send({"id": "c", "object": "chat.completion", "created": 0, "model": req.get("model", "stub-model"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "3"},
-                                     "logprobs": {"content": [{"token": "3", "logprob": -1.0, "bytes": None,
-                                                               "top_logprobs": top}]}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}})
-
-    return H
+def _three(path: str, req: dict) -> dict:
+    """Every chat completion: "3", with the digits' log-probabilities."""
+    top = [{"token": d, "logprob": -1.0 - abs(int(d) - 3), "bytes": None} for d in "12345"]
+    return chat_completion("3", model=req.get("model", "stub-model"),
+                           logprobs=[{"token": "3", "logprob": -1.0, "bytes": None, "top_logprobs": top}])
 
 
 @pytest.fixture(scope="module")
 def stub_url():
-    srv = _InstantOpenAI(("127.0.0.1", 0), _stub_handler())
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    srv.shutdown()
-    srv.server_close()
+    with ScriptedOpenAI(_three, model="stub-model") as srv:
+        yield srv.base_url
 
 
 def _commands(page: str) -> list[str]:
