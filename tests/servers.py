@@ -399,12 +399,14 @@ def chat_completion(content: str | None, *, model: str = "stub", logprobs: list 
 class ScriptedOpenAI(_Base):
     """An OpenAI-compatible loopback server whose answers a test writes: ``reply(path, body)`` returns a JSON body
     (status 200) or ``(status, body)`` for each POST; GET lists ``model``. Every POST's (path, body) is kept in
-    ``requests``. One server for the tests' stubs instead of a handler class in each test file."""
+    ``requests``, the client address of every request (GET too) in ``connections`` (HTTP/1.1 keep-alive: one per TCP
+    connection). One server for the tests' stubs instead of a handler class in each test file."""
 
     def __init__(self, reply, model: str = "stub", max_lifetime: float = 600.0):
         super().__init__(max_lifetime)
         self.reply, self.model = reply, model
         self.requests: list[tuple[str, dict]] = []
+        self.connections: set = set()
         self._lock = threading.Lock()
 
     def _handler(self):
@@ -425,11 +427,14 @@ class ScriptedOpenAI(_Base):
                 self.wfile.write(body)
 
             def do_GET(self):  # noqa: N802 (http.server's name)
+                with srv._lock:
+                    srv.connections.add(self.client_address)
                 self._send(200, {"object": "list", "data": [{"id": srv.model, "object": "model"}]})
 
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with srv._lock:
+                    srv.connections.add(self.client_address)
                     srv.requests.append((self.path, body))
                 out = srv.reply(self.path, body)
                 status, obj = out if isinstance(out, tuple) else (200, out)

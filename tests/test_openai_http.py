@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -18,7 +16,7 @@ from dhp.backends.openai_server import OpenAIBackend
 from dhp.backends.runner import Runner
 from dhp.errors import DHPError
 
-from servers import _Base
+from servers import ScriptedOpenAI, chat_completion
 
 URL = "http://10.20.30.40:8000/v1"  # never contacted: every request goes to the scripted transport
 KEY = "sk-test-not-a-real-key-4711"
@@ -245,49 +243,11 @@ def test_no_reason_or_repr_shows_the_key():
     assert not any(KEY in t for t in texts)
 
 
-class _KeepAliveServer(_Base):
-    """An OpenAI-compatible loopback server (HTTP/1.1 keep-alive) that counts the TCP connections it accepts."""
-
-    def __init__(self):
-        super().__init__(max_lifetime=120.0)
-        self.connections: set = set()
-        self.requests = 0
-        self._lock = threading.Lock()
-
-    def _handler(self):
-        srv = self
-
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _reply(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                if n:
-                    self.rfile.read(n)
-                with srv._lock:
-                    srv.connections.add(self.client_address)
-                    srv.requests += 1
-                out = _ok().content if self.path.endswith("/chat/completions") else json.dumps(
-                    {"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            do_GET = do_POST = _reply
-
-        return H
-
-
 def test_a_batch_of_calls_shares_one_pool_of_kept_alive_connections():
-    with _KeepAliveServer() as srv:
+    with ScriptedOpenAI(lambda path, body: chat_completion("Output (a)", model="m"), model="m") as srv:
         b = OpenAIBackend("m", srv.base_url, concurrency=4)
         out = b.chat_many([_req(f"q{i}") for i in range(60)])
-    assert [o.text for o in out] == ["Output (a)"] * 60 and srv.requests == 61
+    assert [o.text for o in out] == ["Output (a)"] * 60 and len(srv.requests) == 60
     # one connection per request in flight (the model list's is reused), not one per request
     assert len(srv.connections) <= 4, len(srv.connections)
 
