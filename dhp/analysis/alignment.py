@@ -177,7 +177,8 @@ def _labelled(scores: pd.DataFrame) -> pd.DataFrame:
     if not rec.any():
         return scores
     ref = scores["reference"].fillna("").astype(str)
-    judge = scores["judge"].astype(str).where(~rec, [variant_label(j, r) for j, r in zip(scores["judge"], ref)])
+    judge = scores["judge"].astype(str).where(
+        ~rec, [variant_label(j, r) for j, r in zip(scores["judge"].tolist(), ref.tolist())])  # lists: fast
     return scores.assign(judge=judge)
 
 

@@ -126,6 +126,11 @@ def _entry(judge, mode) -> str:
     return f"{judge}\x1f{mode}"
 
 
+def _entries(d: pd.DataFrame) -> pd.Series:
+    """_entry of every row of ``d`` (judge, mode), computed column-wise."""
+    return d["judge"].astype(str) + "\x1f" + d["mode"].astype(str)
+
+
 def _split(entry: str) -> tuple[str, str]:
     judge, mode = entry.split("\x1f")
     return judge, mode
@@ -143,7 +148,9 @@ def _units(v: View) -> dict[str, set]:
     out: dict[str, set] = {}
     for (j, m), g in d.groupby(["judge", "mode"], sort=True):
         # a segment statistic compares judges on the outputs (unit, system) they all scored: coverage counts those
-        out[_entry(j, m)] = (set(zip(g["unit"], g["system"])) if v.kind == "segment" else set(g["unit"]))
+        # (lists first: iterating an Arrow-backed column makes a Python object per element, 10x slower)
+        out[_entry(j, m)] = (set(zip(g["unit"].tolist(), g["system"].tolist())) if v.kind == "segment"
+                             else set(g["unit"].tolist()))
     for (j, m) in v.data[["judge", "mode"]].drop_duplicates().itertuples(index=False):
         out.setdefault(_entry(j, m), set())
     return out
@@ -173,7 +180,7 @@ def _common(v: View, min_coverage: float, min_units: int) -> tuple[list[str], li
 
 def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float):
     d = v.data[v.data["unit"].isin(set(units))]
-    wide = (d.assign(entry=[_entry(j, m) for j, m in zip(d["judge"], d["mode"])])
+    wide = (d.assign(entry=_entries(d))
             .pivot_table(index="unit", columns="entry", values="value", aggfunc="mean").reindex(index=units,
                                                                                                 columns=judges))
     x = wide.to_numpy(float).T  # judges × units
@@ -240,7 +247,7 @@ def _segment_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci
                   early_stop: permutation.EarlyStop | None = None, alpha: float = 0.05):
     rows = pd.MultiIndex.from_tuples(units)  # the (unit, system) outputs every compared judge scored
     d = v.data[pd.MultiIndex.from_arrays([v.data["unit"], v.data["system"]]).isin(rows)]
-    d = d.assign(entry=[_entry(j, m) for j, m in zip(d["judge"], d["mode"])])
+    d = d.assign(entry=_entries(d))
     d = d[d["entry"].isin(set(judges))]  # a judge left out must not remove the rows it lacks from the others
     js = seg.judge_scores(d, item="unit", system="system", judge="entry", score="score", human="human")
     x = js.scores[[js.judges.index(e) for e in judges]]
@@ -470,6 +477,88 @@ def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
         return pd.DataFrame({"rank": []})
 
 
+def _name(v: View) -> str:
+    return " · ".join(x for x in (v.view, v.scope, v.measure, v.strategy) if x)
+
+
+def _done(views, n, b, p, key, stored, progress, took, worker=False):
+    """A computed view's rows, stored under its key (a view of recorded judges only) and reported when slow or
+    computed by a worker process."""
+    if key is not None:
+        stored[key] = (pd.DataFrame(b, columns=LEADERBOARD_COLUMNS), pd.DataFrame(p, columns=PAIR_COLUMNS))
+    if progress and (took > 1 or worker):
+        progress(f"view {n + 1}/{len(views)} {_name(views[n])}: computed in {took:.0f} s"
+                 + (" (in a worker process, beside other views)" if worker else ""))
+    return b, p
+
+
+#: A segment view of at least this many rows is large: two or more large views to compute run in worker processes,
+#: side by side (WMT22 zh-en's views: 309k-591k rows; LLMBar's, HANNA's, DHP's: a few thousand)
+PARALLEL_VIEW_ROWS = 100_000
+_FORKED: tuple | None = None  # (views, early_stop, settings) as a forked worker inherits them
+
+
+def _view_job(n: int, k: int) -> tuple[list, list, float]:
+    """A forked worker's view: its board and pair rows and its seconds (its bootstrap in this process)."""
+    views, early_stop, s = _FORKED
+    start = time.perf_counter()
+    b, p = _one_view(views[n], k, s["seed"], s["alpha"], s["ci"], s["min_coverage"], s["min_units"], early_stop)
+    return b, p, time.perf_counter() - start
+
+
+def _worker_init() -> None:
+    global PARALLEL_MIN_WORK
+    PARALLEL_MIN_WORK = math.inf  # a worker's view keeps its bootstrap in the worker: the cores are already busy
+
+
+class _ViewWorkers:
+    """The large segment views of ``todo`` ((view index, draws)) computed by up to os.cpu_count() forked worker
+    processes, the largest first, while the caller computes the rest: each view's numbers are those of _one_view in
+    this process (its draws are seeded per view). Nothing is started for fewer than two large views (one large view
+    spreads its bootstrap over the cores itself: _Background) or one core; a worker that dies (e.g. out of memory)
+    leaves its view to be computed here."""
+
+    def __init__(self, views, todo, early_stop, settings):
+        global _FORKED
+        self.views, self.todo, self.early_stop, self.settings = views, dict(todo), early_stop, settings
+        self.pool, self.jobs = None, {}
+        large = sorted((n for n, _ in todo if views[n].kind == "segment" and len(views[n].data) >= PARALLEL_VIEW_ROWS),
+                       key=lambda n: -len(views[n].data))
+        workers = min(os.cpu_count() or 1, len(large))
+        if workers < 2:
+            return
+        _FORKED = (views, early_stop, settings)
+        try:
+            ctx = multiprocessing.get_context("fork")
+            self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                                               initializer=_worker_init)
+            self.jobs = {n: self.pool.submit(_view_job, n, self.todo[n]) for n in large}
+        except (OSError, ValueError):
+            self._close()
+
+    def result(self, n: int) -> tuple[list, list, float, bool]:
+        """View n's board rows, pair rows, seconds, and whether a worker computed it."""
+        try:
+            return *self.jobs[n].result(), True
+        except (OSError, concurrent.futures.process.BrokenProcessPool):
+            s, start = self.settings, time.perf_counter()  # computed here instead
+            b, p = _one_view(self.views[n], self.todo[n], s["seed"], s["alpha"], s["ci"], s["min_coverage"],
+                             s["min_units"], self.early_stop)
+            return b, p, time.perf_counter() - start, False
+
+    def _close(self):
+        global _FORKED
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool, self.jobs, _FORKED = None, {}, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._close()
+
+
 def view_key(v: View, **settings) -> str | None:
     """The key under which a view's results can be stored and reused: None unless every judge of the view is a
     recorded one (a live judge's views are computed fresh), else the sha256 of the view's rows (its judges' scores,
@@ -501,17 +590,17 @@ def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha
     caller keeps it, e.g. on disk: dhp.leaderboard). ``progress``: called with a line per view that takes a while."""
     if n_resamples < 1:
         raise DHPError(f"n_resamples = {n_resamples} leaves nothing to test with.", "pass n_resamples >= 1.")
-    board, pairs = [], []
+    settings = dict(seed=seed, alpha=alpha, ci=ci, min_coverage=min_coverage, min_units=min_units)
+    parts, todo = {}, []  # view index -> (board rows, pair rows); the views to compute: (index, draws, key)
     for n, v in enumerate(views):
         if v.notes.get("not_built"):  # a view that could not be built: named, with its reason, as one row
-            board.append({"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy,
+            parts[n] = ([{"view": v.view, "scope": v.scope, "measure": v.measure, "strategy": v.strategy,
                           "judge": "", "mode": "", "value": math.nan, "lo": math.nan, "hi": math.nan, "n": math.nan,
-                          "rank": math.nan, "cluster": math.nan, "recorded": False, "status": v.notes["not_built"]})
+                          "rank": math.nan, "cluster": math.nan, "recorded": False, "status": v.notes["not_built"]}],
+                        [])
             continue
         k = n_resamples_statistic or n_resamples if v.kind == "statistic" else n_resamples
-        key = None if stored is None else view_key(v, k=k, seed=seed, alpha=alpha, ci=ci, min_coverage=min_coverage,
-                                                   min_units=min_units, early_stop=early_stop)
-        name = " · ".join(x for x in (v.view, v.scope, v.measure, v.strategy) if x)
+        key = None if stored is None else view_key(v, k=k, **settings, early_stop=early_stop)
         hit = None
         if key is not None:
             try:
@@ -519,18 +608,25 @@ def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha
             except KeyError:
                 hit = None
         if hit is not None:
-            b, p = hit[0].to_dict("records"), hit[1].to_dict("records")
+            parts[n] = (hit[0].to_dict("records"), hit[1].to_dict("records"))
             if progress:
-                progress(f"view {n + 1}/{len(views)} {name}: recorded judges only, reused its stored results")
+                progress(f"view {n + 1}/{len(views)} {_name(v)}: recorded judges only, reused its stored results")
         else:
-            start = time.perf_counter()
-            b, p = _one_view(v, k, seed, alpha, ci, min_coverage, min_units, early_stop)
-            if key is not None:
-                stored[key] = (pd.DataFrame(b, columns=LEADERBOARD_COLUMNS), pd.DataFrame(p, columns=PAIR_COLUMNS))
-            if progress and time.perf_counter() - start > 1:
-                progress(f"view {n + 1}/{len(views)} {name}: computed in {time.perf_counter() - start:.0f} s")
-        board += b
-        pairs += p
+            todo.append((n, k, key))
+    with _ViewWorkers(views, [(n, k) for n, k, _ in todo], early_stop, settings) as workers:
+        for n, k, key in todo:  # the small views here while the workers compute the large ones
+            if n not in workers.jobs:
+                start = time.perf_counter()
+                b, p = _one_view(views[n], k, seed, alpha, ci, min_coverage, min_units, early_stop)
+                parts[n] = _done(views, n, b, p, key, stored, progress, time.perf_counter() - start)
+        for n, k, key in todo:
+            if n in workers.jobs:
+                b, p, took, worker = workers.result(n)
+                parts[n] = _done(views, n, b, p, key, stored, progress, took, worker)
+    board, pairs = [], []
+    for n in range(len(views)):  # the tables in the views' order, however they were computed
+        board += parts[n][0]
+        pairs += parts[n][1]
     board_df = pd.DataFrame(board, columns=LEADERBOARD_COLUMNS)
     board_df = board_df.sort_values(["view", "scope", "measure", "strategy", "rank"], kind="stable",
                                     na_position="last").reset_index(drop=True)

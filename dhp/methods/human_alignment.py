@@ -97,7 +97,7 @@ def _protocols(*tables: pd.DataFrame) -> dict[tuple[str, str], str]:
         if "protocol" in t.columns:
             named = t[t["protocol"].fillna("").astype(str) != ""]
             out.update(named.groupby(["judge", "mode"])["protocol"].first().astype(str).to_dict())
-        for j, m in set(zip(t["judge"].astype(str), t["mode"].astype(str))):
+        for j, m in set(zip(t["judge"].astype(str).tolist(), t["mode"].astype(str).tolist())):
             if m == RECORDED_MODE and j in by_label:
                 out.setdefault((j, m), by_label[j])
     return out
