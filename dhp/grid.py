@@ -761,9 +761,8 @@ def run_grid(g: GridParams) -> Report:
     for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
         (results / name).unlink(missing_ok=True)
     entries = {(p.judge, p.mode) for p in done}
-    if g.leaderboard is not None and (len(entries) >= 2 or g.leaderboard.get("recorded")):
-        _leaderboard(g, done, results, figures, report)
-    elif g.leaderboard is not None and done:  # one judge, nothing published beside it: nothing to compare
+    board = g.leaderboard is not None and (len(entries) >= 2 or bool(g.leaderboard.get("recorded")))
+    if g.leaderboard is not None and done and not board:  # one judge, nothing published beside it: nothing to compare
         print("[grid] no leaderboard: one judge × mode ran and leaderboard.recorded is empty", flush=True)
     jobs = []  # (notebook, parameters): they read results/ only and call no model, so they run side by side
     if g.result_notebooks:
@@ -776,12 +775,21 @@ def run_grid(g: GridParams) -> Report:
     if g.report_card and tables:
         jobs.append((REPORT_NB, {"run_dir": str(results), "figures_dir": figures}))
     upstream = _upstream(done, report)
+    # The leaderboard (notebook 11) runs beside the result notebooks, which read none of its tables; the report
+    # cards, which show its standings, after it.
+    cards = [j for j in jobs if j[0] == REPORT_NB]
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        lb_job = beside.submit(_leaderboard, g, done, results, figures, report) if board else None
+        _run_side_by_side(g, agg_dir, [j for j in jobs if j[0] != REPORT_NB], report, upstream,
+                          workers=1 if board else 2)
+        if lb_job is not None:
+            lb_job.result()
     lb_out = resolve(g.runs_dir) / g.run_id / "leaderboard" / f"{LEADERBOARD_NB}.ipynb"
     if g.leaderboard is not None and _stamp_file(lb_out).is_file():  # the cards show the leaderboard's standings
         upstream.append(_stamp_file(lb_out).read_text())
     elif g.leaderboard is not None:  # its stamp waits for the publication: the cards depend on this run's
         upstream += [s for f, s in report.deferred if f == _stamp_file(lb_out)]
-    _run_side_by_side(g, agg_dir, jobs, report, upstream)
+    _run_side_by_side(g, agg_dir, cards, report, upstream)
     if not report.failures:
         with _step(report, "publish results/ and figures/"):
             report.published = publish(results, figures_path, resolve(g.results_dir), resolve(g.figures_dir))
@@ -900,8 +908,8 @@ def _recorded_files(g: GridParams) -> list[str]:
 
 
 def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]], report: Report,
-                      upstream: list[str] = ()) -> None:
-    """Run notebooks that depend on nothing but finished tables two at a time (this machine class has two
+                      upstream: list[str] = (), workers: int = 2) -> None:
+    """Run notebooks that depend on nothing but finished tables ``workers`` at a time (this machine class has two
     cores; each notebook is mostly kernel start-up, imports and plotting); those whose stamp (over ``upstream``,
     the stamps of what they read) is unchanged are up to date."""
     notebooks = [(_nb(g, name), params) for name, params in jobs]  # a missing notebook fails before any runs
@@ -914,7 +922,7 @@ def _run_side_by_side(g: GridParams, folder: Path, jobs: list[tuple[str, dict]],
             if nb.stem == REPORT_NB:  # a failed card must not leave the previous one in results/
                 (Path(params["run_dir"]) / "report_card.csv").unlink(missing_ok=True)
             todo.append((nb, params, stamp))
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(lambda job: _execute(job[0], folder / job[0].name, job[1], g, report, watch_calls=False,
                                            stamp=job[2], staged=True), todo))
 

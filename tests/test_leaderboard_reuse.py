@@ -123,19 +123,25 @@ def test_a_stored_result_is_not_reused_by_other_statistics_code(monkeypatch, tmp
 
 
 def test_large_views_computed_side_by_side_in_worker_processes_give_the_same_tables(monkeypatch):
-    # every view "large": the segment views go to forked worker processes (two cores or more), the rest stay here;
+    # every view "heavy": the segment and statistic views go to forked worker processes (two cores or more), the
+    # mean view stays here;
     # the tables must equal the one-process run's exactly, in the same order, and the stored mapping gets them too
     views = _views() + [View("segment", "third", "tau_b", "segment", _rows(30, [("a", 0.5), ("b", 2.0)], seed=3)),
                         View("toy", "s", "m", "mean", pd.DataFrame(
                             [{"judge": j, "mode": "recorded", "unit": u, "value": float((u + i) % 3 == 0)}
-                             for i, j in enumerate("xy") for u in range(20)]))]
+                             for i, j in enumerate("xy") for u in range(20)])),
+                        View("toy", "s", "mean_x", "statistic", pd.DataFrame(
+                            [{"judge": j, "mode": "recorded", "unit": u, "x": float((u * (i + 2)) % 7)}
+                             for i, j in enumerate("pq") for u in range(15)]), statistic=lambda r: float(r["x"].mean()))]
     monkeypatch.setattr(lbmod, "PARALLEL_VIEW_ROWS", float("inf"))
+    monkeypatch.setattr(lbmod, "PARALLEL_STATISTIC_ROWS", float("inf"))
     alone = leaderboard(views, n_resamples=200)
     monkeypatch.setattr(lbmod, "PARALLEL_VIEW_ROWS", 0)
+    monkeypatch.setattr(lbmod, "PARALLEL_STATISTIC_ROWS", 0)
     monkeypatch.setattr(lbmod.os, "cpu_count", lambda: 2)
     lines, stored = [], {}
     side = leaderboard(views, n_resamples=200, progress=lines.append, stored=stored)
-    assert sum("in a worker process" in line for line in lines) == 3, lines
+    assert sum("in a worker process" in line for line in lines) == 4, lines  # 3 segment views, 1 statistic view
     for name in ("leaderboard.csv", "leaderboard_pairs.csv"):
         pd.testing.assert_frame_equal(side[name], alone[name])
-    assert len(stored) == 3  # the three views of recorded judges only (one holds a live judge)
+    assert len(stored) == 4  # the views of recorded judges only (one holds a live judge)

@@ -492,9 +492,12 @@ def _done(views, n, b, p, key, stored, progress, took, worker=False):
     return b, p
 
 
-#: A segment view of at least this many rows is large: two or more large views to compute run in worker processes,
-#: side by side (WMT22 zh-en's views: 309k-591k rows; LLMBar's, HANNA's, DHP's: a few thousand)
+#: Views worth a worker process of their own: a segment view of at least PARALLEL_VIEW_ROWS rows (WMT22 zh-en's:
+#: 309k-591k rows; a segment view's cost grows with its rows and judges), a statistic view of at least
+#: PARALLEL_STATISTIC_ROWS rows (its statistic is recomputed on every resample: HANNA's 35k rows 2.4 s, DHP's 4.5k
+#: rows 3-4 s, FRANK's 24k rows 2-3 s). Two or more of them to compute run in worker processes, side by side.
 PARALLEL_VIEW_ROWS = 100_000
+PARALLEL_STATISTIC_ROWS = 2_000
 _FORKED: tuple | None = None  # (views, early_stop, settings) as a forked worker inherits them
 
 
@@ -511,19 +514,24 @@ def _worker_init() -> None:
     PARALLEL_MIN_WORK = math.inf  # a worker's view keeps its bootstrap in the worker: the cores are already busy
 
 
+def _heavy(v: View) -> bool:
+    return ((v.kind == "segment" and len(v.data) >= PARALLEL_VIEW_ROWS)
+            or (v.kind == "statistic" and len(v.data) >= PARALLEL_STATISTIC_ROWS))
+
+
 class _ViewWorkers:
-    """The large segment views of ``todo`` ((view index, draws)) computed by up to os.cpu_count() forked worker
-    processes, the largest first, while the caller computes the rest: each view's numbers are those of _one_view in
-    this process (its draws are seeded per view). Nothing is started for fewer than two large views (one large view
-    spreads its bootstrap over the cores itself: _Background) or one core; a worker that dies (e.g. out of memory)
+    """The heavy views of ``todo`` ((view index, draws)) computed by up to os.cpu_count() forked worker processes
+    (segment views first, then by rows) while the caller computes the rest: each view's numbers are those of
+    _one_view in this process (its draws are seeded per view). Nothing is started for fewer than two heavy views (one large segment
+    view spreads its bootstrap over the cores itself: _Background) or one core; a worker that dies (e.g. out of memory)
     leaves its view to be computed here."""
 
     def __init__(self, views, todo, early_stop, settings):
         global _FORKED
         self.views, self.todo, self.early_stop, self.settings = views, dict(todo), early_stop, settings
         self.pool, self.jobs = None, {}
-        large = sorted((n for n, _ in todo if views[n].kind == "segment" and len(views[n].data) >= PARALLEL_VIEW_ROWS),
-                       key=lambda n: -len(views[n].data))
+        large = sorted((n for n, _ in todo if _heavy(views[n])),
+                       key=lambda n: (views[n].kind != "segment", -len(views[n].data)))
         workers = min(os.cpu_count() or 1, len(large))
         if workers < 2:
             return
