@@ -150,3 +150,55 @@ def test_a_lesson_shows_every_figure_as_a_png_that_says_its_smallest_font(tmp_pa
     own = [p.name for p in sorted((root / "notebooks").glob("*.ipynb"))
            if re.search(r"\.savefig\(|display\(Image\(", nbf.read(p, as_version=4).cells.__repr__())]
     assert not own, f"lessons that draw their own PNG (use dhp.plots.show_figure): {own}"
+
+
+def test_figures_saved_side_by_side_by_worker_processes_have_the_serial_bytes(tmp_path, monkeypatch):
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import dhp.plots.save as save
+
+    def draw(i):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.bar(["a", "b", "c"], [1.0, 2.5 + i, 0.5 * i])
+        ax.set_title(f"view {i} — ü")
+        return fig
+
+    names = [f"fig_{i}" for i in range(7)]
+    serial = [p for i, n in enumerate(names) for p in save.save_figure(draw(i), tmp_path / "serial", n)]
+    real = save._write
+
+    def write(fig, out, name):  # which process wrote the figure
+        (tmp_path / "pids").mkdir(exist_ok=True)
+        (tmp_path / "pids" / name).write_text(str(os.getpid()))
+        return real(fig, out, name)
+
+    monkeypatch.setattr(save, "_write", write)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    figs = {n: draw(i) for i, n in enumerate(names)}
+    side = save.save_figures(figs, tmp_path / "side")
+    pids = {p.read_text() for p in (tmp_path / "pids").iterdir()}
+    assert len(pids) == 2 and str(os.getpid()) not in pids  # two worker processes wrote them
+    assert [p.name for p in side] == [p.name for p in serial]
+    for a, b in zip(serial, side):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert not any(plt.fignum_exists(f.number) for f in figs.values())  # closed, as save_figure closes them
+
+
+def test_figures_saved_side_by_side_in_a_notebook_are_each_shown_once(tmp_path):
+    # the workers are forked from the kernel: the figures come back as files, shown here once each, in order
+    from nbclient import NotebookClient
+
+    nb = nbf.v4.new_notebook()
+    nb.cells = [nbf.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\nfrom dhp.plots import save_figures\nfigs = {}\n"
+        "for i in range(6):\n    fig, ax = plt.subplots()\n    ax.plot([1, 2], [3, i])\n    figs[f'f{i}'] = fig\n"
+        f"paths = save_figures(figs, {str(tmp_path)!r})")]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 6
+    assert all((tmp_path / f"f{i}.{ext}").exists() for i in range(6) for ext in ("png", "pdf"))
