@@ -478,7 +478,9 @@ def _execute(nb_path: Path, out_path: Path, params: dict, g: GridParams, report:
         with _CallProgress(out_path.stem) if watch_calls else contextlib.nullcontext() as watcher:
             pm.execute_notebook(  # the watcher's file reaches the call engine as the run's progress parameter
                 str(nb_path), str(out_path), parameters={**use, "progress": watcher.path} if watcher else use,
-                cwd=str(nb_path.parent), progress_bar=False,
+                # the kernel starts in the notebook's folder (nbclient's resources path): papermill's cwd= would
+                # chdir this whole process, and two notebooks run side by side would leave it in the wrong folder
+                resources={"metadata": {"path": str(nb_path.parent)}}, progress_bar=False,
                 execution_timeout=g.execution_timeout, kernel_name="python3",
                 # the kernel's start-up warning about its loopback TCP transport is noise in a batch log
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],

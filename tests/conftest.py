@@ -110,6 +110,19 @@ def pytest_sessionstart(session):
     write_own_stories(TINY_STORIES, stories)
 
 
+@pytest.fixture(autouse=True)
+def _working_directory_kept():
+    """Every test leaves the process's working directory where it found it (the tests share a worker process: one
+    left elsewhere breaks a later test that reads a path relative to the project, as a grid's two notebooks run side
+    by side once did through papermill's cwd=)."""
+    before = os.getcwd()
+    yield
+    after = os.getcwd()
+    if after != before:
+        os.chdir(before)
+        pytest.fail(f"the test left the working directory at {after} (it was {before})")
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(INPUTS, ignore_errors=True)
 

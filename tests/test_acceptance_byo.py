@@ -11,6 +11,7 @@ import pytest
 from conftest import child_env, run_cli, run_clis_together
 
 from dhp.cache import Cache
+from dhp.io import project_root
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ def test_own_file_runs_through_every_stage(byo_file, byo_runs, mode):
 
 
 def test_missing_expert_weights_fail_before_any_judge_call(byo_file, tmp_path):
-    ew = pd.read_csv("dhp/resources/expert_weights.csv", comment="#")
+    ew = pd.read_csv(project_root() / "dhp/resources/expert_weights.csv", comment="#")
     bad = tmp_path / "ew.csv"
     ew[ew["task"] != "summarization"].to_csv(bad, index=False)
     run = tmp_path / "run"

@@ -4,6 +4,7 @@ throw-away notebooks and a method registered by the test)."""
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import nbformat as nbf
@@ -487,3 +488,32 @@ def test_grid_workers_give_each_embedded_judge_one_thread_unless_set(monkeypatch
     monkeypatch.setenv("DHP_N_THREADS", "2")
     grid._run_jobs([grid._Job("x", lambda: seen.append(os.environ.get("DHP_N_THREADS")) or True)], workers=2)
     assert seen[-1] == "2"
+
+
+@pytest.mark.slow
+def test_notebooks_run_side_by_side_start_in_their_folders_and_leave_the_working_directory(tmp_path):
+    # papermill's cwd= chdirs the whole process: A enters a/, B enters b/ (remembering a/), A restores the start, B
+    # restores a/ -- the process was left in a/. The kernel's folder now travels as nbclient's resources path.
+    for name, wait in (("a", 1.0), ("b", 4.0)):
+        (tmp_path / name).mkdir()
+        _nb(tmp_path / name / f"{name}.ipynb", 'run_dir = "x"',
+            f"import os, time\ntime.sleep({wait})\nopen(os.path.join(run_dir, 'cwd.txt'), 'w').write(os.getcwd())")
+    g = grid.GridParams(**{**BASE, "run_id": "t", "runs_dir": str(tmp_path / "runs"), "leaderboard": None})
+    report, start = grid.Report(), os.getcwd()
+
+    def run(name):
+        out = tmp_path / "out" / name
+        out.mkdir(parents=True)
+        grid._execute(tmp_path / name / f"{name}.ipynb", out / f"{name}.ipynb", {"run_dir": str(out)}, g, report,
+                      watch_calls=False)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in "ab"]
+    threads[0].start()
+    time.sleep(0.5)
+    threads[1].start()
+    for t in threads:
+        t.join()
+    assert not report.failures, report.failures
+    assert os.getcwd() == start
+    for name in "ab":
+        assert Path((tmp_path / "out" / name / "cwd.txt").read_text()).resolve() == (tmp_path / name).resolve()
