@@ -1,6 +1,6 @@
-"""`pip install .` (not -e) into a fresh virtual environment carries everything the package reads at run
-time — prompts, expert weights, checksums, selections, prices — and runs the CLI on a dataset from
-outside the repository. (Dependencies come from pip's cache after the first set-up: about a minute.)"""
+"""A non-editable install (`pip install .`, here through uv as make setup installs) into a fresh virtual environment
+carries everything the package reads at run time — prompts, expert weights, checksums, selections, prices — and runs
+the CLI on a dataset from outside the repository. (Dependencies come from the installer's cache after set-up.)"""
 
 from __future__ import annotations
 
@@ -31,12 +31,15 @@ def test_pip_install_non_editable_runs_the_cli(tmp_path):
     env = {"CMAKE_ARGS": "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF",
            **os.environ, "DHP_N_THREADS": "2"}
     env.pop("PYTHONPATH", None)
-    # --no-compile: no .pyc files for the ~150 installed packages (measured: 50 s -> 31 s for the install; the
-    # run below compiles only the modules it imports)
-    # the locked versions, and the llama-cpp-python wheel `make setup` built when it is there (no second compile)
+    # the locked versions, and the llama-cpp-python wheel `make setup` built when it is there (no second compile).
+    # The installer make setup uses (uv: it builds the same non-editable wheel from src through setuptools, and
+    # installs the ~150 dependencies from its cache in seconds); pip where uv is missing. --no-compile (pip): no .pyc
+    # files for them (the run below compiles only the modules it imports); uv compiles none by default.
     wheels = ["--find-links", str(ROOT / ".venv" / "wheels")] if (ROOT / ".venv" / "wheels").is_dir() else []
-    got = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-compile", "-c",
-                          str(ROOT / "requirements.lock"), *wheels, str(src)], env=env,
+    uv = ROOT / ".venv" / "bin" / "uv"
+    install = ([str(uv), "pip", "install", "--quiet", "--python", python] if uv.is_file()
+               else [python, "-m", "pip", "install", "--quiet", "--no-compile"])
+    got = subprocess.run([*install, "-c", str(ROOT / "requirements.lock"), *wheels, str(src)], env=env,
                          capture_output=True, text=True, timeout=1800)
     assert got.returncode == 0, got.stderr[-2000:]
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -175,7 +175,7 @@ def llm_perturb_many(backend, jobs: list[LLMJob], cache=None, max_attempts: int 
     finally:
         if not isinstance(cache, Cache):
             store.close()
-    return [r or LLMResult("failed", None, "", f"no valid output in {max_attempts} attempts: " + "; ".join(reasons[i]))
+    return [r or LLMResult("failed", None, "", f"no valid output in {max_attempts} attempt{'s' if max_attempts != 1 else ''}: " + "; ".join(reasons[i]))
             for i, r in enumerate(results)]
 
 
