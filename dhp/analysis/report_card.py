@@ -181,7 +181,7 @@ def standings(board: pd.DataFrame, judge: str, mode: str) -> pd.DataFrame:
     left this judge out is listed with its reason in ``cluster`` (no rank, no number)."""
     rows = []
     keys = ["view", "scope", "measure", "strategy"]
-    b = board.assign(strategy=board["strategy"].fillna(""))
+    b = board.assign(strategy=board["strategy"].astype(object).fillna(""))  # (an all-empty column reads as float)
     for key, g in b.groupby(keys, sort=True):
         mine = g[(g["judge"] == judge) & (g["mode"] == mode)]
         if mine.empty:
