@@ -270,9 +270,12 @@ def check(site: Path, pages, formula_pages=(), forbidden=None) -> list[str]:
                 problems += [f"{page}: shows the build machine's path {p}"
                              for p in absolute_paths(path.read_text(encoding="utf-8", errors="replace"), forbidden)]
                 before = len(missing)
-                out = subprocess.run([browser, *flags, "--dump-dom", f"http://127.0.0.1:{port}/__probe__/{page}"],
-                                     capture_output=True, text=True, timeout=180)
-                m = re.search(r'<pre id="result">(.*?)</pre>', out.stdout, re.S)
+                for _ in range(3):  # a machine under heavy load can leave a load unfinished: asked again, twice
+                    out = subprocess.run([browser, *flags, "--dump-dom", f"http://127.0.0.1:{port}/__probe__/{page}"],
+                                         capture_output=True, text=True, timeout=180)
+                    m = re.search(r'<pre id="result">(.*?)</pre>', out.stdout, re.S)
+                    if m and m.group(1) != "pending":
+                        break
                 problems += [f"{page}: {p} is missing (404)" for p in dict.fromkeys(missing[before:])]
                 if not m or m.group(1) == "pending":
                     problems.append(f"{page}: the page did not finish loading ({out.stderr.strip()[-300:]})")
