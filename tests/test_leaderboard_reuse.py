@@ -132,7 +132,8 @@ def test_large_views_computed_side_by_side_in_worker_processes_give_the_same_tab
                              for i, j in enumerate("xy") for u in range(20)])),
                         View("toy", "s", "mean_x", "statistic", pd.DataFrame(
                             [{"judge": j, "mode": "recorded", "unit": u, "x": float((u * (i + 2)) % 7)}
-                             for i, j in enumerate("pq") for u in range(15)]), statistic=lambda r: float(r["x"].mean()))]
+                             for i, j in enumerate("pq") for u in range(15)]),
+                             statistic=lambda r: float(r["x"].mean()))]
     monkeypatch.setattr(lbmod, "PARALLEL_VIEW_ROWS", float("inf"))
     monkeypatch.setattr(lbmod, "PARALLEL_STATISTIC_ROWS", float("inf"))
     alone = leaderboard(views, n_resamples=200)

@@ -33,16 +33,20 @@ def test_saving_a_figure_twice_gives_the_same_bytes(tmp_path, ext):
 
 
 @pytest.mark.slow
-def test_a_saved_figure_is_shown_once_in_a_notebook(tmp_path):
+def _shown_pngs(folder, source: str) -> list:
+    """The PNG outputs of one code cell run in a real kernel started in ``folder``."""
     from nbclient import NotebookClient
 
     nb = nbf.v4.new_notebook()
-    nb.cells = [nbf.v4.new_code_cell(
-        "import matplotlib.pyplot as plt\nfrom dhp.plots import save_figure\n"
-        "fig, ax = plt.subplots()\nax.plot([1, 2], [3, 1])\n"
-        f"paths = save_figure(fig, {str(tmp_path)!r}, 'shown')")]
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+    nb.cells = [nbf.v4.new_code_cell(source)]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    return [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+
+
+def test_a_saved_figure_is_shown_once_in_a_notebook(tmp_path):
+    images = _shown_pngs(tmp_path, "import matplotlib.pyplot as plt\nfrom dhp.plots import save_figure\n"
+                                   "fig, ax = plt.subplots()\nax.plot([1, 2], [3, 1])\n"
+                                   f"paths = save_figure(fig, {str(tmp_path)!r}, 'shown')")
     assert len(images) == 1  # shown once: by save_figure, not again by the inline backend at the end of the cell
     assert (tmp_path / "shown.png").exists() and (tmp_path / "shown.pdf").exists()
 
@@ -191,14 +195,8 @@ def test_figures_saved_side_by_side_by_worker_processes_have_the_serial_bytes(tm
 
 def test_figures_saved_side_by_side_in_a_notebook_are_each_shown_once(tmp_path):
     # the workers are forked from the kernel: the figures come back as files, shown here once each, in order
-    from nbclient import NotebookClient
-
-    nb = nbf.v4.new_notebook()
-    nb.cells = [nbf.v4.new_code_cell(
-        "import matplotlib.pyplot as plt\nfrom dhp.plots import save_figures\nfigs = {}\n"
-        "for i in range(6):\n    fig, ax = plt.subplots()\n    ax.plot([1, 2], [3, i])\n    figs[f'f{i}'] = fig\n"
-        f"paths = save_figures(figs, {str(tmp_path)!r})")]
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    images = [o for o in nb.cells[0].outputs if "image/png" in o.get("data", {})]
+    images = _shown_pngs(tmp_path, "import matplotlib.pyplot as plt\nfrom dhp.plots import save_figures\nfigs = {}\n"
+                         "for i in range(6):\n    fig, ax = plt.subplots()\n    ax.plot([1, 2], [3, i])\n"
+                         "    figs[f'f{i}'] = fig\n" f"paths = save_figures(figs, {str(tmp_path)!r})")
     assert len(images) == 6
     assert all((tmp_path / f"f{i}.{ext}").exists() for i in range(6) for ext in ("png", "pdf"))

@@ -522,9 +522,9 @@ def _heavy(v: View) -> bool:
 class _ViewWorkers:
     """The heavy views of ``todo`` ((view index, draws)) computed by up to os.cpu_count() forked worker processes
     (segment views first, then by rows) while the caller computes the rest: each view's numbers are those of
-    _one_view in this process (its draws are seeded per view). Nothing is started for fewer than two heavy views (one large segment
-    view spreads its bootstrap over the cores itself: _Background) or one core; a worker that dies (e.g. out of memory)
-    leaves its view to be computed here."""
+    _one_view in this process (its draws are seeded per view). Nothing is started for fewer than two heavy views
+    (one large segment view spreads its bootstrap over the cores itself: _Background) or one core; a worker that
+    dies (e.g. out of memory) leaves its view to be computed here."""
 
     def __init__(self, views, todo, early_stop, settings):
         global _FORKED

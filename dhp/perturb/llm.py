@@ -175,7 +175,8 @@ def llm_perturb_many(backend, jobs: list[LLMJob], cache=None, max_attempts: int 
     finally:
         if not isinstance(cache, Cache):
             store.close()
-    return [r or LLMResult("failed", None, "", f"no valid output in {max_attempts} attempt{'s' if max_attempts != 1 else ''}: " + "; ".join(reasons[i]))
+    tries = f"{max_attempts} attempt{'s' if max_attempts != 1 else ''}"
+    return [r or LLMResult("failed", None, "", f"no valid output in {tries}: " + "; ".join(reasons[i]))
             for i, r in enumerate(results)]
 
 
