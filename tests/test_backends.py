@@ -392,8 +392,8 @@ def test_gemma_reuses_only_whole_aligned_batches():
     cold.loglikelihood("Article:", " x")
     cold_rows = {"from": b.n_batch}
     assert cold._decode_with_reuse(cold._ll_llm, longer, cold_rows) == len(longer)
-    assert sorted(rows["logits"]) == list(range(b.n_batch, len(longer) - 1))
-    assert all(np.array_equal(rows["logits"][t], cold_rows["logits"][t]) for t in rows["logits"])
+    assert sorted(rows["logprobs"]) == list(range(b.n_batch, len(longer) - 1))
+    assert rows["logprobs"] == cold_rows["logprobs"]  # every position's log p(next token), bit for bit
     b.close()
     cold.close()
 
@@ -417,3 +417,25 @@ def test_likelihood_reads_only_the_continuations_rows_and_equals_all_logits():
     b.loglikelihood(prefix + SUMMARY[:40], " other")  # a prompt sharing the prefix and more: positions reused
     assert b.loglikelihood(prefix, cont).logprob_sum == want
     b.close()
+
+
+@pytest.mark.parametrize("n_vocab", [49_152, 262_144])  # SmolLM2's and Gemma 3's vocabularies
+def test_next_token_logprobs_are_the_textbook_log_softmax_bit_for_bit(n_vocab):
+    """The in-place log-softmax the likelihood judge uses (a few rows at a time, one float64 buffer) gives each
+    position the same float64 as the expression it replaced — all rows stacked, cast, then max/exp/sum — so cached
+    likelihoods and the committed results do not move. Control: summing in float32 (a plausible shortcut) differs."""
+    from dhp.backends.embedded import next_token_logprobs
+
+    rng = np.random.default_rng(7)
+    logits = (rng.standard_normal((40, n_vocab)) * 4).astype(np.float32)  # float32, as llama.cpp returns them
+    targets = rng.integers(0, n_vocab, 40)
+    rows = np.stack(list(logits)).astype(np.float64)  # the earlier code, verbatim in effect
+    m = rows.max(axis=1, keepdims=True)
+    textbook = rows[np.arange(40), targets] - (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
+    for size in (1, 16, 40):
+        got = np.concatenate([next_token_logprobs(logits[i:i + size].astype(np.float64), targets[i:i + size])
+                              for i in range(0, 40, size)])
+        assert np.array_equal(got, textbook), size
+    m32 = logits.max(axis=1, keepdims=True)
+    shortcut = logits[np.arange(40), targets] - (m32 + np.log(np.exp(logits - m32).sum(axis=1, keepdims=True)))[:, 0]
+    assert not np.array_equal(shortcut.astype(np.float64), textbook)  # the check can fail

@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import cohen_kappa_score
 
 from dhp.errors import DHPError
 
@@ -75,6 +74,7 @@ def global_kappa(targets: pd.DataFrame) -> pd.DataFrame:
         h, j = g["human_rating"].astype(int).to_numpy(), g["judge_rating"].astype(int).to_numpy()
         k = math.nan
         if len(g) >= 2 and len(set(h) | set(j)) > 1:
+            from sklearn.metrics import cohen_kappa_score  # sklearn (~0.3 s to import) where kappa is computed
             k = float(cohen_kappa_score(h, j, weights="linear", labels=LABELS))
         rows.append({**dict(zip(keys, key)), "kappa": k, "n": int(len(g))})
     return pd.DataFrame(rows, columns=[*keys, "kappa", "n"])

@@ -231,14 +231,15 @@ class EmbeddedBackend(Backend):
 
         ``rows``: for log-likelihood, ``{"from": position}`` asks for the logits of every position from there to
         the second-to-last token (each predicts the next token); they are computed in this call (no position
-        from there on is reused) and returned in ``rows["logits"]`` (position -> float32 row). Only those rows
+        from there on is reused) and their log-probabilities of the next token returned in ``rows["logprobs"]``
+        (position -> log p(tokens[position + 1]), :func:`next_token_logprobs`). Only those rows
         (and at least two per batch, as a one-row output takes another path) go through the output layer —
         for Gemma 3's 262k-token vocabulary that layer costs more than the rest of the model."""
         valid = self._kv_prompt_len.get(id(llm), 0)  # positions computed as prompt (not generated)
         keep = max(0, min(_lcp(llm.input_ids[: min(llm.n_tokens, valid)].tolist(), tokens), len(tokens) - 2))
         if rows is not None:
             keep = min(keep, rows["from"])
-            rows["logits"] = {}
+            rows["logprobs"] = {}
         if not self.exact_prefix_reuse:  # the batches an empty cache would get (see EMBEDDED_MODELS)
             keep -= keep % self.n_batch
         llm.n_tokens = keep  # Llama.eval drops KV entries from n_tokens on before decoding
@@ -247,7 +248,7 @@ class EmbeddedBackend(Backend):
             if rows is None:
                 llm.eval(tokens[start:end])
             else:
-                rows["logits"].update(self._eval_rows(llm, tokens, start, end, rows["from"]))
+                rows["logprobs"].update(self._eval_rows(llm, tokens, start, end, rows["from"]))
         if self.trace is not None:  # benchmarks replay these KV-cache operations with bare llama.cpp calls
             self.trace.append(("prompt", keep, list(tokens)))
         valid = len(tokens)
@@ -261,9 +262,9 @@ class EmbeddedBackend(Backend):
         return len(tokens) - keep
 
     @staticmethod
-    def _eval_rows(llm, tokens: list[int], start: int, end: int, first: int) -> dict[int, np.ndarray]:
+    def _eval_rows(llm, tokens: list[int], start: int, end: int, first: int) -> dict[int, float]:
         """Evaluate tokens[start:end] (as Llama.eval does) with logits for positions >= ``first`` up to the
-        second-to-last token of the prompt only; returns position -> logits."""
+        second-to-last token of the prompt only; returns position -> log p(the next token) from those logits."""
         want = range(max(start, first), min(end, len(tokens) - 1))
         out_pos = set(want) | {end - 1}  # llama.cpp always outputs a batch's last token
         if len(out_pos) == 1:
@@ -276,8 +277,16 @@ class EmbeddedBackend(Backend):
         llm._ctx.decode(batch)
         llm.input_ids[start:end] = tokens[start:end]
         llm.n_tokens += end - start
-        n_vocab = llm.n_vocab()
-        return {p: np.ctypeslib.as_array(llm._ctx.get_logits_ith(p - start), shape=(n_vocab,)).copy() for p in want}
+        n_vocab, out = llm.n_vocab(), {}
+        # a few rows at a time, read straight into one float64 buffer: Gemma 3's rows are 262k logits, and copying
+        # then stacking then casting all of a text's rows cost a fifth of its likelihood run (py-spy)
+        for lo in range(0, len(want), _ROWS_AT_ONCE):
+            pos = want[lo: lo + _ROWS_AT_ONCE]
+            buf = np.empty((len(pos), n_vocab), dtype=np.float64)
+            for k, p in enumerate(pos):
+                buf[k] = np.ctypeslib.as_array(llm._ctx.get_logits_ith(p - start), shape=(n_vocab,))
+            out.update(zip(pos, next_token_logprobs(buf, [tokens[p + 1] for p in pos]).tolist()))
+        return out
 
     def _generate(self, req: ChatRequest, formatted: tuple[list[int], set[int]] | None = None) -> Completion:
         llm = self.llm
@@ -400,12 +409,7 @@ class EmbeddedBackend(Backend):
         if start < len(tokens) - 1:
             wanted = {"from": start}
             computed = self._decode_with_reuse(llm, tokens, wanted)
-            t = np.arange(start, len(tokens) - 1)
-            rows = np.stack([wanted["logits"][int(i)] for i in t]).astype(np.float64)
-            m = rows.max(axis=1, keepdims=True)
-            logz = (m + np.log(np.exp(rows - m).sum(axis=1, keepdims=True)))[:, 0]
-            new = rows[np.arange(len(t)), [tokens[int(i) + 1] for i in t]] - logz
-            known.update(zip(t.tolist(), new.tolist()))
+            known.update(wanted["logprobs"])
         lp = np.array([known[t] for t in range(first, len(tokens) - 1)], dtype=np.float64)
         self._ll_prev = (tokens, known)
         return LogLikelihood(float(lp.sum()), len(cont), len(tokens), computed)
@@ -432,6 +436,21 @@ class EmbeddedBackend(Backend):
                 llm.close()
                 setattr(self, attr, None)
         self._ll_prev = None
+
+
+#: logit rows turned into log-probabilities at once (a float64 buffer of this many vocabulary-sized rows)
+_ROWS_AT_ONCE = 16
+
+
+def next_token_logprobs(rows: np.ndarray, targets) -> np.ndarray:
+    """log softmax(row)[target] for each float64 row: row[target] - (max + log sum exp(row - max)). ``rows`` is
+    overwritten (exp in place: no vocabulary-sized temporaries); each row's value is bit-identical to the
+    textbook expression on a fresh array, whichever rows are computed together (tests/test_backends.py)."""
+    m = rows.max(axis=1, keepdims=True)
+    picked = rows[np.arange(len(rows)), list(targets)]
+    np.subtract(rows, m, out=rows)
+    np.exp(rows, out=rows)
+    return picked - (m + np.log(rows.sum(axis=1, keepdims=True)))[:, 0]
 
 
 _EMBEDDED_CACHE: dict[tuple, EmbeddedBackend] = {}
