@@ -42,6 +42,7 @@ from dhp.cache import open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, write_csv, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
+from dhp.plots.report_card import save_report_card_pages
 from dhp.recorded import IMPORTERS
 
 __all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"]
@@ -229,7 +230,6 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     paths["report_card.csv"] = write_csv(card, resolve(run_dir) / "report_card.csv")
     board = pd.read_csv(paths["leaderboard.csv"])
     picks = {m.name: m.headline for m in methods.all_methods()}
-    from dhp.plots.report_card import save_report_card_pages  # matplotlib loads where a page is drawn
     for p in save_report_card_pages(card, resolve(run_dir) / "figures", picks, board):
         paths[p.name] = p
     summary = {"judge": backend.identity, "profile": profile, "mode": mode, "calls_made": made, "seconds": seconds,

@@ -39,7 +39,8 @@ from dhp.analysis.recorded_views import item_views
 from dhp.config import Params
 from dhp.errors import DHPError
 from dhp.io import resolve, slug, write_csv
-from dhp.plots.save import save_figures
+from dhp.plots import save_figures
+from dhp.plots.leaderboard import leaderboard_figures
 from dhp.recorded import IMPORTERS, RECORDED_MODE, default_path, import_judgments
 from dhp.stats.permutation import LEADERBOARD_EARLY_STOP
 
@@ -169,7 +170,6 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
     root = resolve(config.run_dir)
     paths = {name: write_csv(df, root / name) for name, df in out.items()}
     figures = Path(config.figures_dir) if config.figures_dir else root / "figures"
-    from dhp.plots.leaderboard import leaderboard_figures  # matplotlib loads where a figure is drawn
     drawn = leaderboard_figures(out["leaderboard.csv"], out["leaderboard_pairs.csv"])
     for p in save_figures({f"leaderboard_{slug(name)}": fig for name, fig in drawn.items()}, figures):
         paths[p.name] = p

@@ -18,17 +18,19 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from dhp.analysis.leaderboard import RECORDED_MODE
 from dhp.errors import DHPError
 from dhp.stats import paired
 from dhp.stats import segment as seg
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["document_correlations", "summary_level", "system_level", "dataset_level", "alignment_table", "segment_level", "segment_table",
            "segment_rows", "other_reference_rows", "variant_label", "alignment_tables", "ALIGNMENT_COLUMNS"]
 
-STATISTICS = {"spearman": sps.spearmanr, "kendall": sps.kendalltau, "pearson": sps.pearsonr}
+STATISTICS = {"spearman": "spearmanr", "kendall": "kendalltau", "pearson": "pearsonr"}  # scipy.stats functions
 COLUMNS = ["view", "aspect", "statistic", "value", "ci_lo", "ci_hi", "n"]
 
 
@@ -43,7 +45,7 @@ def _check(df: pd.DataFrame) -> pd.DataFrame:
 def _corr(stat: str, x: np.ndarray, y: np.ndarray) -> float:
     if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan  # undefined for constant input: left out of the average, never a 0
-    return float(STATISTICS[stat](x, y)[0])
+    return float(getattr(sps, STATISTICS[stat])(x, y)[0])
 
 
 def document_correlations(df: pd.DataFrame, stat: str = "spearman") -> pd.Series:

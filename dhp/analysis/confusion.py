@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from dhp.errors import DHPError
 from dhp.stats.combine import discernment_score
 from dhp.stats.multitest import ADJUST_METHODS, adjust
 from dhp.stats.wilcoxon import wilcoxon_greater_many
+from dhp.lazy import lazy_module
+
+stats = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["ADJUST_METHODS", "adjust", "aspect_correlations", "confusion_cells", "confusion_summary",
            "confusion_tables", "directional_test", "equivalence_test", "mean_drop_table", "paired_drops"]

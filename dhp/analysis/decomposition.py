@@ -10,11 +10,13 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
 from dhp.analysis.discernment import discernment_score
 from dhp.errors import DHPError
 from dhp.schema import SCORE_COLUMNS
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["combine_orders", "agreement_table", "dna_scores", "task_weights", "equal_weights", "pairwise_discernment",
            "bridge_table", "AGREEMENT_COLUMNS", "COMPARISON_COLUMNS", "PAIRWISE_D_COLUMNS", "BRIDGE_COLUMNS"]
@@ -196,7 +198,7 @@ def pairwise_discernment(comparisons: pd.DataFrame) -> pd.DataFrame:
     for k, g in outcome.groupby(level=key, sort=True):
         counts = g.value_counts()
         wins, losses = int(counts.get("original", 0)), int(counts.get("perturbed", 0))
-        p = float(binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue) if wins + losses else math.nan
+        p = float(sps.binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue) if wins + losses else math.nan
         rows.append(dict(zip(key, k), n_items=int(len(g)), original_wins=wins, perturbed_wins=losses,
                          ties=int(counts.get("tie", 0)), inconsistent=int(counts.get("inconsistent", 0)),
                          unparsed=int(counts.get("unparsed", 0)), share_original=wins / len(g), p=p,

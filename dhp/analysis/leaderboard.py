@@ -52,12 +52,14 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
 from dhp.stats.resample import MIN_RESAMPLE_UNITS
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE", "STATS_VERSION",
            "view_key", "MIN_UNITS_RANKED"]

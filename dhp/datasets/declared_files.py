@@ -26,6 +26,8 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -43,6 +45,9 @@ __all__ = ["DataFile", "DataSet", "files", "sets", "data_root", "path", "ensure"
 REGISTRY = "data_registry.json"
 FETCH_COMMAND = "python -m dhp data fetch"
 TIMEOUT_S = 60.0
+#: Files downloaded at the same time: a data set is hundreds of small files (the demo's: 547), and one at a time
+#: each waits its own round trip to the host.
+FETCH_THREADS = 8
 _TMP_PREFIX = ".fetching-"
 
 
@@ -270,7 +275,8 @@ def _url(f: DataFile, base_url: str | None = None) -> str:
 
 
 class _Bytes:
-    """One byte progress bar over every file of a fetch, fed by pooch's per-file progress protocol."""
+    """One byte progress bar over every file of a fetch; :meth:`file` gives each download its own view in pooch's
+    per-file progress protocol (downloads run in several threads)."""
 
     def __init__(self, total: int, n_files: int, enabled: bool | None):
         from tqdm import tqdm  # text, also in notebooks: no widget state in their outputs
@@ -279,25 +285,36 @@ class _Bytes:
                         desc=f"fetching {n_files} file(s)", leave=True,
                         mininterval=0.1 if sys.stderr.isatty() else 5,  # a log gets a line every 5 s
                         disable=True if enabled is False else None if enabled is None else False)
-        self._this = 0
-        self.total = None
+        self.lock = threading.Lock()
 
-    def update(self, n):  # pooch counts whole chunks; `reset` below settles the file's exact size
-        self._this += n
-        self.bar.update(n)
-
-    def reset(self):
-        self.bar.update(-self._this)
-        self._this = 0
-
-    def close(self):
-        self._this = 0
+    def file(self) -> "_FileBytes":
+        return _FileBytes(self)
 
     def finish(self):
         self.bar.close()
 
 
-def _download(url: str, name: str, staging: Path, progress: _Bytes, timeout: float) -> Path:
+class _FileBytes:
+    """One file's share of the bar: pooch counts whole chunks; ``reset`` settles the file's exact size."""
+
+    def __init__(self, bytes_: _Bytes):
+        self._all, self._this, self.total = bytes_, 0, None
+
+    def update(self, n):
+        self._this += n
+        with self._all.lock:
+            self._all.bar.update(n)
+
+    def reset(self):
+        with self._all.lock:
+            self._all.bar.update(-self._this)
+        self._this = 0
+
+    def close(self):
+        self._this = 0
+
+
+def _download(url: str, name: str, staging: Path, progress: _FileBytes, timeout: float) -> Path:
     import pooch
 
     downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
@@ -365,16 +382,19 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
         raise DHPError(f"Cannot write into the data root {root}: {e.strerror or e}.",
                        "set DHP_DATA_DIR to a writable folder.") from None
     bar = _Bytes(sum(f.bytes or 0 for f in todo), len(todo), progress)
-    done: list[DataFile] = []
-    try:
-        for i, f in enumerate(todo):
+    timeout_s = timeout or float(os.environ.get("DHP_DATA_TIMEOUT", TIMEOUT_S))
+    placed: set[int] = set()
+    stop = threading.Event()  # set by the first failure: files not started by then are not fetched
+
+    def one(i: int, f: DataFile) -> None:
+        if stop.is_set():
+            return
+        try:
             url = _url(f, base_url)
             try:
-                got = _download(url, f"{i}-{Path(f.rel).name}", staging, bar,
-                                timeout or float(os.environ.get("DHP_DATA_TIMEOUT", TIMEOUT_S)))
+                got = _download(url, f"{i}-{Path(f.rel).name}", staging, bar.file(), timeout_s)
             except (requests.RequestException, OSError) as e:
-                reason = f"fetching {url} failed: {type(e).__name__}: {e}"
-                raise _missing_error(todo[i:], root, reason) from None
+                raise _Unreachable(f"fetching {url} failed: {type(e).__name__}: {e}") from None
             data = got.read_bytes()
             if f.transform and hashlib.sha256(data).hexdigest() != f.sha256:  # upstream bytes: re-serialise them
                 actual = hashlib.sha256(data).hexdigest()
@@ -397,11 +417,27 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
             target.parent.mkdir(parents=True, exist_ok=True)
             os.chmod(got, 0o644)
             os.replace(got, target)
-            done.append(f)
+            placed.add(i)
+        except BaseException:
+            stop.set()
+            raise
+
+    try:
+        with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
+            futures = [pool.submit(one, i, f) for i, f in enumerate(todo)]
+        for fut in futures:  # the first failure in the files' order
+            if (e := fut.exception()) is not None:
+                if isinstance(e, _Unreachable):
+                    raise _missing_error([f for i, f in enumerate(todo) if i not in placed], root, str(e)) from None
+                raise e
     finally:
         bar.finish()
         shutil.rmtree(staging, ignore_errors=True)
-    return done
+    return [f for i, f in enumerate(todo) if i in placed]
+
+
+class _Unreachable(Exception):
+    """A download that failed on the network (the message names the URL and the error)."""
 
 
 # ------------------------------------------------------------------------------------------------ reports

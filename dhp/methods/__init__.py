@@ -49,7 +49,7 @@ from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
-from dhp.plots.save import save_figure
+from dhp.plots import save_figure
 from dhp.extensions import Registry, origin_of, registrar
 from dhp import weights
 from dhp.judging import PROTOCOLS

@@ -35,6 +35,7 @@ from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.hu2024 import CONFUSION_ATTACKS
 from dhp.perturb.llm import PROMPT_UNITS
 from dhp.perturb.catalog import methods_for
+from dhp.plots.confusion import confusion_figures
 from dhp.schema import DATASET_TASK
 
 
@@ -309,7 +310,6 @@ class CriteriaConfusion(Method):
     def figures(self, tables: dict[str, pd.DataFrame], config: CriteriaConfusionParams) -> dict:
         if not {CELLS.name, SUMMARY.name, CORRELATIONS.name} <= set(tables):
             return {}
-        from dhp.plots.confusion import confusion_figures  # matplotlib and seaborn load where a figure is drawn
         return confusion_figures(tables[CELLS.name], tables[SUMMARY.name], tables[CORRELATIONS.name])
 
     def views(self, tables: dict[str, pd.DataFrame]) -> list:

@@ -38,6 +38,7 @@ from dhp.methods import Method, Plan, Stage, StageResult, Table, register
 from dhp.perturb import perturb
 from dhp.perturb.llm import PROMPT_UNITS
 from dhp.perturb.catalog import methods_for
+from dhp.plots.decomposition import plot_agreement
 from dhp.recorded import verdict_columns
 from dhp.schema import DATASET_TASK, SCORE_COLUMNS, metrics_for
 from dhp.weights import check_weights_cover, load_expert_weights
@@ -332,7 +333,6 @@ class DecomposeAggregate(Method):
         return agreement_rows(agreement) if agreement is not None and len(agreement) else pd.DataFrame()
 
     def figures(self, tables: dict[str, pd.DataFrame], config: DecomposeAggregateParams) -> dict:
-        from dhp.plots.decomposition import plot_agreement  # matplotlib loads where a figure is drawn
         agreement = tables.get(AGREEMENT.name)
         return {"dna_agreement": plot_agreement(agreement)} if agreement is not None and len(agreement) else {}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import Field, field_validator
 
+from dhp import plots
 from dhp.analysis import discernment as stats
 from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import dhp_rows
@@ -229,7 +230,6 @@ class DHP(Method):
     def figures(self, tables: dict[str, pd.DataFrame], config: DHPParams) -> dict:
         if "summary.csv" not in tables or "discernment.csv" not in tables:
             return {}
-        from dhp import plots  # matplotlib and seaborn load where a figure is drawn, not with every method
         return plots.discernment_figures(tables["summary.csv"], tables["discernment.csv"],
                                          ew=self.expert_weights(config))
 

@@ -27,6 +27,7 @@ from dhp.judging import Judged, build_prompt, score_prompts
 from dhp.judging.pairwise import compare_pairs
 from dhp.methods import Method, Stage, StageResult, Table, register
 from dhp.perturb.chains import CHAIN_EDITS, error_chain
+from dhp.plots.dual_perspective import plot_dual_perspective
 
 #: What each aspect means in the side-by-side question (the pairwise template names the aspect and its definition).
 ASPECT_DEFINITIONS = {
@@ -226,7 +227,6 @@ class DualPerspective(Method):
         targets, matrix = tables.get(GLOBAL.name), tables.get("local_pair_matrix.csv")
         if targets is None or matrix is None:
             return {}
-        from dhp.plots.dual_perspective import plot_dual_perspective  # matplotlib and seaborn load where drawn
         return {f"dual_perspective_{slug(j)}": plot_dual_perspective(targets, matrix, j)
                 for j in sorted(set(targets["judge"]) & set(matrix["judge"]))}
 

@@ -10,14 +10,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
 
 from dhp.analysis.confusion import ASPECT_ORDER, ATTACK_ORDER, RUN_KEYS, mean_drop_table  # noqa: E402
 from dhp.plots.save import stable  # noqa: E402
+from dhp.lazy import lazy_module  # noqa: E402
+
+plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
+sns = lazy_module("seaborn")  # imported when a figure is drawn (dhp.lazy)
+mpatches = lazy_module("matplotlib.patches")  # imported when a figure is drawn (dhp.lazy)
 
 
 def plot_drop_heatmap(cells: pd.DataFrame, description_type: str):
@@ -33,7 +35,7 @@ def plot_drop_heatmap(cells: pd.DataFrame, description_type: str):
         for j, aspect in enumerate(table.columns):
             kind = sets.get((attack, aspect))
             if kind in ("S_T", "S_F"):
-                ax.add_patch(Rectangle((j + 0.05, i + 0.05), 0.9, 0.9, fill=False, lw=1.2, color="black",
+                ax.add_patch(mpatches.Rectangle((j + 0.05, i + 0.05), 0.9, 0.9, fill=False, lw=1.2, color="black",
                                        ls="-" if kind == "S_T" else "--"))
     ax.set_title(f"Score drop per attack and aspect ({description_type}); solid: S_T, dashed: S_F", fontsize=9)
     return fig

@@ -7,12 +7,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
 from dhp.plots.save import stable  # noqa: E402
+from dhp.lazy import lazy_module  # noqa: E402
+
+plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
 
 __all__ = ["AGREEMENT_MEASURES", "pooled_agreement", "plot_agreement"]
 

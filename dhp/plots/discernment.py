@@ -12,16 +12,18 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
 from dhp.io import read_table, resolve  # noqa: E402
 from dhp.perturb.catalog import PERTURBATIONS  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
 from dhp.plots.save import save_figure, stable  # noqa: E402  (one writer for every figure)
+from dhp.lazy import lazy_module  # noqa: E402
+
+plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
+sns = lazy_module("seaborn")  # imported when a figure is drawn (dhp.lazy)
 
 STAT_LABELS = {
     "D_avg": "$D_{avg}$",

@@ -7,11 +7,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from dhp.plots.save import stable  # noqa: E402
+from dhp.lazy import lazy_module  # noqa: E402
+
+plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
+sns = lazy_module("seaborn")  # imported when a figure is drawn (dhp.lazy)
 
 
 def plot_dual_perspective(targets: pd.DataFrame, matrix: pd.DataFrame, judge: str):

@@ -12,11 +12,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.plots.save import stable  # noqa: E402
+from dhp.lazy import lazy_module  # noqa: E402
+
+plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
 
 BAND_COLOURS = ("#EEF3FA", "#FFFFFF")
 #: LLMBar's headline strategy, then the live ones: a view's figure shows one strategy per scope.

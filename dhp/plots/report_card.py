@@ -9,8 +9,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -18,6 +16,10 @@ from dhp.analysis.report_card import headline, standings  # noqa: E402
 from dhp.io import slug  # noqa: E402
 from dhp.plots.discernment import save_figure  # noqa: E402
 from dhp.plots.save import stable  # noqa: E402
+from dhp.lazy import lazy_module  # noqa: E402
+
+plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
+mtransforms = lazy_module("matplotlib.transforms")  # imported when a figure is drawn (dhp.lazy)
 
 
 MAX_ROWS = 12
@@ -64,7 +66,7 @@ def _standing_panel(ax, standing: pd.DataFrame) -> None:
     """Where the judge stands on each leaderboard view: its rank and cluster next to the best judge there."""
     ax.set_axis_off()
     ax.text(0.01, 1.0, "where this judge stands on the leaderboard (rank by value, cluster, best judge there)",
-            fontsize=9, va="bottom", transform=blended_transform_factory(ax.figure.transFigure, ax.transAxes))
+            fontsize=9, va="bottom", transform=mtransforms.blended_transform_factory(ax.figure.transFigure, ax.transAxes))
     lines = []
     for r in standing.head(MAX_ROWS).itertuples():
         where = (f"rank {r.rank:.0f} of {r.of}, cluster {r.cluster:.0f}" if isinstance(r.cluster, (int, float))
@@ -78,7 +80,7 @@ def _standing_panel(ax, standing: pd.DataFrame) -> None:
     for i, line in enumerate(lines):
         # from the figure's left edge, not the axes' (the panels above leave room for their labels there)
         ax.text(0.01, 1 - (i + 1) / (len(lines) + 1), line, fontsize=7, va="center",
-                transform=blended_transform_factory(ax.figure.transFigure, ax.transAxes))
+                transform=mtransforms.blended_transform_factory(ax.figure.transFigure, ax.transAxes))
 
 
 def plot_report_card(card: pd.DataFrame, judge: str, mode: str, standing: pd.DataFrame | None = None):

@@ -19,7 +19,10 @@ import math
 import warnings
 
 import numpy as np
-from scipy import stats as sps
+
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["correlation", "METHODS", "partial_residuals", "partial_correlation", "williams_test", "counts_of",
            "weighted_pearson", "weighted_midranks", "weighted_spearman", "weighted_kendall", "system_means",

@@ -8,9 +8,11 @@ rate), scipy.stats.false_discovery_control. NaN p-values are not part of the fam
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from dhp.errors import DHPError
+from dhp.lazy import lazy_module
+
+stats = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["ADJUST_METHODS", "adjust"]
 

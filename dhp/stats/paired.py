@@ -19,7 +19,6 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.stats.multitest import adjust
@@ -27,6 +26,9 @@ from dhp.stats.resample import MIN_RESAMPLE_UNITS
 from dhp.stats.permutation import STATISTICS
 from dhp.stats import segment
 from dhp.stats.segment import SegmentPairs, _pair_terms, sweep_order
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["mcnemar_exact", "holm", "paired_bootstrap", "percentile_interval", "item_bootstrap_draws",
            "segment_bootstrap"]

@@ -29,11 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from dhp.errors import DHPError
 from dhp.stats import segment as seg
 from dhp.stats.segment import SegmentPairs, sweep_order
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["STATISTICS", "EarlyStop", "WMT_EARLY_STOP", "LEADERBOARD_EARLY_STOP", "permutation_draws", "paired_permutation_test",
            "permutation_table", "pair_tester", "PAIR_COLUMNS"]

@@ -29,14 +29,27 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
-
-try:  # scipy's Fenwick-tree count of discordant pairs (private; checked against kendalltau in the tests)
-    from scipy.stats._stats import _kendall_dis
-except ImportError:  # pragma: no cover - a scipy without it: callers fall back to scipy.stats.kendalltau
-    _kendall_dis = None
 
 from dhp.errors import DHPError
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
+
+
+
+def __getattr__(name: str):
+    """``_kendall_dis``: scipy's Fenwick-tree count of discordant pairs (private; checked against kendalltau in the
+    tests), or None in a scipy without it (callers then use scipy.stats.kendalltau). Looked up on first use, as
+    it comes with all of scipy.stats (dhp.lazy)."""
+    if name != "_kendall_dis":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        from scipy.stats._stats import _kendall_dis
+    except ImportError:  # pragma: no cover - a scipy without it
+        _kendall_dis = None
+    globals()["_kendall_dis"] = _kendall_dis
+    return _kendall_dis
+
 
 __all__ = ["SegmentPairs", "JudgeScores", "judge_scores", "kendall_tau_b", "pairwise_accuracy",
            "tie_calibrated_accuracy", "finite_rows", "sweep_order", "tau_b_of_sorted"]
@@ -126,7 +139,8 @@ def tau_b_of_sorted(x: np.ndarray, y: np.ndarray, n2: int) -> float:
     n = len(x)
     n0 = n * (n - 1) // 2
     new_x = np.r_[True, x[1:] != x[:-1]]
-    dis = _kendall_dis(np.cumsum(new_x, dtype=np.intp), y)
+    kendall_dis = globals()["_kendall_dis"] if "_kendall_dis" in globals() else __getattr__("_kendall_dis")
+    dis = kendall_dis(np.cumsum(new_x, dtype=np.intp), y)
     runs = np.diff(np.flatnonzero(np.r_[new_x, True])).astype(np.int64)
     n1 = int((runs * (runs - 1) // 2).sum())
     runs = np.diff(np.flatnonzero(np.r_[new_x | np.r_[True, y[1:] != y[:-1]], True])).astype(np.int64)

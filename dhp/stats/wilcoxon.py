@@ -27,7 +27,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
+
+from dhp.lazy import lazy_module
+
+sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["METHODS", "ZERO_METHODS", "TestResult", "WilcoxonTests", "resolve", "resolve_method",
            "wilcoxon_greater", "wilcoxon_greater_many"]
@@ -35,12 +38,21 @@ __all__ = ["METHODS", "ZERO_METHODS", "TestResult", "WilcoxonTests", "resolve", 
 ZERO_METHODS = ("wilcox", "pratt", "zsplit")
 METHODS = ("auto", "exact", "asymptotic", "approx", "permutation")
 
-# Older scipy calls the normal approximation "approx"; newer scipy calls it "asymptotic".
-try:
-    sps.wilcoxon([1.0, 2.0, 3.0], method="asymptotic")
-    SCIPY_ASYMPTOTIC = "asymptotic"
-except ValueError:  # pragma: no cover - depends on the installed scipy
-    SCIPY_ASYMPTOTIC = "approx"
+
+
+def __getattr__(name: str):
+    """``SCIPY_ASYMPTOTIC``: scipy's name of the normal approximation ("approx" in older scipy, "asymptotic" in
+    newer), asked of scipy on first use (scipy.stats is imported when first used: dhp.lazy)."""
+    if name != "SCIPY_ASYMPTOTIC":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        sps.wilcoxon([1.0, 2.0, 3.0], method="asymptotic")
+        value = "asymptotic"
+    except ValueError:  # pragma: no cover - depends on the installed scipy
+        value = "approx"
+    globals()[name] = value
+    return value
+
 
 #: scipy's rule: up to this many pairs the exact null (no ties or zeros); up to PERMUTATION_MAX_N pairs
 #: with ties or zeros, all sign patterns (2^13 < scipy's default 9999 resamples, so it enumerates).
