@@ -14,8 +14,7 @@ import pandas as pd  # noqa: E402
 
 from dhp.analysis.report_card import headline, standings  # noqa: E402
 from dhp.io import slug  # noqa: E402
-from dhp.plots.discernment import save_figure  # noqa: E402
-from dhp.plots.save import stable  # noqa: E402
+from dhp.plots.save import save_figures, stable  # noqa: E402
 from dhp.lazy import lazy_module  # noqa: E402
 
 plt = lazy_module("matplotlib.pyplot")  # imported when a figure is drawn (dhp.lazy)
@@ -110,14 +109,13 @@ def save_report_card_pages(card: pd.DataFrame, out_dir, picks: dict, board: pd.D
     """One page per judge × mode (report_card_<judge>-<mode>.png and .pdf, names made file-safe; with ``board``, the
     leaderboard, each page shows where the judge stands) and the comparison figure (report_card_comparison;
     ``picks``: method -> its headline measure); returns the paths."""
-    paths = []
+    pages = {}
     for judge, mode in sorted(set(zip(card["judge"], card["mode"]))):
         standing = standings(board, judge, mode) if board is not None else None
-        paths += save_figure(plot_report_card(card, judge, mode, standing), out_dir,
-                             f"report_card_{slug(f'{judge}-{mode}')}")
+        pages[f"report_card_{slug(f'{judge}-{mode}')}"] = plot_report_card(card, judge, mode, standing)
     if len(card):
-        paths += save_figure(plot_card_comparison(card, picks, board), out_dir, "report_card_comparison")
-    return paths
+        pages["report_card_comparison"] = plot_card_comparison(card, picks, board)
+    return save_figures(pages, out_dir)  # the demo's seven pages: written by two processes at once
 
 
 #: The card measure of a method whose leaderboard view compares judges on common units: the comparison page shows the
