@@ -45,7 +45,7 @@ MODES = ("logprobs", "sample", "likelihood")
 def byo_runs(byo_file, tmp_path_factory):
     """The file through `python -m dhp run` in each mode: three processes at once (one llama.cpp thread each)."""
     runs = {mode: tmp_path_factory.mktemp(f"byo_{mode}") / "run" for mode in MODES}
-    done = run_clis_together([{"args": ["--dataset", str(byo_file), "--n-items", "3", "--perturbations",
+    done = run_clis_together([{"args": ["--dataset", str(byo_file), "--n-items", "2", "--perturbations",
                                         "char_typo,control", "--mode", mode, "--n-samples", "2", "--n-null", "200",
                                         "--run-dir", str(runs[mode])], "prefix": ["-m", "dhp", "run"]}
                               for mode in MODES])

@@ -376,10 +376,11 @@ def test_gemma_likelihood_prefers_clean_text_and_reuses_its_kv_cache_exactly():
 
 @pytest.mark.slow
 def test_gemma_reuses_only_whole_aligned_batches():
-    """A prompt of 2 x n_batch + 1 tokens is computed as [0, 512), [512, 1023), [1023, 1025) (no one-token
-    batch); a longer prompt sharing its first 1024 tokens computes [512, 1024) whole from an empty cache,
-    so only [0, 512) may come from the KV cache — and the logits must be a cold model's."""
-    b = EmbeddedBackend("gemma-3-270m")
+    """A prompt of 2 x n_batch + 1 tokens is computed as [0, n), [n, 2n - 1), [2n - 1, 2n + 1) (no one-token
+    batch); a longer prompt sharing its first 2n tokens computes [n, 2n) whole from an empty cache, so only [0, n)
+    may come from the KV cache — and the logits must be a cold model's. n_batch 128 instead of the default 512: the
+    same batch arithmetic on 456 tokens instead of 1,224 (Gemma's 262k-token output layer makes each row costly)."""
+    b = EmbeddedBackend("gemma-3-270m", n_batch=128)
     b.loglikelihood("Article:", " x")  # loads the likelihood model
     llm = b._ll_llm
     text = b.tokenize(f"Article:\n{SOURCE * 40}", add_bos=True)
@@ -388,7 +389,7 @@ def test_gemma_reuses_only_whole_aligned_batches():
     b._decode_with_reuse(llm, first)
     rows = {"from": b.n_batch}  # the logits of every position after the first batch
     assert b._decode_with_reuse(llm, longer, rows) == len(longer) - b.n_batch
-    cold = EmbeddedBackend("gemma-3-270m")
+    cold = EmbeddedBackend("gemma-3-270m", n_batch=128)
     cold.loglikelihood("Article:", " x")
     cold_rows = {"from": b.n_batch}
     assert cold._decode_with_reuse(cold._ll_llm, longer, cold_rows) == len(longer)

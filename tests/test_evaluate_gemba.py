@@ -21,9 +21,12 @@ from dhp.judging.gemba import GEMBA_PROTOCOLS
 DATA = declared_files.data_root()
 
 
-@pytest.mark.parametrize("profile,segments", [("quick", 6), ("paper", 1875)])
-def test_plan_of_every_gemba_protocol(tmp_path, profile, segments):
-    for name in GEMBA_PROTOCOLS:
+# Every protocol at the quick size; at the paper's size (28,125 prompts each: ~7 s a plan) one that reads the source
+# only and one that also reads the reference, in both answer formats: the counting code is the protocols' one path.
+@pytest.mark.parametrize("profile,segments,names", [("quick", 6, list(GEMBA_PROTOCOLS)),
+                                                    ("paper", 1875, ["DA", "classes_ref"])])
+def test_plan_of_every_gemba_protocol(tmp_path, profile, segments, names):
+    for name in names:
         steps = plan("openai:m@http://127.0.0.1:9/v1", profile, run_dir=str(tmp_path / name),
                      protocols=[f"gemba:{name}"])
         assert [s.method for s in steps] == ["human_alignment"]
