@@ -15,6 +15,15 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
+from dhp.lazy import lazy_module
+
+_sklearn_metrics = lazy_module("sklearn.metrics")  # imported when a kappa is first computed (dhp.lazy)
+
+
+def cohen_kappa_score(*args, **kwargs) -> float:
+    """``sklearn.metrics.cohen_kappa_score`` (sklearn takes ~0.3 s to import: only where a kappa is computed)."""
+    return _sklearn_metrics.cohen_kappa_score(*args, **kwargs)
+
 
 __all__ = ["to_rating", "RATING_RULES", "default_rating_rule", "global_kappa", "adjacent_accuracy", "local_pairs",
            "pair_matrix", "comparison_accuracy", "table1", "rank_judges", "dual_tables", "TABLE1_CORRELATIONS"]
@@ -74,7 +83,6 @@ def global_kappa(targets: pd.DataFrame) -> pd.DataFrame:
         h, j = g["human_rating"].astype(int).to_numpy(), g["judge_rating"].astype(int).to_numpy()
         k = math.nan
         if len(g) >= 2 and len(set(h) | set(j)) > 1:
-            from sklearn.metrics import cohen_kappa_score  # sklearn (~0.3 s to import) where kappa is computed
             k = float(cohen_kappa_score(h, j, weights="linear", labels=LABELS))
         rows.append({**dict(zip(keys, key)), "kappa": k, "n": int(len(g))})
     return pd.DataFrame(rows, columns=[*keys, "kappa", "n"])
