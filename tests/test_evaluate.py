@@ -5,7 +5,8 @@
   settings (GPT-4's config) and verdicts parsed by its regexes (compared against the data-root files at run time);
 - a live judge through a real llama_cpp.server on loopback joins GPT-4 in the LLMBar view on the same pairs; a rerun
   makes no call; the demo's results are untouched; ``--protocol llmbar:Rating --protocol llmbar:Swap`` likewise puts
-  it beside the recorded Rating and Swap judges (issue 35);
+  a served judge (a loopback stub: Swap lets a model write 300 tokens a call) beside the recorded Rating and Swap
+  judges (issue 35);
 - ``--profile paper --dry-run`` prints per view the recorded judges' units and the call count.
 """
 
@@ -146,14 +147,32 @@ def test_evaluate_quick_through_a_real_server_puts_the_judge_beside_gpt4(llama_s
     assert {p.name: p.stat().st_mtime for p in resolve("results").glob("*")} == before
 
 
+def _rating_or_comparison(path, body):
+    """A served judge for Rating and Swap: a score for one output (Rating), "Output (a) is better." where the
+    prompt shows two (Swap's CoT round and its second round read it; LLMBar's own regexes parse both)."""
+    from servers import chat_completion
+
+    if not path.endswith("/chat/completions"):  # no tokenizer route: the client estimates prompt lengths
+        return 404, {"error": {"message": "not found"}}
+    text = " ".join(m["content"] for m in body["messages"])
+    return chat_completion("Output (a) is better." if "Output (b)" in text else "7", model="smollm2-135m")
+
+
 @pytest.mark.slow
-def test_rating_and_swap_through_a_real_server_stand_beside_the_recorded_judges(llama_server, tmp_path):
+def test_rating_and_swap_through_a_served_judge_stand_beside_the_recorded_judges(tmp_path):
+    """Through an OpenAI-compatible loopback server that answers at once (Swap's first round lets a model write 300
+    tokens: two minutes of SmolLM2 on a busy core; the real server's path is the quick test's above)."""
+    from servers import ScriptedOpenAI
+
     _needs_prompts()
     run = tmp_path / "run"
-    spec = f"openai:@{llama_server.base_url}"
-    out = _dhp("evaluate", spec, "--profile", "quick", "--yes", "--run-dir", str(run),
-               "--protocol", "llmbar:Rating", "--protocol", "llmbar:Swap")
+    with ScriptedOpenAI(_rating_or_comparison, model="smollm2-135m") as srv:
+        out = _dhp("evaluate", f"openai:@{srv.base_url}", "--profile", "quick", "--yes", "--run-dir", str(run),
+                   "--protocol", "llmbar:Rating", "--protocol", "llmbar:Swap")
+        asked = [" ".join(m["content"] for m in body["messages"]) for _, body in srv.requests if "messages" in body]
     assert out.returncode == 0, out.stderr
+    # both kinds of request were asked: Rating's one output at a time, Swap's pairs
+    assert any("Output (b)" in t for t in asked) and any("Output (b)" not in t for t in asked)
     board = pd.read_csv(run / "leaderboard.csv")
     for strategy, recorded in (("Rating", "GPT-4"), ("Swap", "GPT-4")):
         view = board[(board["view"] == "llmbar_agreement") & (board["scope"] == "LLMBar Adversarial (4 subsets)")
