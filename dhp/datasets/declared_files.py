@@ -27,7 +27,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -423,8 +423,15 @@ def fetch(chosen: Iterable[DataFile], root: str | os.PathLike | None = None, *,
             raise
 
     try:
-        with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
+        pool = ThreadPoolExecutor(max_workers=FETCH_THREADS)
+        try:
             futures = [pool.submit(one, i, f) for i, f in enumerate(todo)]
+            wait(futures)
+        except BaseException:  # Ctrl-C: the downloads under way finish (or fail), no other starts
+            stop.set()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         for fut in futures:  # the first failure in the files' order
             if (e := fut.exception()) is not None:
                 if isinstance(e, _Unreachable):
