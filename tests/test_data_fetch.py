@@ -388,3 +388,57 @@ def test_a_cli_run_in_an_empty_home_sends_requests_only_to_the_loopback_mirror(t
                 env={**base, "DHP_DATA_DIR": str(tmp_path / "data3"), "DHP_OFFLINE": "1"})
     assert r.returncode != 0 and "DHP_OFFLINE is set" in r.stderr and "python -m dhp data fetch summeval" in r.stderr
     assert not (tmp_path / "data3").exists() and log.read_text() == served
+
+
+def _peak_downloads(src: Path, dest: Path, meet_s: float) -> tuple[list, int]:
+    """Fetch LLMBar's six files from a loopback server with ``src``'s layout; the first two requests wait (up to
+    ``meet_s``) until both are in flight. Returns (files fetched, most requests in flight at once)."""
+    import functools
+
+    chosen = declared_files.select(["llmbar"])
+    state = {"now": 0, "peak": 0, "n": 0}
+    lock, both = threading.Lock(), threading.Barrier(2, timeout=meet_s)
+
+    class Counting(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            with lock:
+                state["now"] += 1
+                state["n"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+                first_two = state["n"] <= 2
+            try:
+                if first_two:
+                    try:
+                        both.wait()
+                    except threading.BrokenBarrierError:  # one download at a time: the other never came
+                        pass
+                super().do_GET()
+            finally:
+                with lock:
+                    state["now"] -= 1
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Counting, directory=str(src)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        got = declared_files.fetch(chosen, dest, base_url=f"http://127.0.0.1:{server.server_address[1]}",
+                                   progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return got, state["peak"]
+
+
+def test_files_are_downloaded_several_at_a_time(tmp_path, monkeypatch):
+    """A data set is hundreds of small files: they are fetched FETCH_THREADS at a time, each still checked and
+    placed whole. Control: one thread at a time never has two requests in flight."""
+    src = declared_files.data_root()
+    declared_files.fetch(declared_files.select(["llmbar"]), src)  # the tests' data root, from the mirror
+    got, peak = _peak_downloads(src, tmp_path / "a", meet_s=120)
+    assert len(got) == 6 and peak >= 2
+    assert not declared_files.missing(declared_files.select(["llmbar"]), tmp_path / "a")
+    monkeypatch.setattr(declared_files, "FETCH_THREADS", 1)
+    got, peak = _peak_downloads(src, tmp_path / "b", meet_s=1)
+    assert len(got) == 6 and peak == 1
