@@ -178,18 +178,56 @@ def test_default_prompt_is_the_papers_and_mitigation_is_an_option():
         aspect_prompts(variants, items, criteria, instruction="strict")
 
 
+class EchoRewriter(Backend):
+    """Answers every rewrite request with the reference unchanged (a rewrite no validator may accept); records the
+    prompts."""
+
+    identity = "scripted:echo"
+    model = "scripted"
+    deterministic = True
+
+    def __init__(self):
+        self.prompts = []
+
+    def chat_many(self, requests, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            self.prompts.append(r.messages[-1][1])
+            c = Completion(text=TEXTS[0], top_logprobs=None, prompt_tokens=5, completion_tokens=30,
+                           texts=[TEXTS[0]] * r.n)
+            out.append(c)
+            if on_result:
+                on_result(i, c)
+        return out
+
+
+def test_every_llm_attack_asks_its_own_prompt_and_checks_the_answer():
+    """All 18 attacks through the LLM path (the real server below gets one per aspect): each asks with a prompt of
+    its own, and an unchanged text is never kept — every row failed, with the reason of its one attempt."""
+    echo = EchoRewriter()
+    table = perturb(_items(1), perturber=echo, perturbations=list(CONFUSION_ATTACKS), max_attempts=1)
+    rows = table[table["perturbation"] != "original"]
+    assert len(rows) == 18 and set(rows["perturbation"]) == set(CONFUSION_ATTACKS)
+    assert len(echo.prompts) == 18 and len(set(echo.prompts)) == 18
+    assert (rows["status"] == "failed").all() and rows["reason"].str.startswith("no valid output in 1 attempt: ").all()
+
+
 @pytest.mark.slow
 def test_llm_attacks_against_llama_cpp_server(llama_server):
-    """The LLM path: every attack asks the server with its own prompt; each row is ok (and passes its
-    validators) or failed with the reason of its attempt — never an unchecked text. (One attempt each: a retry's
-    reasons are tested on a stub, tests/test_perturb_llm.py; the 135M model's rewrites cost ~2 s each.)"""
+    """The LLM path: an attack of each targeted aspect asks the server with its own prompt; each row is ok (and
+    passes its validators) or failed with the reason of its attempt — never an unchecked text. (One attempt each: a
+    retry's reasons are tested on a stub, tests/test_perturb_llm.py, and all 18 attacks' requests just above; the
+    135M model's rewrites cost ~2 s each, so the real server gets the first attack of each of the 7 aspects.)"""
     from dhp.backends import OpenAIBackend
+    from dhp.perturb.hu2024 import TARGET
     from dhp.perturb.llm import validate
 
+    one_per_aspect = list({aspect: attack for attack, aspect in reversed(TARGET.items())}.values())
+    assert len(one_per_aspect) == 7 and set(one_per_aspect) <= set(CONFUSION_ATTACKS)
     backend = OpenAIBackend("smollm2-135m", llama_server.base_url, concurrency=1)
-    table = perturb(_items(1), perturber=backend, perturbations=list(CONFUSION_ATTACKS), max_attempts=1)
+    table = perturb(_items(1), perturber=backend, perturbations=one_per_aspect, max_attempts=1)
     rows = table[table["perturbation"] != "original"]
-    assert len(rows) == 18 and rows["method"].str.startswith("llm:openai:smollm2-135m").all()
+    assert len(rows) == 7 and rows["method"].str.startswith("llm:openai:smollm2-135m").all()
     assert set(rows["status"]) <= {"ok", "failed"}
     for r in rows.itertuples():
         if r.status == "ok":
