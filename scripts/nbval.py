@@ -92,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "DHP_NBVAL_KEEP": str(KEEP), "DHP_NBVAL_TMP": str(tmp)}
         cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-q", *copies]
         code = subprocess.call(cmd, cwd=tmp, env=env)
+        if code != 0:
+            # A kernel can die before replying to kernel_info when many start at once on a loaded machine (seen
+            # once in five `bash .ci/run`, 2026-11-28: notebook 03's kernel, then 04 without its tables): every
+            # notebook runs once more, in order, with what the first pass cached; a real failure fails again.
+            print(f"nbval: exit {code}; running every notebook once more", flush=True)
+            code = subprocess.call(cmd, cwd=tmp, env=env)
     changed = sorted(set(snapshot().items()) - set(before.items()))
     if changed:
         print(f"nbval wrote into the repository: {[p for p, _ in changed][:5]}", file=sys.stderr)
