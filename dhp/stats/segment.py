@@ -36,7 +36,6 @@ from dhp.lazy import lazy_module
 sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 
-
 def __getattr__(name: str):
     """``_kendall_dis``: scipy's Fenwick-tree count of discordant pairs (private; checked against kendalltau in the
     tests), or None in a scipy without it (callers then use scipy.stats.kendalltau). Looked up on first use, as

@@ -39,7 +39,6 @@ ZERO_METHODS = ("wilcox", "pratt", "zsplit")
 METHODS = ("auto", "exact", "asymptotic", "approx", "permutation")
 
 
-
 def __getattr__(name: str):
     """``SCIPY_ASYMPTOTIC``: scipy's name of the normal approximation ("approx" in older scipy, "asymptotic" in
     newer), asked of scipy on first use (scipy.stats is imported when first used: dhp.lazy)."""
