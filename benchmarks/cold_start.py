@@ -13,7 +13,7 @@ upstream sources. The temporary folder is removed unless ``--keep``.
 Last lines, in this form (quote them with their date and load):
 
     cold_start setup <wall> s (CPU <cpu> s) demo <wall> s (CPU <cpu> s)
-    machine <cpu model>, <cores> cores; load before <1/5/15 min> after <1/5/15 min>; <date>
+    machine <cpu model>, <cores> cores; load before <1/5/15 min> after <1/5/15 min>; <date>; bytecode writing on|off
 
 Not a test: the numbers depend on the machine, its load and its network; a run on a busy machine says so in its load.
 """
@@ -115,7 +115,11 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print("cold_start " + " ".join(f"{t} {w:.0f} s (CPU {c:.0f} s)" for t, w, c in results))
-    print(f"machine {cpu_model()}, {cores()} cores; load before {loads[0]} after {loads[-1]}; {date}")
+    # PYTHONDONTWRITEBYTECODE (some CI machines set it) stops Python caching what it compiles: make setup writes the
+    # installed packages' bytecode itself, so it changes little now, but it is a fact of the run
+    writes = "off" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+    print(f"machine {cpu_model()}, {cores()} cores; load before {loads[0]} after {loads[-1]}; {date}; "
+          f"bytecode writing {writes}")
     return 0
 
 
