@@ -47,8 +47,9 @@ demo: $(STAMP)
 	$(BIN)/python -m dhp.grid params/demo.yaml
 
 # The tests run in TEST_WORKERS processes (pytest-xdist; a test file's tests stay in one worker, so its fixtures are
-# set up once), the notebook check beside them, its judge on one thread; its output (with the notebooks' timing
-# table) is printed when both are done, then the slowest tests (--durations).
+# set up once), the notebook check beside them; every embedded judge on one thread (three processes share two cores: a
+# second llama.cpp thread only waits for the first, ~10% more CPU for the same work). The notebook check's output
+# (with the notebooks' timing table) is printed when both are done, then the slowest tests (--durations).
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	@mkdir -p build
@@ -56,7 +57,8 @@ test: $(STAMP)
 		|| { echo "error: the browser check needs Debian's chromium; run 'apt-get install -y chromium' as root"; exit 1; }
 	@trap 'kill $$nb 2>/dev/null' INT TERM; \
 	DHP_N_THREADS=1 $(BIN)/python scripts/nbval.py > build/nbval.log 2>&1 & nb=$$!; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 tests; rc=$$?; \
+	DHP_N_THREADS=$${DHP_N_THREADS:-1} $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 tests; \
+		rc=$$?; \
 	wait $$nb; nbrc=$$?; \
 	echo "--- the notebook check (scripts/nbval.py), run beside pytest; exit status $$nbrc ---"; cat build/nbval.log; \
 	[ $$rc -eq 0 ] && [ $$nbrc -eq 0 ]
