@@ -32,11 +32,12 @@ $(STAMP): pyproject.toml $(LOCK)
 	@echo "building $$(grep '^llama-cpp-python==' $(LOCK)) (log: $(VENV)/llama-build.log) beside the other packages"
 	@$(BIN)/python -m pip wheel --quiet --no-deps -w $(VENV)/wheels "$$(grep '^llama-cpp-python==' $(LOCK))" \
 		> $(VENV)/llama-build.log 2>&1 & w=$$!; \
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -r $(VENV)/locked-others.txt; rc=$$?; \
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps \
+		-r $(VENV)/locked-others.txt; rc=$$?; \
 	wait $$w || { cat $(VENV)/llama-build.log; echo "error: building llama-cpp-python failed (log above)"; exit 1; }; \
 	[ $$rc -eq 0 ]
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps $(VENV)/wheels/llama_cpp_python-*.whl \
-		-e '.[test]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps \
+		$(VENV)/wheels/llama_cpp_python-*.whl -e '.[test]'
 	$(BIN)/uv pip check --quiet --python $(BIN)/python
 	touch $(STAMP)
 
@@ -53,8 +54,8 @@ demo: $(STAMP) bytecode
 	$(BIN)/python -m dhp.grid params/demo.yaml
 
 # The tests run in TEST_WORKERS processes (pytest-xdist; a test file's tests stay in one worker, so its fixtures are
-# set up once), the notebook check beside them; every embedded judge on one thread (three processes share two cores: a
-# second llama.cpp thread only waits for the first, ~10% more CPU for the same work). The notebook check's output
+# set up once), the notebook check beside them; every embedded judge on one thread (three processes share two cores;
+# a second llama.cpp thread made the same work cost ~10% more CPU, docs/benchmarks.md). The notebook check's output
 # (with the notebooks' timing table) is printed when both are done, then the slowest tests (--durations).
 TEST_WORKERS ?= 2
 test: $(STAMP) bytecode
