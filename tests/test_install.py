@@ -81,3 +81,31 @@ def test_the_environment_matches_the_lock():
         if got != pins.get(name):
             drift.append(f"{name}: installed {got}, lock {pins.get(name)}")
     assert not drift, f"the environment differs from requirements.lock (rerun make setup): {drift}"
+
+
+# sha256 of SmolLM2's float32 logits at every position of _PROMPT, with the Makefile's build of the lock's
+# llama-cpp-python. The committed results/ were computed with these kernels: a build that computes other bits (another
+# llama-cpp-python, -march=native, AVX-512, -ffast-math, a different optimisation of ggml) would not regenerate them.
+# Changed on purpose? Rerun `make demo`, check what it republishes, then update the digest.
+_PROMPT = ("Rate the summary from 1 to 5 for coherence. Summary: a small town library opens late on Thursdays so that "
+           "shift workers can borrow books after work. Score:")
+_LOGITS_SHA256 = "ffffd09ff221341d80324c7a165de92bb24689beebfdac650a7d4d736581154b"
+
+
+def test_the_llama_cpp_build_computes_the_committed_logits():
+    import hashlib
+
+    import numpy as np
+    from llama_cpp import Llama
+
+    from dhp.backends.embedded import smollm2_gguf_path
+
+    digests = set()
+    for threads in (1, 2):  # one digest whatever the thread count (the tests and the demo run one; users more)
+        llm = Llama(str(smollm2_gguf_path()), n_ctx=256, n_threads=threads, logits_all=True, verbose=False, seed=0)
+        tokens = llm.tokenize(_PROMPT.encode())
+        llm.eval(tokens)
+        digests.add(hashlib.sha256(np.ascontiguousarray(llm.scores[: len(tokens)], dtype=np.float32)).hexdigest())
+    assert digests == {_LOGITS_SHA256}, (
+        f"this llama.cpp build computes other logits ({sorted(digests)}) than the one the committed results came from; "
+        "rebuild with `make clean-venv setup` (the Makefile's CMAKE_ARGS and the lock's llama-cpp-python)")
