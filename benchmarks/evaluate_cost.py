@@ -9,8 +9,8 @@ worktree of an older commit) first and prints the ratios to it (issue 39 item 1'
 
     python benchmarks/evaluate_cost.py [--compare-with ../old] [--protocol gemba:DA_ref] [--profile quick]
 
-The data root must hold the inputs (source /work/notes/env.sh or DHP_DATA_DIR). Wall times depend on the machine's
-load (printed with them); CPU seconds and memory much less.
+The data root must hold the inputs (`dhp data fetch`; DHP_DATA_DIR names another root). Wall times depend on the
+machine's load (printed with them); CPU seconds and memory much less.
 """
 
 from __future__ import annotations

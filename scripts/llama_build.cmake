@@ -7,8 +7,8 @@ set(LLAMA_BUILD_COMMON OFF CACHE BOOL "llama.cpp common utilities (unused withou
 # libllama (model loading, graph construction, KV cache, tokenizer, sampler) is two thirds of what is left and gains
 # nothing from -O3: the logits are computed in ggml's kernels, which keep upstream's -O3. libllama's objects are built
 # for baseline x86-64 (no -mfma) without -ffast-math, so the optimisation level cannot change a floating-point result;
-# -O1 with the standard headers precompiled takes 150 instead of 187 CPU-s for the whole build, logits and sampled
-# text bit for bit equal (docs/benchmarks.md, "Set-up"). Deferred: the target exists only once src/ is processed.
+# -O1 with the standard headers precompiled takes a fifth less CPU for the whole build, the logits bit for bit equal
+# (benchmarks/llama_build.py; docs/benchmarks.md). Deferred: the target exists only once src/ is processed.
 cmake_language(DEFER CALL set_property TARGET llama APPEND PROPERTY COMPILE_OPTIONS -O1)
 cmake_language(DEFER CALL target_precompile_headers llama PRIVATE
     <algorithm> <array> <cmath> <cstring> <functional> <map> <memory> <regex> <set> <sstream> <stdexcept> <string>
