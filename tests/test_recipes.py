@@ -52,7 +52,7 @@ def test_python_dash_m_dhp_still_works():
 #                            runs/evaluate/<judge>, would collect the test's runs)
 # A command that is the same as an earlier one after these rewrites runs once.
 #   http://HOST:PORT/v1   -> an instant OpenAI-compatible loopback server (answers "3" with log-probabilities)
-#   DATA_ROOT             -> the data root (DHP_DATA_DIR)
+#   DATA_ROOT             -> the data root (declared_files.data_root(): DHP_DATA_DIR, else the per-user cache)
 # DHP_RECIPE_TINY=0 runs them at the page's sizes (minutes to hours: the paper profile is 42,287 calls).
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -60,6 +60,8 @@ import re  # noqa: E402
 import shlex  # noqa: E402
 
 from servers import ScriptedOpenAI, chat_completion  # noqa: E402
+
+from dhp.datasets import declared_files  # noqa: E402
 
 TINY = os.environ.get("DHP_RECIPE_TINY", "1") != "0"
 TINY_ITEMS = 3
@@ -123,7 +125,8 @@ def _canonical(args: list[str]) -> str:
 
 def _tiny(args: list[str], stub: str) -> list[str]:
     out = [re.sub(r"http://[^/\s]+/v1", stub, a) for a in args]
-    out = [a.replace("DATA_ROOT", os.environ.get("DHP_DATA_DIR", "DATA_ROOT")) for a in out]
+    # the data layer's root (DHP_DATA_DIR, else the per-user cache): a user's shell sets no DHP_DATA_DIR
+    out = [a.replace("DATA_ROOT", str(declared_files.data_root())) for a in out]
     if out[0] == "evaluate" and "--run-dir" not in out:
         out += ["--run-dir", "runs/evaluate"]
     if not TINY:
