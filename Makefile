@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Native llama.cpp builds pick AMX kernels that segfault on these CPUs: build a portable AVX2 variant. Build only what
 # the judges load (libllama, libggml): no multimodal library (LLAVA_BUILD) and no "common" utilities, which only it
-# links; libllama at -O1, the kernels at upstream's -O3 (scripts/llama_build.cmake): 2.5 CPU minutes instead of 5.
+# links; libllama at -O1, the kernels at upstream's -O3 (scripts/llama_build.cmake; benchmarks/llama_build.py times it).
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF \
 	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama_build.cmake
 export MPLBACKEND := Agg

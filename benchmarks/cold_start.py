@@ -115,8 +115,8 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print("cold_start " + " ".join(f"{t} {w:.0f} s (CPU {c:.0f} s)" for t, w, c in results))
-    # PYTHONDONTWRITEBYTECODE (some CI machines set it) stops Python caching what it compiles: make setup writes the
-    # installed packages' bytecode itself, so it changes little now, but it is a fact of the run
+    # PYTHONDONTWRITEBYTECODE (some CI machines set it) stops Python caching what it compiles: the Makefile unexports
+    # it for its own commands, so it changes little now, but it is a fact of the shell the run came from
     writes = "off" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
     print(f"machine {cpu_model()}, {cores()} cores; load before {loads[0]} after {loads[-1]}; {date}; "
           f"bytecode writing {writes}")
