@@ -32,9 +32,18 @@ CREATE TABLE IF NOT EXISTS calls (
     value REAL,
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    finish TEXT,
+    refusal TEXT
 )
 """
+# Columns added after the first caches were written (ALTER TABLE on open, so an older cache keeps its rows):
+# ``finish`` the server's finish_reason of a chat row's first reply ("stop", "length", "content_filter", ...; NULL in
+# rows written before it was kept); ``refusal`` the reason of a refusal the caller's protocol handles as its answer
+# (dhp.calls.run's ``handled``), so a rerun asks it no more and hands the protocol the same refusal again.
+_ADDED_COLUMNS = (("finish", "TEXT"), ("refusal", "TEXT"))
+_COLUMNS = ("key, identity, kind, text, top_logprobs, value, prompt_tokens, completion_tokens, created, finish, "
+            "refusal")
 # What a server said about itself (its model entry: id, root, max_model_len) when calls were answered or exported,
 # so a rerun from the cache can name the model without reaching the server (offline batch import).
 _SERVERS = """
@@ -80,6 +89,19 @@ class CachedCall:
     value: float | None  # numeric result of non-chat calls (e.g. a summed log-likelihood)
     prompt_tokens: int | None
     completion_tokens: int | None
+    #: the server's finish_reason of the (first) reply, as it said it (None: not known, e.g. a row of an older cache)
+    finish_reason: str | None = None
+    #: a refusal the protocol handles as its answer (dhp.calls.run's ``handled``): its reason; None for a reply
+    refusal: str | None = None
+
+
+_SLOTS = ", ".join("?" * len(_COLUMNS.split(", ")))
+
+
+def _row(key: str, identity: str, kind: str, c: CachedCall) -> tuple:
+    return (key, identity, kind, c.text, json.dumps(c.top_logprobs) if c.top_logprobs is not None else None,
+            c.value, c.prompt_tokens, c.completion_tokens, time.time(), c.finish_reason,
+            None if c.refusal is None else str(c.refusal)[:300])
 
 
 class Cache:
@@ -103,6 +125,14 @@ class Cache:
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=NORMAL")
             self._con.execute(_SCHEMA)
+            have = {r[1] for r in self._con.execute("PRAGMA table_info(calls)")}
+            for name, kind in _ADDED_COLUMNS:
+                if name not in have:  # a cache written before the column existed: its rows read NULL there
+                    try:
+                        self._con.execute(f"ALTER TABLE calls ADD COLUMN {name} {kind}")
+                    except sqlite3.OperationalError as e:  # another process opening it added it first
+                        if "duplicate column" not in str(e):
+                            raise
             self._con.execute(_SERVERS)
             self._con.execute(_FAILURES)
         except sqlite3.DatabaseError as e:
@@ -114,14 +144,14 @@ class Cache:
     def get(self, key: str) -> CachedCall | None:
         with self._lock:
             row = self._con.execute(
-                "SELECT text, top_logprobs, value, prompt_tokens, completion_tokens FROM calls "
+                "SELECT text, top_logprobs, value, prompt_tokens, completion_tokens, finish, refusal FROM calls "
                 "WHERE key = ?", (key,)).fetchone()
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
         return CachedCall(row[0], json.loads(row[1]) if row[1] is not None else None, row[2],
-                          row[3], row[4])
+                          row[3], row[4], row[5], row[6])
 
     def contains(self, key: str) -> bool:
         with self._lock:
@@ -130,12 +160,8 @@ class Cache:
     def put(self, key: str, identity: str, kind: str, call: CachedCall) -> None:
         """Store one call and commit immediately (INSERT OR IGNORE: the first stored result wins)."""
         with self._lock:
-            self._con.execute(
-                "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, identity, kind, call.text,
-                 json.dumps(call.top_logprobs) if call.top_logprobs is not None else None,
-                 call.value, call.prompt_tokens, call.completion_tokens, time.time()),
-            )
+            self._con.execute(f"INSERT OR IGNORE INTO calls ({_COLUMNS}) VALUES ({_SLOTS})",
+                              _row(key, identity, kind, call))
 
     def put_many(self, rows: list[tuple[str, str, str, CachedCall]]) -> None:
         """Store several (key, identity, kind, call) in ONE transaction: the replies of one request are
@@ -143,10 +169,8 @@ class Cache:
         with self._lock:
             self._con.execute("BEGIN")
             try:
-                self._con.executemany(
-                    "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(key, identity, kind, c.text, json.dumps(c.top_logprobs) if c.top_logprobs is not None else None,
-                      c.value, c.prompt_tokens, c.completion_tokens, time.time()) for key, identity, kind, c in rows])
+                self._con.executemany(f"INSERT OR IGNORE INTO calls ({_COLUMNS}) VALUES ({_SLOTS})",
+                                      [_row(*r) for r in rows])
                 self._con.execute("COMMIT")
             except BaseException:
                 self._con.execute("ROLLBACK")

@@ -64,9 +64,12 @@ class Call:
 
 @dataclass(frozen=True)
 class CallFailure:
-    """A call that gave no usable result, and why (HTTP status, timeout, context overflow, ...)."""
+    """A call that gave no usable result, and why (HTTP status, timeout, context overflow, ...). ``refused``: a
+    refusal the caller's protocol handles as its answer (``handled`` of :func:`run`), cached as such; False: the
+    call failed (a rerun asks it again)."""
 
     reason: str
+    refused: bool = False
 
 
 @dataclass
@@ -253,7 +256,8 @@ def _store_result(store: Cache, backend: Backend, call: Call, res: Any, stats: d
         store.put_many([(key, backend.identity, "chat",
                          CachedCall(texts[i], res.top_logprobs if i == 0 else None,
                                     reply_status_value(res) if i == 0 else None,
-                                    res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
+                                    res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0,
+                                    getattr(res, "finish_reason", None) if i == 0 else None))
                         for i, key in enumerate(call.keys)])
     elif call.kind == "metric":  # the reason of a NaN score is kept (a text the statistic does not apply to)
         store.put(call.keys[0], backend.identity, "metric", CachedCall(res.reason, None, res.value, 0, 0))
@@ -278,7 +282,10 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
     ``handled(reason)``: True for a refusal the caller's protocol handles as an answer (LLMBar: "too long" is asked
     again shorter, a content filter is an empty reply). It is reported in ``report.errors`` like a failure (the
     caller reads its reason), but the server did answer: it neither counts towards the breaker nor is remembered as
-    a failed key, and it ends a streak as a reply does (``stats["refusals"]`` counts them).
+    a failed key, it ends a streak as a reply does (``stats["refusals"]`` counts them), and it is cached as the
+    answer it is (:attr:`dhp.cache.CachedCall.refusal`, its reason): a rerun does not ask it again, and
+    :func:`chat` hands the protocol the same :class:`CallFailure` whether the refusal is fresh or cached. A transport
+    failure (nothing ``handled`` accepts) stays a failure, asked again by a rerun.
     """
     todo = pending(calls, store)
     if todo:  # the server answers (or is about to be exported for): keep what it says about its model
@@ -307,9 +314,11 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
                     reason = _reason(res)
                     for k in call.keys:
                         report.errors[k] = reason
-                    if handled is not None and handled(reason):  # an answer of the protocol, not a failure
-                        stats["refusals"] += 1
+                    if handled is not None and handled(reason):  # an answer of the protocol, not a failure:
+                        stats["refusals"] += 1  # cached as such, so a rerun asks it no more (and reads it again)
                         streak[0] = 0
+                        store.put_many([(k, backend.identity, "chat", CachedCall(None, None, None, 0, 0, None, reason))
+                                        for k in call.keys])
                         return
                     stats["call_errors"] += 1
                     store.note_failure(call.keys[0], reason)  # a rerun asks it after the fresh calls
@@ -411,7 +420,10 @@ def chat(judge: "str | Backend", requests: Sequence[ChatRequest], cache: "Cache 
         out: list[CachedCall | CallFailure] = []
         for c in planned:
             got = store.get(c.keys[0])
-            out.append(got if got is not None else CallFailure(report.errors.get(c.keys[0], "no result")))
+            if got is not None and got.refusal is not None:  # a refusal the protocol handles: fresh or cached alike
+                out.append(CallFailure(got.refusal, refused=True))
+            else:
+                out.append(got if got is not None else CallFailure(report.errors.get(c.keys[0], "no result")))
         return out
     finally:
         if owns:

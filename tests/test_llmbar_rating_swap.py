@@ -168,7 +168,7 @@ def test_a_too_long_call_is_retried_at_80_percent_max_tokens(monkeypatch):
 def test_a_call_too_long_even_at_one_token_is_the_empty_reply(monkeypatch):
     pairs = load_llmbar(["Natural"], n_items=1, seed=0)
     monkeypatch.setattr(calls, "chat", lambda judge, requests, cache=None, **kw: [calls.CallFailure(
-        "RuntimeError: context overflow: HTTP 400: too long") for _ in requests])
+        "RuntimeError: HTTP 400: too long. Please reduce the length of the messages or completion.") for _ in requests])
     verdicts, costs = run_strategies(pairs, ["llmbar:Vanilla"], judge="embedded", progress=False)
     # evaluate.py: the call at max_tokens 0 is refused ("0 is less than the minimum") and read as "": no verdict
     assert verdicts["verdict"].isna().all() and verdicts["failure"].str.startswith("no verdict").all()

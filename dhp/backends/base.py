@@ -91,6 +91,16 @@ def reply_status(cached) -> str:
     return {REPLY_NULL_CONTENT: "null", REPLY_CUT_OFF: "length"}.get(value, "") if value is not None else ""
 
 
+def reply_finish(cached) -> str | None:
+    """The finish_reason the server gave for a chat reply (a fresh Completion or a cached row), as it said it:
+    "stop", "length", "content_filter", ...; None where it is not known (a backend that reports none, or a row cached
+    before the finish reason was kept: there only a cut-off, REPLY_CUT_OFF, was recorded, read back as "length")."""
+    finish = getattr(cached, "finish_reason", None)
+    if isinstance(finish, str) and finish:
+        return finish
+    return "length" if getattr(cached, "value", None) == REPLY_CUT_OFF else None
+
+
 @dataclass
 class LogLikelihood:
     """Sum of log-probabilities of the continuation tokens given the prefix, and their count."""

@@ -19,14 +19,16 @@ the same semantics as upstream's ``validate_number`` / ``validate_stars`` / ``pa
 upstream's own functions in the tests). As ``GptApi.request_api``:
 
 - a reply whose content is ``null`` is no answer (NaN), and nothing more is asked;
-- a reply cut off by the server (finish_reason "length", no max_tokens sent) is no answer either;
+- a reply that did not end with finish_reason "stop" (cut off by the server, "content_filter", ...; no max_tokens
+  sent) is no answer either (its finish reason is kept in the cache, so a cached reply is read as a fresh one);
 - a refused call (content filter, or the transport failed after the backend's retries) is no answer;
 - a reply without a valid answer: the same request at the next temperature, up to the limit (t > 10: no answer).
 
 A ``max_tokens`` is sent only where the user sets one or the backend needs one (:attr:`Backend.accepts_no_max_tokens`
-False: :data:`OLD_MAX_TOKENS`, the recorded scores' start); the protocol's identity then says so, and a reply cut
-off at the limit is asked again with 200 more tokens, up to 500 (GEMBA's older ``request_api``, 3dd2c49), beyond
-which it is no answer — never a higher temperature.
+False: :data:`OLD_MAX_TOKENS`, the recorded scores' start); the protocol's identity then says so, and a reply whose
+finish reason is not "stop" (cut off, content_filter, ...) is asked again with 200 more tokens, up to 500 (GEMBA's
+older ``request_api``, 3dd2c49, which reads the finish reason alone: a reply that ended normally at exactly the limit
+is complete), beyond which it is no answer — never a higher temperature.
 
 Deliberate differences, recorded in :attr:`GembaProtocol.differences` and named in its identity: seed 0 sent;
 top_p/n/penalties/stop are the servers' defaults and not sent; with a limit, the old path's rule for cut-off replies.
@@ -45,12 +47,12 @@ import pandas as pd
 
 from dhp import calls
 from dhp.backends import get_backend
-from dhp.backends.base import ChatRequest, reply_status
+from dhp.backends.base import ChatRequest, reply_finish, reply_status
 from dhp.datasets import declared_files
 from dhp.errors import DHPError
 
 __all__ = ["GembaProtocol", "gemba_protocol", "gemba_parse", "gemba_messages", "gemba_request", "gemba_score",
-           "gemba_call_bounds", "GEMBA_PROTOCOLS", "OLD_MAX_TOKENS", "GEMBA_COMMIT", "RECORDED_DECODING"]
+           "gemba_call_bounds", "gemba_finish", "GEMBA_PROTOCOLS", "OLD_MAX_TOKENS", "GEMBA_COMMIT", "RECORDED_DECODING"]
 
 GEMBA_COMMIT = "a7a7eff8"
 #: the protocol names: gemba:<GEMBA prompt name without "GEMBA-">
@@ -335,6 +337,17 @@ def gemba_call_bounds(protocol: GembaProtocol) -> tuple[int, int]:
     return 1, temps * len(_limits(protocol.limit))
 
 
+def gemba_finish(reply, limit: int | None) -> str:
+    """How a reply ended, as GEMBA's GptApi.request_api reads it: the server's finish_reason (fresh, or as the cache
+    kept it: dhp.backends.base.reply_finish); a backend that reports none (the embedded one) "length" where the reply
+    filled the ``limit`` sent, else "stop"."""
+    finish = reply_finish(reply)
+    if finish is not None:
+        return finish
+    filled = limit is not None and (getattr(reply, "completion_tokens", 0) or 0) >= limit
+    return "length" if filled else "stop"
+
+
 def _resolve_limit(proto: GembaProtocol, judge, max_tokens: int | None) -> GembaProtocol:
     """The protocol with the limit this run sends: the user's, else none where the backend takes none, else
     GEMBA's old start (:data:`OLD_MAX_TOKENS`)."""
@@ -377,19 +390,20 @@ def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=
             for (i, k), o in zip(todo, out):
                 text = getattr(o, "text", None)
                 status = reply_status(o)
-                # cut off: the server says so, or (a backend that does not) the reply filled the limit
-                cut = status == "length" or (limits[k] is not None
-                                             and (getattr(o, "completion_tokens", 0) or 0) >= limits[k])
+                finish = gemba_finish(o, limits[k])
+                # GptApi.request_api reads the finish reason alone: any other than "stop" (cut off, content_filter,
+                # ...) is no complete answer — none at a7a7eff8 (no limit), asked again with a higher limit at 3dd2c49
+                ended = "cut off" if finish == "length" else f"ended with finish_reason {finish!r}"
                 if text is None:  # a refused call: GEMBA records no answer for it, without raising the temperature
                     why[i] = f"call failed: {getattr(o, 'reason', 'no reply')}"
                 elif status == "null":  # GptApi.request_api: a null content is no answer, nothing more is asked
                     why[i] = f"no answer: the reply had no content (null) at temperature {temp:g}"
-                elif cut and limits[k] is None:  # a7a7eff8: cut off without a max_tokens -> no answer
-                    why[i] = f"no answer: the reply was cut off by the server at temperature {temp:g}"
-                elif cut and k + 1 < len(limits):
+                elif finish != "stop" and limits[k] is None:  # a7a7eff8: not finished, no max_tokens -> no answer
+                    why[i] = f"no answer: the reply {ended} at temperature {temp:g}"
+                elif finish != "stop" and k + 1 < len(limits):
                     again.append((i, k + 1))
-                elif cut:
-                    why[i] = (f"no answer: the reply was cut off at max_tokens {limits[k]}, the most GEMBA asks, at "
+                elif finish != "stop":
+                    why[i] = (f"no answer: the reply {ended} at max_tokens {limits[k]}, the most GEMBA asks, at "
                               f"temperature {temp:g}")
                 else:
                     value = gemba_parse(proto, text)

@@ -649,9 +649,10 @@ def llmbar_retry_bound(max_tokens: int) -> int:
 
 
 def _too_long(reason: str) -> bool:
-    # OpenAI's wording, which upstream tests for; an OpenAI-compatible server's context overflow (dhp.backends names
-    # every such HTTP 400 "context overflow") is the same refusal
-    return "Please reduce" in reason or "context overflow" in reason
+    # evaluate.py's test, and only it: OpenAI's (and vLLM's) context-length refusal says "Please reduce the length of
+    # the messages or completion". Any other HTTP 400 (an unrelated "integer above maximum value", a server's own
+    # overflow wording) is a failed call, not a request to ask shorter
+    return "Please reduce" in reason
 
 
 def _content_filter(reason: str) -> bool:
@@ -784,16 +785,33 @@ def _llmbar_strategy(name: str):
         ctx.protocol = protocol.identity
         label = f"llmbar:{name}"
         aux: dict = {it.item_id: [] for it in items.itertuples()}
+        notes: dict = {it.item_id: [] for it in items.itertuples()}  # what evaluate.py records of each auxiliary call
+        failed: dict = {}  # item_id -> why an auxiliary call of it got no reply
         jobs = _auxiliary_jobs(items, protocol)  # Metrics / Reference: from the instruction alone, per step and item
         replies = _llmbar_chat(ctx, [r for _, r in jobs], [s for s, _ in jobs])
-        for it, (txt, _) in zip([it for _ in protocol.auxiliary for it in items.itertuples()], replies):
-            # a refused auxiliary call: LLMBar's evaluate.py goes on with an empty auxiliary text, and so here
-            aux[it.item_id].append(str(txt or "").strip())
-        jobs = _final_jobs(items, protocol, aux)
+        steps = [(k, it) for k, _ in enumerate(protocol.auxiliary) for it in items.itertuples()]
+        for (k, it), (txt, why) in zip(steps, replies):
+            step = f"auxiliary step {k} ({protocol.auxiliary[k].prompt_file})"
+            if txt is None:  # no reply: evaluate.py asks it again until answered and makes no verdict before that
+                failed.setdefault(it.item_id, f"{step} failed, so no verdict (evaluate.py makes none without its "
+                                              f"reply; a rerun asks it again): {why}")
+                continue
+            # a refusal evaluate.py reads as the empty reply (content filter, too long at every length) goes on
+            # with the empty text, as there, and its note is kept on the pair's rows
+            aux[it.item_id].append(str(txt).strip())
+            if why:
+                notes[it.item_id].append(f"{step}: {why}")
+        asked = items[~items["item_id"].isin(list(failed))]  # no verdict step for a pair whose auxiliary call failed
+        jobs = _final_jobs(asked, protocol, aux)
         replies = iter(_llmbar_chat(ctx, [r for _, r in jobs], [s for s, _ in jobs]))
-        rows = []
+        rows = [_row(it, label, order, verdict=None, failure=failed[it.item_id])
+                for it in items.itertuples() if it.item_id in failed for order in ORDERS]
+
+        def noted(it, failure: str) -> str:  # the auxiliary steps' notes, on every row of the pair
+            return "; ".join(x for x in (failure, *notes[it.item_id]) if x)
+
         if protocol.kind == "rating":
-            for it in items.itertuples():
+            for it in asked.itertuples():
                 (t1, w1), (t2, w2) = next(replies), next(replies)
                 # a failed call is no reply: the same no-score rule, its reason kept
                 s1, s2, v12, v21, failure = llmbar_rating_verdicts(t1, t2)
@@ -802,11 +820,11 @@ def _llmbar_strategy(name: str):
                                         if t is None) or failure
                 else:
                     failure = _with_note(failure, "; ".join(w for w in (w1, w2) if w))
-                rows += [_row(it, label, "12", f1=s1, f2=s2, verdict=v12, failure=failure),
-                         _row(it, label, "21", f1=s1, f2=s2, verdict=v21, failure=failure)]
+                rows += [_row(it, label, "12", f1=s1, f2=s2, verdict=v12, failure=noted(it, failure)),
+                         _row(it, label, "21", f1=s1, f2=s2, verdict=v21, failure=noted(it, failure))]
             return rows
         first = {}
-        for it in items.itertuples():
+        for it in asked.itertuples():
             for order in ORDERS:
                 txt, why = next(replies)
                 winner, reason = llmbar_parse(protocol.modules[0 if protocol.kind == "swap" else -1], txt) \
@@ -815,21 +833,21 @@ def _llmbar_strategy(name: str):
                                               _with_note(reason, why) if txt is not None else reason)
         second: dict = {}
         if protocol.kind == "swap":  # the second round where the orders disagree; the last round is the verdict
-            asked = [(it, f) for it in items.itertuples() if (f := llmbar_swap_fields(
+            again = [(it, f) for it in asked.itertuples() if (f := llmbar_swap_fields(
                 it, {o: first[(it.item_id, o)][:2] for o in ORDERS}))]
-            jobs = _second_jobs(protocol, asked)
+            jobs = _second_jobs(protocol, again)
             got = _llmbar_chat(ctx, [r for _, r in jobs], [s for s, _ in jobs])
-            for (it, order), (txt, why) in zip([(it, o) for it, _ in asked for o in ORDERS], got):
+            for (it, order), (txt, why) in zip([(it, o) for it, _ in again for o in ORDERS], got):
                 winner, reason = llmbar_parse(protocol.modules[1], txt) if txt is not None else (None, why)
                 second[(it.item_id, order)] = (_to_dataset(winner, order),
                                                _with_note(reason, why) if txt is not None else reason)
-        for it in items.itertuples():
+        for it in asked.itertuples():
             for order in ORDERS:
                 verdict, _, reason = first[(it.item_id, order)]
                 if (it.item_id, order) in second:
                     verdict, reason = second[(it.item_id, order)]
                     reason = f"second round: {reason}" if reason else ""
-                rows.append(_row(it, label, order, verdict=verdict, failure=reason))
+                rows.append(_row(it, label, order, verdict=verdict, failure=noted(it, reason)))
         return rows
     run.__name__ = f"llmbar_{name}"
     return run
