@@ -83,9 +83,10 @@ def _draws(rows: pd.DataFrame, units: list, idx: np.ndarray) -> np.ndarray:
     return _agreement(_means(h, w), _means(m, w))
 
 
-def system_accuracy_view(rows: pd.DataFrame, scope: str) -> View | None:
+def system_accuracy_view(rows: pd.DataFrame, scope: str, protocols: dict | None = None) -> View | None:
     """The system-level view of segment rows (judge, mode, unit = segment, system, score, human; the segment view's
-    rows): human translations dropped; None when fewer than two systems are left."""
+    rows): human translations dropped; None when fewer than two systems are left. ``protocols``: {(judge, mode):
+    protocol} of the judges that name one (the segment view's), carried to the view's rows as there."""
     data = rows[~rows["system"].astype(str).str.fullmatch(HUMAN_SYSTEM.pattern)]
     data = data[np.isfinite(data["human"].astype(float))]
     systems = sorted(data["system"].unique())
@@ -98,6 +99,9 @@ def system_accuracy_view(rows: pd.DataFrame, scope: str) -> View | None:
                 notes={"follows": "mt-metrics-eval stats.Agreement (CompareMetricsWithGlobalAccuracy, "
                                   "include_human=False), as GEMBA's evaluate.py",
                        "units": "segments", "n_systems": len(systems), "n_pairs": n_pairs,
+                       "protocols": {k: v for k, v in (protocols or {}).items()
+                                     if k in set(data[["judge", "mode"]].drop_duplicates().itertuples(index=False,
+                                                                                                    name=None))},
                        # system means of fewer segments order systems by noise (WMT22 zh-en: 1,875 segments)
                        "min_units_ranked": MIN_SEGMENTS_RANKED,
                        "system_score": "mean of the judge's scored segments (GEMBA scores.py); for WMT22 metrics "

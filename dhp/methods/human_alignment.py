@@ -335,7 +335,7 @@ class HumanAlignment(Method):
                 out += [View("segment", name, measure, "segment", d.reset_index(drop=True),
                              notes={"variants": variants, "protocols": mine})
                         for measure in ("acc_eq_calibrated", "tau_b")]
-            sysview = system_accuracy_view(data, f"WMT22 {lp} vs MQM")
+            sysview = system_accuracy_view(data, f"WMT22 {lp} vs MQM", protocols)  # the same protocol per judge
             if sysview is not None:
                 out.append(sysview)
         return out
