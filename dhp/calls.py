@@ -80,16 +80,19 @@ class Estimate:
     calls: int
     cached_calls: int
     prompt_tokens: int
-    completion_tokens: int  # upper bound: max_tokens per call
+    completion_tokens: int  # upper bound: max_tokens per call (an assumption for the unlimited_calls)
     cost_usd: float | None  # None: no price known for this model; 0.0 for local backends
     unlimited_calls: int = 0  # calls sent without max_tokens, counted at UNLIMITED_REPLY_TOKENS each
 
     def describe(self, what: str = "calls") -> str:
         cost = "unknown (add the model to dhp/resources/judge_prices.yaml)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        # "<=" only where every call sends a max_tokens: a reply without one has no bound to state
+        tokens = (f"<= {self.completion_tokens:,} completion tokens" if not self.unlimited_calls else
+                  f"~{self.completion_tokens:,} completion tokens assumed (no bound: {self.unlimited_calls} calls "
+                  f"without max_tokens counted at {UNLIMITED_REPLY_TOKENS} each)")
         return (f"[{what}] {self.identity}: {self.calls} calls to make ({self.cached_calls} cached), "
-                f"~{self.prompt_tokens:,} prompt + <= {self.completion_tokens:,} completion tokens"
-                + (f" ({self.unlimited_calls} calls without max_tokens counted at {UNLIMITED_REPLY_TOKENS} each: no "
-                   "bound)" if self.unlimited_calls else "") + f", est. cost {cost}")
+                f"~{self.prompt_tokens:,} prompt + {tokens}, est. cost {cost}"
+                + (" (no upper bound)" if self.unlimited_calls and self.cost_usd else ""))
 
 
 @dataclass

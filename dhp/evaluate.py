@@ -71,6 +71,7 @@ class Step:
     completion_tokens: int | None = None
     cost_usd: float | None = None
     note: str = ""
+    unlimited_calls: int = 0  # calls sent without max_tokens: their completion tokens are assumed, not bounded
 
 
 def default_run_dir(judge: str) -> str:
@@ -146,6 +147,7 @@ def _add(step: Step, est) -> None:
     step.cached = (step.cached or 0) + est.cached_calls
     step.prompt_tokens = (step.prompt_tokens or 0) + est.prompt_tokens
     step.completion_tokens = (step.completion_tokens or 0) + est.completion_tokens
+    step.unlimited_calls += int(getattr(est, "unlimited_calls", 0) or 0)
     if est.cost_usd is None:
         step.cost_usd = None
     elif first:
@@ -161,9 +163,12 @@ def describe(steps: list[Step], judge: str, profile: str) -> str:
     for s in steps:
         calls = "calls: not estimated (counted when run)" if s.calls is None else (
             f"calls: about {s.calls}" if s.prompt_tokens is None else
-            f"calls: {s.calls} to make ({s.cached} cached), ~{s.prompt_tokens:,} prompt + <= "
-            f"{s.completion_tokens:,} completion tokens, cost "
-            + ("unknown (no price in dhp/resources/judge_prices.yaml)" if s.cost_usd is None else f"${s.cost_usd:.4f}"))
+            f"calls: {s.calls} to make ({s.cached} cached), ~{s.prompt_tokens:,} prompt + "
+            + (f"<= {s.completion_tokens:,} completion tokens, cost " if not s.unlimited_calls else
+               f"~{s.completion_tokens:,} completion tokens assumed (no bound: {s.unlimited_calls} calls send no "
+               "max_tokens), cost ")
+            + ("unknown (no price in dhp/resources/judge_prices.yaml)" if s.cost_usd is None else
+               f"${s.cost_usd:.4f}" + (" assumed, no upper bound" if s.unlimited_calls else "")))
         total += s.calls or 0
         lines.append(f"- {s.method}: {calls}")
         lines += [f"    view {u}" for u in s.units]

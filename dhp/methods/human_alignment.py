@@ -206,10 +206,15 @@ class HumanAlignment(Method):
             price = calls.load_price_table().get(judge.model)
             if price is not None:
                 cost = (prompt * float(price["input"]) + len(todo) * reply * float(price["output"])) / 1e6
-                top = _last_limit(proto.limit) if proto.limit else GEMBA_REPLY_TOKENS
-                cost_max = high * (prompt * float(price["input"]) + len(todo) * top * float(price["output"])) / 1e6
-        est = calls.Estimate(judge.identity, len(todo), distinct - len(todo), prompt, len(todo) * reply, cost)
-        money = ("" if cost is None else f", cost ${cost:.4f} expected, at most ${cost_max:.4f}")
+                # a bound only where a max_tokens bounds each reply: without one (a7a7eff8) a reply's length is the
+                # server's to decide, and no price is an upper bound
+                cost_max = None if not proto.limit else high * (prompt * float(price["input"]) + len(
+                    todo) * _last_limit(proto.limit) * float(price["output"])) / 1e6
+        est = calls.Estimate(judge.identity, len(todo), distinct - len(todo), prompt, len(todo) * reply, cost,
+                             len(todo) if proto.limit is None else 0)
+        money = ("" if cost is None else f", cost ${cost:.4f} expected, " + (
+            f"at most ${cost_max:.4f}" if cost_max is not None else
+            f"no upper bound (no max_tokens is sent; ${cost:.4f} assumes {reply}-token replies)"))
         note = (f"GEMBA calls: {len(todo)} expected ({distinct} distinct prompts of {len(rows)} outputs, "
                 f"{distinct - len(todo)} cached; every reply answering at t=0), at most {high * len(todo)} "
                 f"({high} per prompt: a reply without a valid answer asks again at each temperature up to "
