@@ -33,6 +33,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from dhp.backends import is_loopback
+from dhp.backends.base import reply_status_value
 from dhp.cache import CachedCall, open_cache
 from dhp.calls import Call, PendingCalls, collect_pending
 from dhp.errors import DHPError
@@ -151,8 +152,10 @@ def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) ->
         for call, res in answers:
             texts = list(getattr(res, "texts", None) or [res.text])
             rows += [(key, backend.identity, "chat",
-                      CachedCall(texts[i], res.top_logprobs if i == 0 else None, None,
-                                 res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0))
+                      CachedCall(texts[i], res.top_logprobs if i == 0 else None,
+                                 reply_status_value(res) if i == 0 else None,  # how it ended, as a live answer
+                                 res.prompt_tokens if i == 0 else 0, res.completion_tokens if i == 0 else 0,
+                                 getattr(res, "finish_reason", None) if i == 0 else None))
                      for i, key in enumerate(call.keys)]
         store.put_many(rows)  # one transaction: the whole file or nothing
     finally:
