@@ -118,13 +118,17 @@ def _interval(boots: np.ndarray, n: int, ci: float = 0.95) -> tuple[float, float
 
 
 def bootstrap_mean(values, k: int = 1000, seed: int = 0) -> tuple[float, float, float]:
-    """(mean, lo, hi) of per-unit values with a percentile bootstrap interval over units; NaN below MIN_UNITS."""
+    """(mean, lo, hi) of per-unit values in [0, 1] with a percentile bootstrap interval over units (Wilson's with
+    the units as trials where every resample is alike); NaN below MIN_UNITS."""
     x = np.asarray(values, float)
     x = x[np.isfinite(x)]
     if len(x) < MIN_UNITS:
         return (float(x.mean()) if len(x) else math.nan), math.nan, math.nan
     c = _draws(len(x), k, seed)
-    return (float(x.mean()), *_interval(c @ x / len(x), len(x)))
+    lo, hi = _interval(c @ x / len(x), len(x))
+    if hi - lo < 1e-12:  # every unit alike (e.g. always the first): no spread to resample, so Wilson's interval
+        lo, hi = wilson(float(x.sum()), len(x))  # of the units as trials, never a zero-width one
+    return float(x.mean()), lo, hi
 
 
 # ---------------------------------------------------------------------------------------------- pairs
