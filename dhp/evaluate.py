@@ -40,7 +40,7 @@ from dhp.backends import get_backend
 from dhp.backends.base import run_options
 from dhp.cache import open_cache
 from dhp.errors import DHPError
-from dhp.io import resolve, write_csv, write_text
+from dhp.io import read_csv, resolve, write_csv, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.plots.report_card import save_report_card_pages
 from dhp.recorded import IMPORTERS
@@ -233,7 +233,7 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     modes = {s.config.mode for s in steps}  # a protocol's own mode (GEMBA: sample) where it fixes one
     card = methods.report_card(run_dir, judge=backend.identity, mode=modes.pop() if len(modes) == 1 else mode)
     paths["report_card.csv"] = write_csv(card, resolve(run_dir) / "report_card.csv")
-    board = pd.read_csv(paths["leaderboard.csv"])
+    board = read_csv(paths["leaderboard.csv"])
     picks = {m.name: m.headline for m in methods.all_methods()}
     for p in save_report_card_pages(card, resolve(run_dir) / "figures", picks, board):
         paths[p.name] = p
@@ -256,7 +256,7 @@ def _calls_so_far(backend, cache_path) -> int:
 
 def _print_board(run_dir: str, identity: str, out) -> None:
     """The leaderboard rows of the views the judge is in, beside every judge of those views."""
-    board = pd.read_csv(resolve(run_dir) / "leaderboard.csv")
+    board = read_csv(resolve(run_dir) / "leaderboard.csv")
     keys = ["view", "scope", "measure", "strategy"]
     mine = board[board["judge"] == identity][keys].drop_duplicates()
     shown = board.merge(mine, on=keys)

@@ -64,9 +64,82 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     return _atomic(resolve(path), lambda t: df.to_parquet(t, index=False))
 
 
+# ---------------------------------------------------------------------------------------------- CSV cells
+# A CSV is opened in spreadsheets, where a cell starting with = + - @ (or a tab / carriage return, OWASP's list) is
+# read as a formula: a dataset name or model id of a user's file (=HYPERLINK(...)) would run as one. The rule, one
+# place for every CSV the project writes (write_csv, csv_text) and reads back (read_csv):
+# - a TEXT cell (or column name) that starts with one of those characters after any number of apostrophes gets one
+#   apostrophe in front ("=1+1" -> "'=1+1", "'=x" -> "''=x"); a spreadsheet shows the apostrophe-led cell as text;
+# - numbers are never touched (a float column's -0.5 stays -0.5), nor is a text cell that is a plain decimal number
+#   ("-0.5" as text: a spreadsheet reads it as that number, not a formula);
+# - read_csv removes exactly one leading apostrophe from a text cell that matches the same pattern, so every value
+#   written reads back as it was (the apostrophes before the dangerous character are counted, so "'=x" survives).
+_FORMULA = re.compile(r"'*[=+\-@\t\r]")
+_WRITTEN = re.compile(r"'+[=+\-@\t\r]")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def neutralise_cell(value):
+    """``value`` as written into a CSV: a text cell a spreadsheet would read as a formula gets a leading
+    apostrophe (module comment above); anything else is returned unchanged."""
+    if isinstance(value, str) and _FORMULA.match(value) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def restore_cell(value):
+    """The inverse of :func:`neutralise_cell` for a cell read back from a CSV the project wrote."""
+    if isinstance(value, str) and _WRITTEN.match(value):
+        return value[1:]
+    return value
+
+
+def _map_text(df: pd.DataFrame, fn) -> pd.DataFrame:
+    """``fn`` applied to every text cell and column name (numbers, booleans, dates untouched); a copy when changed."""
+    out = None
+    for i, col in enumerate(df.columns):
+        s = df.iloc[:, i]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype(object)
+        if not (pd.api.types.is_object_dtype(s.dtype) or pd.api.types.is_string_dtype(s.dtype)):
+            continue
+        if all(fn(v) is v for v in s):  # fn returns the very object it was given when it changes nothing
+            continue
+        mapped = s.map(fn, na_action="ignore")
+        out = df.copy() if out is None else out
+        out.isetitem(i, mapped if pd.api.types.is_object_dtype(s.dtype) else mapped.astype(s.dtype))
+    names = [fn(c) for c in df.columns]
+    if names != list(df.columns):
+        out = df.copy() if out is None else out
+        out.columns = names
+    return df if out is None else out
+
+
+def neutralise(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every text cell and column name a spreadsheet would run as a formula neutralised."""
+    return _map_text(df, neutralise_cell)
+
+
+def restore(df: pd.DataFrame) -> pd.DataFrame:
+    """A table read from a CSV the project wrote, with :func:`neutralise`'s apostrophes removed."""
+    return _map_text(df, restore_cell)
+
+
+def csv_text(df: pd.DataFrame) -> str:
+    """``df`` as CSV text (no index, stable float format), its text cells neutralised."""
+    return neutralise(df).to_csv(index=False, float_format="%.10g")
+
+
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write a table as CSV atomically, without the pandas index, with a stable float format."""
-    return _atomic(resolve(path), lambda t: df.to_csv(t, index=False, float_format="%.10g"))
+    """Write a table as CSV atomically, without the pandas index, with a stable float format; text cells that a
+    spreadsheet would read as formulas are neutralised (see :func:`neutralise`)."""
+    safe = neutralise(df)
+    return _atomic(resolve(path), lambda t: safe.to_csv(t, index=False, float_format="%.10g"))
+
+
+def read_csv(path, **kwargs) -> pd.DataFrame:
+    """``pd.read_csv`` of a CSV the project wrote, with :func:`write_csv`'s neutralising undone."""
+    return restore(pd.read_csv(path, **kwargs))
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
@@ -79,10 +152,23 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return _atomic(resolve(path), lambda t: Path(t).write_bytes(data))
 
 
-def slug(name: str) -> str:
-    """A file- and folder-safe version of a judge spec or label ('openai:gpt-4o@http://h:1/v1' ->
-    'openai_gpt-4o_http_h_1_v1'): the grid's point folders and the report card's page names."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+#: Longest slug: with a prefix ("report_card_") and a suffix (".png") a file name stays far below 255 bytes.
+SLUG_MAX = 120
+
+
+def slug(name) -> str:
+    """The one way a name (a judge spec, a dataset name of a user's file, a label) becomes part of a file or folder
+    name ('openai:gpt-4o@http://h:1/v1' -> 'openai_gpt-4o_http_h_1_v1'): every run of characters other than
+    letters, digits, '.', '_', '-' becomes '_' (so no '/', '..' path or NUL survives), a leading '.' becomes '_' (no
+    hidden file), an empty name is '_', and a name longer than SLUG_MAX keeps its first 100 characters plus a hash
+    of the whole name. A slug's slug is itself."""
+    text = str(name)
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+    if s.startswith("."):
+        s = "_" + s[1:]
+    if len(s) > SLUG_MAX:
+        s = f"{s[:100]}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+    return s or "_"
 
 
 def jsonl_lines(text: str):
@@ -99,7 +185,7 @@ def read_table(path: str | os.PathLike, what: str, producer: str) -> pd.DataFram
     p = resolve(path)
     if not p.exists():
         raise DHPError(f"{what} not found at {p}.", f"run {producer} first with the same run_dir.")
-    return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    return pd.read_parquet(p) if p.suffix == ".parquet" else read_csv(p)
 
 
 #: Packages whose versions can change a run's numbers; recorded in every manifest.

@@ -38,7 +38,7 @@ from dhp.analysis.leaderboard import View, leaderboard
 from dhp.analysis.recorded_views import item_views
 from dhp.config import Params
 from dhp.errors import DHPError
-from dhp.io import resolve, slug, write_csv
+from dhp.io import read_csv, resolve, slug, write_csv
 from dhp.plots import save_figures
 from dhp.plots.leaderboard import leaderboard_figures
 from dhp.recorded import IMPORTERS, RECORDED_MODE, default_path, import_judgments
@@ -294,4 +294,4 @@ def default_recorded_cache() -> Path:
 def read(folder) -> dict[str, pd.DataFrame]:
     """The leaderboard tables written into ``folder`` ({} when absent)."""
     root = resolve(folder)
-    return {n: pd.read_csv(root / n) for n in TABLES if (root / n).is_file()}
+    return {n: read_csv(root / n) for n in TABLES if (root / n).is_file()}

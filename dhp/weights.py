@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.errors import DHPError
-from dhp.io import resolve, resource, write_text
+from dhp.io import csv_text, read_csv, resolve, resource, write_text
 from dhp.perturb import catalog
 from dhp.schema import TASK_METRICS
 
@@ -142,7 +142,7 @@ def load_expert_weights(path=None) -> pd.DataFrame:
     if not p.exists():
         raise DHPError(f"Expert weights file not found: {p}.", "pass an existing CSV or run notebook 06 to write one.")
     try:
-        df = pd.read_csv(p, comment="#")
+        df = read_csv(p, comment="#")
     except Exception as e:  # parser errors name the line; keep that detail
         raise DHPError(f"Cannot read expert weights {p}: {e}.", "fix the CSV (columns task,perturbation,metric,votes,weight).") from e
     return validate_expert_weights(df, source=str(p))
@@ -233,7 +233,7 @@ def write_expert_weights(df: pd.DataFrame, path, label: str, overwrite: bool = F
         raise DHPError(f"{p} already exists.", "choose another output path or pass overwrite=True.")
     votes_are_int = all(float(v).is_integer() for v in w["votes"])
     body = w.assign(votes=w["votes"].astype(int) if votes_are_int else w["votes"])
-    text = HEADER.format(label=label.replace("\n", " ")) + body.to_csv(index=False, float_format="%.10g")
+    text = HEADER.format(label=label.replace("\n", " ")) + csv_text(body)
     return write_text(p, text)
 
 

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.errors import DHPError  # noqa: E402
-from dhp.io import read_table, resolve  # noqa: E402
+from dhp.io import read_table, resolve, slug  # noqa: E402
 from dhp.perturb.catalog import PERTURBATIONS  # noqa: E402
 from dhp.schema import LEVELS, ORIGINAL, CONTROL  # noqa: E402
 from dhp.plots.save import save_figure, stable  # noqa: E402  (one writer for every figure)
@@ -282,9 +282,10 @@ def discernment_figures(summary: pd.DataFrame, discernment: pd.DataFrame, ew: pd
     same items, n shown)."""
     figs = {}
     for ds in sorted(summary["dataset"].unique()):
-        figs[f"discernment_{ds}"] = plot_discernment_bars(summary, ds, item_sets(scores, ds) if scores is not None
-                                                          else None)
-        figs[f"heatmap_D_{ds}"] = plot_discernment_heatmap(discernment, ds)
+        # a dataset name may be a user's text (dhp.datasets.load_custom): it is named in files through slug only
+        figs[f"discernment_{slug(ds)}"] = plot_discernment_bars(summary, ds, item_sets(scores, ds) if scores is not None
+                                                                else None)
+        figs[f"heatmap_D_{slug(ds)}"] = plot_discernment_heatmap(discernment, ds)
     if ew is not None:  # the weights DHP's discernment uses: its family's perturbations (Fig. 8), not other methods'
         dhp_family = [n for n, p in PERTURBATIONS.items() if p.family == "dhp"]
         figs["expert_weights"] = plot_expert_weights(ew[ew["perturbation"].isin(dhp_family)])
@@ -311,7 +312,8 @@ def response_style_figures(scores: pd.DataFrame, figures_dir, dataset: str | Non
             raise DHPError(f"The scores of dataset {ds!r} have no perturbed rows.",
                            "judge the perturbed table of notebook 01, not the originals alone.")
         pert = perturbation if perturbation in present else present[0]
-        paths += save_figure(plot_response_styles(scores, ds, pert, severity), figures_dir, f"response_styles_{ds}")
+        paths += save_figure(plot_response_styles(scores, ds, pert, severity), figures_dir,
+                             f"response_styles_{slug(ds)}")
     return paths
 
 

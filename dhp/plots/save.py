@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dhp.io import resolve
+from dhp.io import resolve, slug
 
 DPI = 150
 # Matplotlib writes its version (PNG "Software", PDF "Producer"/"Creator") and the time (PDF "CreationDate") into
@@ -143,6 +143,7 @@ def save_figure(fig, out_dir, name: str) -> list[Path]:
 
 def _write(fig, out: Path, name: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
+    name = slug(name)  # whatever a caller passes (a dataset name of a user's file), it stays one file in `out`
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     paths[0].write_bytes(figure_png(fig))
     with _stable_font_subset_names():
@@ -192,7 +193,7 @@ def save_figures(figures: dict, out_dir) -> list[Path]:
     paths = []
     for name, fig in items:
         if done:
-            paths += [out / f"{name}.png", out / f"{name}.pdf"]
+            paths += [out / f"{slug(name)}.png", out / f"{slug(name)}.pdf"]
             if _notebook_kernel():
                 _display_png(paths[-2].read_bytes())
             plt.close(fig)
