@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -37,7 +38,7 @@ from dhp.backends.base import reply_status_value
 from dhp.cache import CachedCall, open_cache
 from dhp.calls import Call, PendingCalls, collect_pending
 from dhp.errors import DHPError
-from dhp.io import jsonl_lines, resolve, write_text
+from dhp.io import decode_user_text, jsonl_lines, resolve, write_text
 
 __all__ = ["export_calls", "import_results", "answer_file", "ImportReport", "CHAT_URL"]
 
@@ -93,31 +94,64 @@ class ImportReport:
         return s
 
 
+def _same_model(answered: str, asked: str) -> bool:
+    """True when a reply's ``model`` is the model asked for: the same name, or a dated snapshot of it (OpenAI answers
+    "gpt-4o" as "gpt-4o-2024-08-06", older models as "gpt-4-0613")."""
+    return answered == asked or re.fullmatch(re.escape(asked) + r"-\d{4}(?:-\d{2}-\d{2})?", answered) is not None
+
+
 def _read_results(path: Path, backend, by_id: dict) -> tuple[list[str], list, list[tuple[int, str]]]:
     """Check every line of a batch output file: (problems — foreign or corrupt lines, which reject the
     whole file —, answers as (call, parsed result), errors — lines the batch itself failed)."""
     problems: list[str] = []
     answers: list[tuple[Call, Any]] = []
     errors: list[tuple[int, str]] = []
-    for no, line in jsonl_lines(path.read_text(encoding="utf-8")):
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DHPError(f"Cannot read the batch results file {path}: {e.strerror or e}.",
+                       "check the path and that the file is readable.") from None
+    asked = getattr(backend, "model", None)
+    for no, line in jsonl_lines(decode_user_text(raw, str(path))):
         try:
             rec = json.loads(line)
-            cid = rec["custom_id"]
-        except (ValueError, KeyError, TypeError):
-            problems.append(f"line {no}: not a batch output record (JSON with custom_id)")
+        except (ValueError, RecursionError):
+            problems.append(f"line {no}: not JSON")
+            continue
+        if not isinstance(rec, dict) or "custom_id" not in rec:
+            problems.append(f"line {no}: not a batch output record (a JSON object with custom_id)")
+            continue
+        cid = rec["custom_id"]
+        if not isinstance(cid, str):
+            problems.append(f"line {no}: custom_id is a JSON {type(cid).__name__}, not the text batch export wrote")
             continue
         call = by_id.get(cid)
         if call is None:
-            problems.append(f"line {no}: custom_id {str(cid)[:16]}… is not a pending call of this run")
+            problems.append(f"line {no}: custom_id {cid[:16]}… is not a pending call of this run")
             continue
-        resp = rec.get("response") or {}
-        status = resp.get("status_code")
-        if rec.get("error") or status != 200:
-            msg = (rec.get("error") or {}).get("message") if isinstance(rec.get("error"), dict) else rec.get("error")
-            errors.append((no, f"HTTP {status}: {msg or (resp.get('body') or {}).get('error', '')}"[:200]))
+        resp = rec.get("response")
+        resp = {} if resp is None else resp
+        if not isinstance(resp, dict):
+            problems.append(f"line {no}: response is a JSON {type(resp).__name__}, not an object")
+            continue
+        status, err, body = resp.get("status_code"), rec.get("error"), resp.get("body")
+        if err or status != 200:
+            msg = err.get("message") if isinstance(err, dict) else err
+            detail = msg or ((body or {}).get("error", "") if isinstance(body, dict) else body or "")
+            errors.append((no, f"HTTP {status}: {detail}"[:200]))
+            continue
+        if not isinstance(body, dict):
+            problems.append(f"line {no}: response body is {'missing' if body is None else 'a JSON '}"
+                            f"{'' if body is None else type(body).__name__}, not a chat completion")
+            continue
+        answered = body.get("model")
+        if asked and answered is not None and not (isinstance(answered, str) and _same_model(answered, asked)):
+            # an answer of another model under this run's key would be cached as this judge's answer
+            problems.append(f"line {no}: answered by model {str(answered)[:60]!r}, not this run's judge model "
+                            f"{asked!r}")
             continue
         try:
-            res = backend.parse_chat(resp.get("body") or {})
+            res = backend.parse_chat(body)
         except Exception as e:  # noqa: BLE001 - any parse error makes the line corrupt
             problems.append(f"line {no}: response body does not parse ({e})")
             continue

@@ -65,7 +65,7 @@ from dhp import methods
 from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
-from dhp.io import project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
+from dhp.io import decode_user_text, project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
 from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
 from dhp.recorded import IMPORTERS
@@ -307,9 +307,18 @@ def load_params(path) -> GridParams:
     if not f.exists():
         raise DHPError(f"Grid parameter file not found: {f}.", "pass an existing YAML, e.g. params/demo.yaml.")
     try:
-        raw = yaml.safe_load(f.read_text())
+        data = f.read_bytes()
+    except OSError as e:
+        raise DHPError(f"Cannot read the grid parameter file {f}: {e.strerror or e}.",
+                       "check the path and that the file is readable.") from None
+    text = decode_user_text(data, str(f))  # UTF-8 only: another encoding is named, with how to convert it
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise DHPError(f"{f} is not valid YAML: {e}.", "fix the YAML syntax.") from e
+        raise DHPError(f"{f} is not valid YAML: {e}.", "fix the YAML syntax.") from None
+    except (ValueError, RecursionError) as e:  # a value YAML parses but Python cannot hold (2024-13-01 as a date)
+        raise DHPError(f"{f} holds a value that cannot be read: {e}.",
+                       "quote the value to make it text, or fix it.") from None
     return validate_params(raw, source=str(f))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -169,6 +170,97 @@ def slug(name) -> str:
     if len(s) > SLUG_MAX:
         s = f"{s[:100]}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
     return s or "_"
+
+
+# ------------------------------------------------------------------------------------- a user's text files
+
+#: Byte-order marks of the encodings a spreadsheet or editor saves instead of UTF-8 (UTF-32 first: its little-endian
+#: mark starts with UTF-16's).
+_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32 BE", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32 LE", "UTF-32"),
+         (b"\xfe\xff", "UTF-16 BE", "UTF-16"), (b"\xff\xfe", "UTF-16 LE", "UTF-16"))
+_ICONV = {"iso8859-1": "ISO-8859-1", "latin-1": "ISO-8859-1", "utf-16": "UTF-16", "utf-16-le": "UTF-16LE",
+          "utf-16-be": "UTF-16BE", "utf-32": "UTF-32"}
+
+
+def _utf16_without_bom(raw: bytes) -> str | None:
+    """"UTF-16 LE"/"UTF-16 BE" when the first bytes look like UTF-16 text without a byte-order mark (ASCII-range
+    text: every other byte NUL), else None."""
+    head = raw[:4096]
+    half = len(head) // 2
+    if half < 2:
+        return None
+    odd, even = head[1::2].count(0), head[0::2].count(0)
+    if odd >= 0.4 * half and even <= 0.05 * half:
+        return "UTF-16 LE"
+    if even >= 0.4 * half and odd <= 0.05 * half:
+        return "UTF-16 BE"
+    return None
+
+
+#: Encodings named first when the bytes fit several (the commonest a spreadsheet saves in)
+_COMMON = ("cp1252", "iso8859-1")
+
+
+def _guess_encodings(raw: bytes) -> list[str]:
+    """The encodings ``raw`` reads as with the fewest oddities (charset_normalizer; a guess from the bytes, up to
+    three, the commonest first); [] when none fits. A short text fits several: each is named."""
+    from charset_normalizer import from_bytes
+
+    found = from_bytes(raw[:1 << 16])
+    best = found.best()
+    if best is None:
+        return []
+    names = []
+    for m in found:
+        if m.chaos <= best.chaos + 0.01:
+            names += [codecs.lookup(c).name for c in (m.encoding, *m.could_be_from_charset)]
+    names = list(dict.fromkeys(n for n in names if not n.startswith("utf")))
+    names.sort(key=lambda n: _COMMON.index(n) if n in _COMMON else len(_COMMON))
+    return names[:3]
+
+
+def decode_user_text(raw: bytes, source: str) -> str:
+    """The text of a user's file, which must be UTF-8 (a UTF-8 byte-order mark is allowed and dropped), or one
+    DHPError naming what it is instead and how to save it as UTF-8: UTF-16/UTF-32 named from their byte-order mark
+    (or from their NUL bytes when it has none), other encodings as detected (charset_normalizer's guess), a NUL byte
+    in otherwise UTF-8 text with its line. ``source`` names the file in the message."""
+    for bom, name, codec in _BOMS:
+        if raw.startswith(bom):
+            raise DHPError(f"{source} is {name} text (it starts with the {name} byte-order mark), not UTF-8.",
+                           "save it as UTF-8 (Excel: 'CSV UTF-8 (Comma delimited)', not 'Unicode Text'; an "
+                           f"editor: encoding 'UTF-8'; or `iconv -f {codec} -t UTF-8 in > out`).")
+    utf16 = _utf16_without_bom(raw)
+    if utf16:
+        raise DHPError(f"{source} looks like {utf16} text without a byte-order mark (every other byte is NUL), "
+                       "not UTF-8.",
+                       f"save it as UTF-8 (an editor: encoding 'UTF-8'; or `iconv -f {utf16.replace(' ', '')} -t UTF-8 "
+                       "in > out`).")
+    body = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = e.start + len(raw) - len(body)
+        line = raw[:offset].count(b"\n") + 1
+        guesses = _guess_encodings(raw)
+        iconv = _ICONV.get(guesses[0], guesses[0].upper()) if guesses else None
+        looks = (f"; it looks like {' or '.join(guesses)} (a guess from its bytes)" if guesses else
+                 "; its encoding could not be recognised")
+        raise DHPError(
+            f"{source} line {line} contains bytes that are not UTF-8 (byte {raw[offset:offset + 1]!r} at offset "
+            f"{offset}){looks}.",
+            "save the file as UTF-8 (in your editor choose 'UTF-8'"
+            + (f", or `iconv -f {iconv} -t UTF-8 in > out`" if iconv else
+               ", or with iconv from the encoding it was saved in: `iconv -f <encoding> -t UTF-8 in > out`")
+            + ").") from None
+    nul = text.find("\0")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        column = nul - (text.rfind("\n", 0, nul) + 1) + 1
+        raise DHPError(f"{source} line {line} contains a NUL byte (character {column} of the line): not a text "
+                       "a judge can read.",
+                       "remove the NUL bytes (e.g. `tr -d '\\000' < in > out`); if the file is full of them, it was "
+                       "saved as UTF-16 or is not a text file: save it as UTF-8 text.")
+    return text
 
 
 def jsonl_lines(text: str):

@@ -60,7 +60,22 @@ def _read(file: str) -> pd.DataFrame:
     path = RESULTS / file
     if not path.is_file():
         raise PluginError(f"results/{file} is missing: run `make demo` to write it, or fix the page's placeholder")
-    return pd.read_csv(path, keep_default_na=True)
+    from dhp.io import read_csv
+
+    return read_csv(path, keep_default_na=True)  # the project's reader: a neutralised cell reads as it was written
+
+
+#: Markdown's own syntax characters a cell could use to make a link, an image, attributes or math (escaped as numeric
+#: character references, which Markdown shows as the character); "|" is escaped as "\|" where a row is joined.
+_MARKDOWN_SYNTAX = str.maketrans({c: f"&#{ord(c)};" for c in "[]{}*`$\\"})
+
+
+def cell_text(text) -> str:
+    """A results value as page text: every character HTML would read as markup escaped (a model id
+    ``<img src=x onerror=alert(1)>`` a server reported shows as those characters, never as a tag), and Markdown's
+    link, attribute, emphasis, code and math characters too. Every cell and value the hooks put into a page goes
+    through here."""
+    return html.escape(str(text), quote=False).translate(_MARKDOWN_SYNTAX)
 
 
 def _select(df: pd.DataFrame, file: str, where: dict) -> pd.DataFrame:
@@ -102,7 +117,7 @@ def result(file: str, column: str, digits: int = 2, **where) -> str:
         raise PluginError(f"results/{file} has no column {column!r}")
     if len(df) != 1:
         raise PluginError(f"results/{file} has {len(df)} rows where {where} (a page's number needs exactly one)")
-    return _fmt(df.iloc[0][column], digits, integer=pd.api.types.is_integer_dtype(df[column]))
+    return cell_text(_fmt(df.iloc[0][column], digits, integer=pd.api.types.is_integer_dtype(df[column])))
 
 
 def count(file: str, **where) -> str:
@@ -168,7 +183,7 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
     if limit:
         df = df.head(limit)
     rename = rename or {}
-    head = [rename.get(c, c) for c in columns]
+    head = [cell_text(rename.get(c, c)).replace("|", "\\|") for c in columns]
     integer = {c: _integer(df[c]) and c not in (ci or {}) for c in columns}
     rows = []
     for _, r in df.iterrows():
@@ -189,7 +204,7 @@ def table(file: str, columns: list, where: dict | None = None, rename: dict | No
                 text += f" {notes[c]}"
             if blank and c in blank and text == "—":
                 text = blank[c]
-            cells.append(text.replace("|", "\\|"))
+            cells.append(cell_text(text).replace("|", "\\|"))
         rows.append("| " + " | ".join(cells) + " |")
     align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in columns]
     return "\n".join(["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |", *rows])

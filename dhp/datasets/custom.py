@@ -13,7 +13,7 @@ import pandas as pd
 from pydantic import AfterValidator
 
 from dhp.errors import DHPError
-from dhp.io import jsonl_lines
+from dhp.io import decode_user_text, jsonl_lines
 from dhp.schema import TASK_METRICS
 from dhp.datasets.files import dataset_names
 from dhp.datasets.selection import _frame, load_dataset, select_ids
@@ -47,16 +47,7 @@ def _custom_records(p: Path) -> list[tuple[str, dict]]:
     except OSError as e:
         raise DHPError(f"Cannot read {p}: {e.strerror or e}.",
                        "check the path and that the file is readable.") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        offset = e.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        line = raw[:offset].count(b"\n") + 1
-        raise DHPError(
-            f"{p} line {line} contains bytes that are not UTF-8 (byte {raw[offset:offset + 1]!r} "
-            f"at offset {offset}).",
-            "save the file as UTF-8 (e.g. in your editor choose 'UTF-8', or "
-            "`iconv -f latin1 -t utf-8 in.csv > out.csv`).") from None
+    text = decode_user_text(raw, str(p))  # UTF-8 only: UTF-16, other encodings and NUL bytes named and refused
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return _jsonl_records(p, text)
@@ -74,6 +65,10 @@ def _jsonl_records(p: Path, text: str) -> list[tuple[str, dict]]:
         except json.JSONDecodeError as e:
             raise DHPError(f"{p} line {lineno} is not valid JSON ({e.msg}).",
                            "write one JSON object per line.") from None
+        except RecursionError:
+            raise DHPError(f"{p} line {lineno} nests JSON deeper than Python's parser allows.",
+                           'write one flat object per line, e.g. {"item_id": "1", "source": ..., '
+                           '"reference": ...}.') from None
         if not isinstance(rec, dict):
             raise DHPError(f"{p} line {lineno} is a JSON {type(rec).__name__}, not an object.",
                            'write one object per line, e.g. {"item_id": "1", "source": ..., '
@@ -105,6 +100,13 @@ def _csv_records(p: Path, text: str) -> list[tuple[str, dict]]:
                 out.append((where, dict(zip(header, values))))
             start = reader.line_num + 1
     except csv.Error as e:
+        if "field limit" in str(e):  # csv's own limit on one field, not a quoting mistake as such
+            limit = csv.field_size_limit()
+            raise DHPError(f"{p}: a field starting on line {start} is longer than the CSV reader's limit of "
+                           f"{limit:,} characters (Python's csv.field_size_limit).",
+                           "if the text really is that long, save the file as JSONL (one JSON object per line: no "
+                           "field limit); if it should not be, a quote opened on that line is never closed, so the "
+                           "rest of the file reads as one field: close it.") from None
         raise DHPError(f"{p} line {start} is not valid CSV ({e}).",
                        "check the quoting on that line.") from None
     if not header or header == [""]:
