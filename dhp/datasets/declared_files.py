@@ -40,7 +40,7 @@ from dhp.errors import DHPError
 from dhp.io import file_sha256, resource
 
 __all__ = ["DataFile", "DataSet", "files", "sets", "data_root", "path", "ensure", "select", "missing", "fetch",
-           "FETCH_COMMAND", "demo_sets", "status", "differing", "markdown", "by_sha256"]
+           "FETCH_COMMAND", "demo_sets", "status", "differing", "markdown", "by_sha256", "verify_present"]
 
 REGISTRY = "data_registry.json"
 FETCH_COMMAND = "python -m dhp data fetch"
@@ -216,14 +216,95 @@ def missing(chosen: Iterable[DataFile], root: Path, *, wrong_size: bool = False)
     return [f for f in chosen if not ((root / f.rel).is_file() and (not wrong_size or _present(f, root)))]
 
 
-def ensure(names: Iterable[str], data_dir: str | os.PathLike | None = None) -> Path:
+def ensure(names: Iterable[str], data_dir: str | os.PathLike | None = None, *, verify: bool = True) -> Path:
     """Make the named files (sets, paths, folders: see :func:`select`) present in the data root, fetching the
-    missing ones; returns the data root."""
+    missing ones; returns the data root. With ``verify`` (the default) a present file whose size or mtime changed
+    since its sha256 was last checked is checked again before it is used (:func:`verify_present`); the dataset
+    loaders pass False and check every file themselves (dhp.datasets.files._check_files, which honours their
+    ``verify=False``)."""
     root = data_root(data_dir)
-    absent = missing(select(names), root)
+    chosen = select(names)
+    absent = missing(chosen, root)
     if absent:
         fetch(absent, root)
+    if verify:
+        verify_present(chosen, root)
     return root
+
+
+# ------------------------------------------------------------------------------------------- re-verification
+# A present file is used as it is, but never unchecked: its sha256 is checked the first time it is used (or when it
+# is fetched) and its size and mtime recorded; a later use whose size or mtime differs (the file was edited,
+# replaced, truncated) checks the sha256 again first. The record lives in the per-user cache, not in the data root,
+# which may be read-only, shared, or served as a mirror.
+
+_RECORDS: dict[Path, dict] = {}  # record file -> {rel: [size, mtime_ns, sha256]}, as this process knows it
+_RECORDS_LOCK = threading.Lock()  # loaders run in threads (the leaderboard's views)
+
+
+def _record_path(root: Path) -> Path:
+    """The record of a data root's checked files: <per-user cache>/dhp/verified/<hash of the root's path>.json."""
+    key = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(platformdirs.user_cache_dir("dhp", appauthor=False)) / "verified" / f"{key}.json"
+
+
+def _read_record(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: every file is checked again, which is only slower
+    return data if isinstance(data, dict) else {}
+
+
+def _altered_error(f: DataFile, p: Path, size: int, actual: str) -> DHPError:
+    expected = f"{f.bytes:,} bytes with " if f.bytes is not None else ""
+    return DHPError(
+        f"{f.rel}: {p} has {size:,} bytes with sha256 {actual}; expected {expected}sha256 {f.sha256} "
+        f"({'its dataset pool' if f.href else 'dhp/resources/data_registry.json'}). The file changed after it was "
+        "checked; it was not used.",
+        f"restore the declared file: delete {p} and run `{FETCH_COMMAND} {f.rel}` (or set DHP_DATA_DIR to a folder "
+        "holding the declared version).")
+
+
+def verify_present(chosen: Iterable[DataFile], root: Path) -> None:
+    """Check the sha256 of each present file of ``chosen`` whose size or mtime is not what they were when its
+    sha256 was last checked (every such file the first time); record the checked ones. A file whose sha256 (or
+    size) is not the declared one: DHPError naming the file, the expected and the actual sha256."""
+    path = _record_path(root)
+    with _RECORDS_LOCK:
+        record = _RECORDS.get(path)
+        if record is None:
+            record = _RECORDS[path] = _read_record(path)
+        changed = False
+        try:
+            for f in chosen:
+                if f.sha256 is None:
+                    continue  # an upstream file too large to declare: nothing to check it against
+                p = root / f.rel
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue  # absent: missing() and fetch() deal with it
+                stamp = [st.st_size, st.st_mtime_ns, f.sha256]
+                if record.get(f.rel) == stamp:
+                    continue
+                actual = file_sha256(p)
+                if actual != f.sha256 or (f.bytes is not None and st.st_size != f.bytes):
+                    if record.pop(f.rel, None) is not None:
+                        changed = True
+                    raise _altered_error(f, p, st.st_size, actual)
+                record[f.rel] = stamp
+                changed = True
+        finally:
+            if changed:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                        json.dump(record, fh, sort_keys=True)
+                    os.replace(tmp, path)
+                except OSError:
+                    pass  # a read-only cache: the files are checked again in the next process, which is only slower
 
 
 def path(name: str, data_dir: str | os.PathLike | None = None) -> Path:
