@@ -236,7 +236,7 @@ def ensure(names: Iterable[str], data_dir: str | os.PathLike | None = None, *, v
 # A present file is used as it is, but never unchecked: its sha256 is checked the first time it is used (or when it
 # is fetched) and its size and mtime recorded; a later use whose size or mtime differs (the file was edited,
 # replaced, truncated) checks the sha256 again first. The record lives in the per-user cache, not in the data root,
-# which may be read-only, shared, or served as a mirror.
+# which may be read-only, used by several people, or served as a mirror.
 
 _RECORDS: dict[Path, dict] = {}  # record file -> {rel: [size, mtime_ns, sha256]}, as this process knows it
 _RECORDS_LOCK = threading.Lock()  # loaders run in threads (the leaderboard's views)
