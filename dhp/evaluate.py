@@ -200,9 +200,13 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     backend = get_backend(judge, **run_options(judge, allow_insecure_key=allow_insecure_key))  # a bad spec, a missing or exposed key fails before anything
     backend.check_mode(mode)  # a mode it cannot serve (its supports_* flags): refused before any call
     run_dir = run_dir or default_run_dir(backend.identity)
+    # a dry run sends nothing, not even the model list or a tokenizer probe: the plan is made offline and says so
+    offline = backend.plan_offline() if dry_run and hasattr(backend, "plan_offline") else None
     steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
     print(describe(steps, backend.identity, profile), file=out)
     if dry_run:
+        if offline:
+            print(f"Dry run: {offline}.", file=out)
         return {"plan": steps, "calls_made": 0}
     if not yes:
         try:
@@ -246,8 +250,8 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
 
 
 def _calls_so_far(backend, cache_path) -> int:
-    """Model calls made so far: an HTTP backend counts its tries; otherwise the answers in the run's cache (a call
-    answered from the cache adds none)."""
+    """Model calls made so far: an HTTP backend counts its calls' tries (not its model list or tokenizer requests);
+    otherwise the answers in the run's cache (a call answered from the cache adds none)."""
     if hasattr(backend, "attempts"):
         return int(backend.attempts or 0)
     with open_cache(cache_path) as store:
