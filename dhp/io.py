@@ -302,6 +302,15 @@ def file_sha256(path: str | os.PathLike) -> str:
     return _SHA256[key]
 
 
+#: ``scheme://user:password@`` in any text: the credentials part of a URL (a judge spec's server URL may carry them).
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"']+@")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it removed: credentials are never stored."""
+    return _URL_CREDENTIALS.sub(r"\1", text)
+
+
 def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, backends=(), inputs=(),
                    extra: dict | None = None) -> Path:
     """Record one stage of a run in ``<run_dir>/manifest.json`` (atomically; other stages' entries kept).
@@ -321,10 +330,10 @@ def write_manifest(run_dir: str | os.PathLike, stage: str, parameters: dict, bac
         except metadata.PackageNotFoundError:
             continue
     manifest["stages"][stage] = {
-        "parameters": json.loads(json.dumps(parameters, default=str)),
+        "parameters": json.loads(redact_credentials(json.dumps(parameters, default=str))),
         "backends": [b.cache_identity() if hasattr(b, "cache_identity") else {"backend": str(b)} for b in backends],
         "inputs": {str(p): file_sha256(p) for p in inputs if Path(p).is_file()},
         "packages": versions,
-        **json.loads(json.dumps(extra or {}, default=str)),
+        **json.loads(redact_credentials(json.dumps(extra or {}, default=str))),
     }
     return write_text(path, json.dumps(manifest, indent=1, sort_keys=True))
