@@ -28,6 +28,7 @@ verdicts, mt-metrics-eval score files, your own CSV/JSONL) into the tables the m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -87,7 +88,8 @@ def _run(argv: list[str]) -> int:
             if est is not None:
                 print(est.describe(stage))
         return 0
-    with runlock.hold(config.run_dir, wait=args.wait):  # one writer per run folder (the stages take it again)
+    # one writer per run folder: run and run_stage take it (refusing); --wait takes it first, waiting
+    with runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext():
         paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
     for name, path in paths.items():
         print(f"{name}: {path}")

@@ -7,7 +7,7 @@
   results/ and figures/ through its own step (dhp.grid.publish), never as a run folder.
 - :func:`hold`: one writer per run folder. An exclusive ``fcntl.flock`` on ``<run folder>/.dhp-run.lock`` (the file
   says who holds it: pid, host, command); the kernel drops the lock when its holder exits, however it ends (SIGKILL
-  included), so no stale lock is ever left. A second process is refused before any call with the holder's pid and
+  included), so no stale lock is ever left (a killed holder's file stays, unlocked; a finished one removes it). A second process is refused before any call with the holder's pid and
   the fix, or waits (``wait=True``: ``--wait`` on the command line). Re-entrant within a process: ``run`` holds it
   around its stages, and each stage takes it again without blocking itself (flock locks belong to an open file, so a
   second open in the same process would block on the first).
@@ -108,8 +108,13 @@ def _open(folder: Path, run_dir) -> int:
     """The lock file's descriptor; creating the folder and the file is the check that the folder is writable (as
     root, os.access says yes to a read-only mount, so only a real write tells)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        return os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        for _ in range(100):  # another run may remove the empty folder it made between our mkdir and open
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                return os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:
+                continue
+        raise FileNotFoundError(errno.ENOENT, "the folder keeps disappearing")
     except OSError as e:
         why = os.strerror(e.errno) if e.errno else str(e)
         hint = ("a read-only folder" if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else
@@ -118,16 +123,9 @@ def _open(folder: Path, run_dir) -> int:
                        f"pass a --run-dir you can write to ({hint} cannot hold a run).") from None
 
 
-@contextlib.contextmanager
-def hold(run_dir, wait: bool = False, out=None) -> Iterator[Path]:
-    """Hold ``run_dir``'s one-writer lock for the ``with`` block (after :func:`check_run_dir`). Another process
-    holding it: a DHPError naming it, or (``wait``) wait until it is done. Yields the resolved folder."""
-    folder = check_run_dir(run_dir)
-    with _mutex:
-        mine = _held.get(folder)
-        if mine is not None:  # this process holds it already (a stage inside run): go on
-            mine[1] += 1
-    if mine is None:
+def _acquire(folder: Path, run_dir, wait: bool, out) -> int:
+    """The descriptor of the lock file, exclusively locked and still the one at its path (written: who holds it)."""
+    while True:
         fd = _open(folder, run_dir)
         try:
             try:
@@ -140,13 +138,37 @@ def hold(run_dir, wait: bool = False, out=None) -> Iterator[Path]:
                                    "--run-dir.") from None
                 print(f"waiting for the run folder {run_dir}: in use by {who}", file=out or sys.stderr, flush=True)
                 fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(folder / LOCK_NAME).st_ino
+            except FileNotFoundError:
+                current = None
+            if current != os.fstat(fd).st_ino:  # its holder removed it as it finished: lock the new one
+                os.close(fd)
+                continue
             info = {"pid": os.getpid(), "host": socket.gethostname(),
                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": _redact(" ".join(sys.argv))[:500]}
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+            return fd
         except BaseException:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
             raise
+
+
+@contextlib.contextmanager
+def hold(run_dir, wait: bool = False, out=None) -> Iterator[Path]:
+    """Hold ``run_dir``'s one-writer lock for the ``with`` block (after :func:`check_run_dir`). Another process
+    holding it: a DHPError naming it, or (``wait``) wait until it is done. Yields the resolved folder."""
+    folder = check_run_dir(run_dir)
+    made: list[Path] = []
+    with _mutex:
+        mine = _held.get(folder)
+        if mine is not None:  # this process holds it already (a stage inside run): go on
+            mine[1] += 1
+    if mine is None:
+        made = [d for d in (folder, *folder.parents) if not d.exists()]  # removed again if left empty
+        fd = _acquire(folder, run_dir, wait, out)
         with _mutex:
             _held[folder] = mine = [fd, 1]
     try:
@@ -158,4 +180,13 @@ def hold(run_dir, wait: bool = False, out=None) -> Iterator[Path]:
             if last:
                 del _held[folder]
         if last:
+            # the file goes while still locked (a run leaves nothing behind); one who opened it meanwhile sees
+            # that it is gone once it gets the lock, and takes a new one (_acquire)
+            with contextlib.suppress(OSError):
+                os.unlink(folder / LOCK_NAME)
             os.close(mine[0])  # closing the file releases the flock
+            for d in made:  # a run that failed before writing anything leaves no folder either
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    break

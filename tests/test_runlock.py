@@ -171,7 +171,12 @@ def test_the_lock_is_reentrant_in_a_process_and_released_after_the_outermost(tmp
         with runlock.hold(folder):  # run() holds it and each stage takes it again: no self-deadlock
             pass
         assert runlock.holder(folder) is not None  # still held by the outer block
-    assert runlock.holder(folder) is None
+    # a run leaves no lock file, and a folder it made and left empty (it failed before writing) goes too
+    assert runlock.holder(folder) is None and not folder.exists()
+    folder.mkdir()
+    with runlock.hold(folder):
+        (folder / "table.csv").write_text("a\n")
+    assert [p.name for p in folder.iterdir()] == ["table.csv"]
 
 
 def test_the_lock_file_never_holds_a_urls_credentials(tmp_path, monkeypatch):
