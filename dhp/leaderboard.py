@@ -53,7 +53,7 @@ TABLES = ("leaderboard.csv", "leaderboard_pairs.csv")
 class LeaderboardParams(Params):
     """Parameters of the leaderboard (python -m dhp leaderboard; notebook 11)."""
 
-    run_dir: str = Field("runs/default", description="the folder holding the methods' tables (make demo: results); "
+    run_dir: str = Field("runs/default", description="the folder holding the methods' tables (make demo: runs/demo/leaderboard; never results/ or figures/, which make demo publishes); "
                                                      "leaderboard.csv and leaderboard_pairs.csv are written here")
     figures_dir: str | None = Field(None, description="where the figures go (None: <run_dir>/figures)")
     n_resamples: int = Field(1000, ge=10, description="bootstrap and permutation draws per view (shared by every "
