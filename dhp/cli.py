@@ -28,10 +28,11 @@ verdicts, mt-metrics-eval score files, your own CSV/JSONL) into the tables the m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
-from dhp import batch, methods, weights
+from dhp import batch, methods, runlock, weights
 from dhp import extensions
 from dhp import config as cfg
 from dhp.datasets import declared_files
@@ -77,14 +78,19 @@ def _run(argv: list[str]) -> int:
                                                                "model, write no table")
         ap.add_argument("--stage", help="run this one stage only (dhp methods lists each method's stages); "
                                         "default: collect, analyze and figures")
+        ap.add_argument("--wait", action="store_true", help="when another run writes into the run folder, wait for "
+                                                            "it to finish (default: refuse, naming its pid)")
 
     m, config, args = config_from_argv(argv, "dhp run", extra)
+    runlock.check_run_dir(config.run_dir)  # never results/, figures/, the repository root or ''; dry run too
     if args.dry_run:
         for stage, est in m.estimate(config).items():
             if est is not None:
                 print(est.describe(stage))
         return 0
-    paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
+    # one writer per run folder: run and run_stage take it (refusing); --wait takes it first, waiting
+    with runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext():
+        paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
@@ -96,15 +102,18 @@ def _batch(action: str, argv: list[str]) -> int:
             ap.add_argument("--out", required=True, help="the OpenAI Batch input file to write (JSONL)")
         else:
             ap.add_argument("results", help="the batch job's output file (JSONL)")
+        ap.add_argument("--wait", action="store_true", help="when another run writes into the run folder, wait for "
+                                                            "it to finish (default: refuse, naming its pid)")
 
     m, config, args = config_from_argv(argv, f"dhp batch {action}", extra)
     m.check_mode(config)
     collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
-    if action == "export":
-        n = batch.export_calls(collect, args.out)
-        print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
-    else:
-        print(batch.import_results(collect, from_cwd(args.results), config.cache).describe())
+    with runlock.hold(config.run_dir, wait=args.wait):  # its cache is the run's: one writer at a time
+        if action == "export":
+            n = batch.export_calls(collect, args.out)
+            print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
+        else:
+            print(batch.import_results(collect, from_cwd(args.results), config.cache).describe())
     return 0
 
 
@@ -129,8 +138,9 @@ def _import_judgments(rest: list[str]) -> int:
         args.path = default_path(args.kind, args.data_dir)
     else:
         args.path = from_cwd(args.path)  # a file or folder named on the command line: relative to the current dir
-    report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
-                              lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
+    with runlock.hold(args.run_dir):  # one writer per run folder; never results/, figures/ or the root
+        report = import_judgments(args.kind, args.path, args.run_dir, dataset=args.dataset, scale=args.scale,
+                                  lp=args.lp, data_dir=args.data_dir, max_bytes=int(args.max_mb * 2**20))
     print(report.describe())
     return 0
 
@@ -206,6 +216,8 @@ def _evaluate(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--yes", action="store_true", help="run without asking after the plan")
     ap.add_argument("--dry-run", action="store_true", help="print the plan only; call nothing, write nothing")
+    ap.add_argument("--wait", action="store_true", help="when another run writes into the run folder, wait for "
+                                                        "it to finish (default: refuse, naming its pid)")
     ap.add_argument("--allow-insecure-key", action="store_true",
                     help="allow sending OPENAI_API_KEY over plain http to a non-loopback host")
     ap.add_argument("--protocol", action="append", dest="protocols", metavar="P",
@@ -213,7 +225,7 @@ def _evaluate(argv: list[str]) -> int:
                          "gemba:DA ... gemba:classes_ref (WMT22 segments beside GEMBA's recorded judges)")
     a = ap.parse_args(argv)
     evaluate(a.judge, a.profile, a.mode, a.run_dir, a.data_dir, yes=a.yes, dry_run=a.dry_run, seed=a.seed,
-             allow_insecure_key=a.allow_insecure_key, protocols=a.protocols)
+             allow_insecure_key=a.allow_insecure_key, protocols=a.protocols, wait=a.wait)
     return 0
 
 

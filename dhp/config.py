@@ -26,8 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dhp.errors import DHPError
 from dhp.extensions import expand_help
 
-__all__ = ["Params", "RunParams", "MODES", "validate", "add_arguments", "from_arguments", "notebook_defaults",
-           "describe"]
+__all__ = ["Params", "RunParams", "MODES", "EMPTY_KEPT", "validate", "add_arguments", "from_arguments",
+           "notebook_defaults", "describe"]
+
+#: ``Field(json_schema_extra=EMPTY_KEPT)``: an optional text parameter whose '' is a value of its own, said in its
+#: help (e.g. the leaderboard's views_cache, '': compute every view); elsewhere '' on the command line means None.
+EMPTY_KEPT = {"empty_kept": True}
 
 #: How a judge's reply becomes a score (dhp.judging.pointwise): sampled ratings, the expected rating over the
 #: score tokens' probabilities, or the mean token log-likelihood of the text (no rating asked for).
@@ -166,6 +170,8 @@ def add_arguments(parser: argparse.ArgumentParser, model: type[Params], skip: tu
             continue
         flag = "--" + name.replace("_", "-")
         base, optional, is_list, choices = _scalar(f.annotation)
+        keep_empty = bool((f.json_schema_extra or {}).get("empty_kept")) if isinstance(f.json_schema_extra, dict) \
+            else False
         help_text = f"{expand_help(f.description or '')} (default: {f.default!r})".replace("%", "%%")
         if base is bool and not is_list:
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
@@ -173,12 +179,14 @@ def add_arguments(parser: argparse.ArgumentParser, model: type[Params], skip: tu
         else:
             parser.add_argument(flag, dest=name, default=argparse.SUPPRESS, help=help_text,
                                 metavar="A,B" if is_list else (name.upper()),
-                                type=_list_parser(base) if is_list else _none_or(base) if optional else base,
+                                type=_list_parser(base) if is_list else _none_or(base, keep_empty) if optional else base,
                                 choices=None if is_list else choices)
 
 
-def _none_or(base):
+def _none_or(base, keep_empty: bool = False):
     def parse(text: str):
+        if text == "" and keep_empty:
+            return ""
         return None if text.lower() in ("none", "null", "") else base(text)
 
     parse.__name__ = getattr(base, "__name__", "value")

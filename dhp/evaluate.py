@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from dhp import methods
+from dhp import methods, runlock
 from dhp.backends import get_backend
 from dhp.backends.base import run_options
 from dhp.cache import open_cache
@@ -79,13 +79,6 @@ def default_run_dir(judge: str) -> str:
     return str(Path("runs") / "evaluate" / (re.sub(r"[^A-Za-z0-9._-]+", "_", judge).strip("_") or "judge"))
 
 
-def _under(path: Path, folder: str) -> bool:
-    try:
-        return resolve(path).is_relative_to(resolve(folder))
-    except (OSError, ValueError):
-        return False
-
-
 def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
          data_dir: str | None = None, seed: int = 0, backend=None, protocols=None) -> list[Step]:
     """The steps of an evaluation (no model call): each supported method with the profile's parameters (with
@@ -94,11 +87,8 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
     and the calls still to make (from the run's cache)."""
     if profile not in PROFILES:
         raise DHPError(f"Unknown profile {profile!r}.", f"use one of {list(PROFILES)}.")
-    run_dir = run_dir or default_run_dir(str(judge))
-    for forbidden in ("results", "figures"):
-        if _under(Path(run_dir), forbidden):
-            raise DHPError(f"The run folder {run_dir} is inside the demo's {forbidden}/.",
-                           "use another --run-dir (default runs/evaluate/<judge>).")
+    run_dir = default_run_dir(str(judge)) if run_dir is None else run_dir
+    runlock.check_run_dir(run_dir)  # never results/, figures/ or the repository root (resolved), never ''
     protocols = list(dict.fromkeys(protocols or ()))
     methods.check_protocol_names(protocols)  # any registered strategy or protocol, by its registered name
     steps, claimed = [], set()
@@ -193,13 +183,17 @@ def _last_rate(run_dir) -> float | None:
 
 def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
              data_dir: str | None = None, yes: bool = False, dry_run: bool = False, seed: int = 0,
-             allow_insecure_key: bool = False, out=None, confirm=input, protocols=None) -> dict[str, Any]:
+             allow_insecure_key: bool = False, out=None, confirm=input, protocols=None,
+             wait: bool = False) -> dict[str, Any]:
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
-    "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal)."""
+    "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal). The run
+    folder has one writer (dhp.runlock): another run in it is refused before any call, or waited for (``wait``)."""
     out = out or sys.stdout
+    if run_dir is not None:
+        runlock.check_run_dir(run_dir)  # a forbidden or empty folder: refused before the backend is even built
     backend = get_backend(judge, **run_options(judge, allow_insecure_key=allow_insecure_key))  # a bad spec, a missing or exposed key fails before anything
     backend.check_mode(mode)  # a mode it cannot serve (its supports_* flags): refused before any call
-    run_dir = run_dir or default_run_dir(backend.identity)
+    run_dir = default_run_dir(backend.identity) if run_dir is None else run_dir
     # a dry run sends nothing, not even the model list or a tokenizer probe: the plan is made offline and says so
     offline = backend.plan_offline() if dry_run and hasattr(backend, "plan_offline") else None
     steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
@@ -216,6 +210,12 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
         if str(answer).strip().lower() not in ("y", "yes"):
             print("Nothing run (confirm with y, or pass --yes).", file=out)
             return {"plan": steps, "calls_made": 0}
+    with runlock.hold(run_dir, wait=wait):
+        return _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, protocols)
+
+
+def _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, protocols) -> dict[str, Any]:
+    """Run every step, then the leaderboard and the report card (the run folder held)."""
     paths: dict[str, Path] = {}
     made, seconds = {}, {}
     for s in steps:

@@ -61,7 +61,7 @@ import pandas as pd
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from dhp import methods
+from dhp import methods, runlock
 from dhp.config import MODES, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
@@ -754,6 +754,14 @@ def run_grid(g: GridParams) -> Report:
     into the staging folder, published to results/ and figures/ only if every notebook succeeded."""
     report = Report()
     pts, report.not_applicable = points(g)
+    for p in pts:  # a point folder inside results/ or figures/ (runs_dir: results) is refused before any run
+        runlock.check_run_dir(p.folder, "runs_dir")
+    # one grid per run_id at a time (its staging folder and stamps); each point's notebook holds its own folder
+    with runlock.hold(resolve(g.runs_dir) / g.run_id):
+        return _run_grid(g, pts, report)
+
+
+def _run_grid(g: GridParams, pts: list[Point], report: Report) -> Report:
     with _step(report, "staging: copy results/"):
         report.staging, results, figures_path = _stage(g)
     figures = str(figures_path)

@@ -33,10 +33,10 @@ from pydantic import Field, field_validator
 
 import dhp.analysis
 import dhp.stats
-from dhp import methods
+from dhp import methods, runlock
 from dhp.analysis.leaderboard import View, leaderboard
 from dhp.analysis.recorded_views import item_views
-from dhp.config import Params
+from dhp.config import EMPTY_KEPT, Params
 from dhp.errors import DHPError
 from dhp.io import read_csv, resolve, slug, write_csv
 from dhp.plots import save_figures
@@ -53,7 +53,7 @@ TABLES = ("leaderboard.csv", "leaderboard_pairs.csv")
 class LeaderboardParams(Params):
     """Parameters of the leaderboard (python -m dhp leaderboard; notebook 11)."""
 
-    run_dir: str = Field("runs/default", description="the folder holding the methods' tables (make demo: results); "
+    run_dir: str = Field("runs/default", description="the folder holding the methods' tables (make demo: runs/demo/leaderboard; never results/ or figures/, which make demo publishes); "
                                                      "leaderboard.csv and leaderboard_pairs.csv are written here")
     figures_dir: str | None = Field(None, description="where the figures go (None: <run_dir>/figures)")
     n_resamples: int = Field(1000, ge=10, description="bootstrap and permutation draws per view (shared by every "
@@ -71,12 +71,12 @@ class LeaderboardParams(Params):
     views_cache: str | None = Field(None, description="where the results of views holding only recorded judges are "
                                                       "stored and reused (keyed by their inputs' sha256 and the "
                                                       "statistics' version); None: <per-user cache>/dhp/views; '': "
-                                                      "compute every view")
+                                                      "compute every view", json_schema_extra=EMPTY_KEPT)
     recorded_cache: str | None = Field(None, description="where the parsed rows of the recorded sources are kept "
                                                          "per input version (keyed by the files' sha256 and the "
                                                          "importers' code), so a later import reads them instead of "
                                                          "parsing the files; None: <per-user cache>/dhp/recorded; '': "
-                                                         "parse every time")
+                                                         "parse every time", json_schema_extra=EMPTY_KEPT)
     recorded_units: Literal["all", "judged"] = Field(
         "all", description="the recorded segment rows imported: 'all', or 'judged' — only those on the segments the "
                            "run's own judges scored (and every unscored row), the rows your judge's views compare it "
@@ -151,6 +151,11 @@ def run_leaderboard(config: LeaderboardParams | None = None, **values) -> dict[s
     """Compare the judges of ``config.run_dir`` on every view that has two or more of them; write the tables and one
     figure per view. Returns file name -> path."""
     config = config or LeaderboardParams(**values)
+    with runlock.hold(config.run_dir):  # one writer per run folder; never results/, figures/ or the root
+        return _run_leaderboard(config)
+
+
+def _run_leaderboard(config: LeaderboardParams) -> dict[str, Path]:
     start = time.perf_counter()
     import_recorded(config)
     _progress(f"recorded judgments imported ({', '.join(config.recorded) or 'none'})", start)

@@ -211,6 +211,8 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
         raise DHPError(f"score_prompts scores in mode 'logprobs', 'sample' or 'metric', not {mode!r}.",
                        "pass mode='logprobs' or mode='sample' (or 'metric' for a baseline judge).")
     backend = get_backend(judge)
+    if dry_run and calls_mod._no_file(cache):  # a dry run reads a missing cache as empty: it creates no file
+        cache = None
     calls_mod.prime(backend, cache)
     if mode == "metric":
         return _score_texts(prompts, backend, cache, progress, max_consecutive_failures, dry_run)
@@ -399,6 +401,8 @@ def score_perturbed(
     t0 = time.perf_counter()
     wanted = _check_judge_args(mode, n_samples, order, metrics)
     backend = get_backend(judge, **(backend_options or {}))
+    if dry_run and calls_mod._no_file(cache):  # a dry run reads a missing cache as empty: it creates no file
+        cache = None
     calls_mod.prime(backend, cache)
     ok, items = _item_table(perturbed, dataset)
     ctx = n_ctx if n_ctx is not None else backend.n_ctx

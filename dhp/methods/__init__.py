@@ -51,7 +51,7 @@ from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
 from dhp.extensions import Registry, origin_of, registrar
-from dhp import weights
+from dhp import runlock, weights
 from dhp.judging import PROTOCOLS
 from dhp.judging.strategies import STRATEGIES
 
@@ -474,12 +474,24 @@ def run_stage(method: "Method | str", stage: str, config: RunParams | dict | Non
         judge = values["judge"]
         values["judge"] = judge.identity
     config = method.config(config, **values)
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     backend = None
     if "judge" in st.calls:
         backend = method.backend(config, judge)  # a bad spec or an exposed key fails before any work
         if backend is not None:
             method.check_mode(config)
+    if not (write or st.calls_model):  # a look at a pure stage: nothing written, nothing to guard
+        return _run_stage(method, stage, st, stages, config, backend, tables, write)
+    if write and stage == "figures":
+        runlock.check_run_dir(config.figures, "figures_dir")  # never the published figures/
+    # one writer per run folder (re-entrant: run() holds it around its stages); refused before any call
+    with runlock.hold(config.run_dir):
+        return _run_stage(method, stage, st, stages, config, backend, tables, write)
+
+
+def _run_stage(method: "Method", stage: str, st: Stage, stages: dict, config: RunParams, backend, tables,
+               write: bool) -> StageResult:
+    """The body of :func:`run_stage`, in its run folder (held when it writes or calls a model)."""
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     read: dict[str, pd.DataFrame] = {}
     read_files: list[Path] = []
     if st.reads:
@@ -552,6 +564,11 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
     backend = method.backend(config, backend)
     if not recorded and isinstance(backend, Backend):
         backend.check_mode(config.mode)  # a mode the backend cannot serve: refused before any call
+    with runlock.hold(config.run_dir):  # the whole run is one writer's: no other run between its stages
+        return _run(method, config, figures, backend, recorded)
+
+
+def _run(method: Method, config: RunParams, figures: bool, backend, recorded: bool) -> dict[str, Path]:
     paths = dict(run_stage(method, "reference" if recorded else "collect", config, judge=backend).paths)
     paths.update(run_stage(method, "analyze", config).paths)
     if figures:
