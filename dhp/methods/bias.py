@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from dhp.analysis import bias as ba
 from dhp.analysis.leaderboard import View
@@ -31,7 +31,8 @@ from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets.llmbar import SUBSETS, load_llmbar
 from dhp.errors import DHPError
-from dhp.judging.strategies import STRATEGIES, run_strategies
+from dhp import calls
+from dhp.judging.strategies import STRATEGIES, llmbar_plan_jobs, llmbar_protocol, run_strategies
 from dhp.methods import Method, Plan, StageResult, Table, register
 from dhp.perturb.cues import CUES
 from dhp.perturb.catalog import get as get_perturbation
@@ -42,15 +43,16 @@ VERDICT_KEEP = ("item_id", "subset", "strategy", "order", "verdict", "label", "f
 class BiasParams(RunParams):
     """Parameters of a bias run (python -m dhp run --method bias)."""
 
-    subsets: list[str] = Field(["Natural", "Adversarial"], min_length=1,
+    # defaults: a lesson's few calls (notebook 13); the evaluate profiles run Natural + Adversarial, 20 or all pairs
+    subsets: list[str] = Field(["Adversarial_Neighbor"], min_length=1,
                                description=f"LLMBar subsets the live judge is run on ({', '.join(SUBSETS)}; "
                                            "'Adversarial' = the four adversarial ones)")
-    n_pairs: int | None = Field(4, ge=1, description="pairs per subset, a seeded sample (None: every pair: 100 "
+    n_pairs: int | None = Field(2, ge=1, description="pairs per subset, a seeded sample (None: every pair: 100 "
                                                      "Natural, 319 Adversarial)")
     strategies: list[str] = Field(["llmbar:Vanilla"], min_length=1,
                                   description="registered pairwise strategies the live judge runs, each in both "
                                               "orders (python -m dhp extensions)")
-    cues: list[str] = Field(["verbosity", "authority", "bandwagon", "control"],
+    cues: list[str] = Field(["verbosity", "control"],
                             description=f"planted cues on the gold-worse output ({', '.join(CUES)}; [] for none)")
     repeats: int = Field(0, ge=0, description="repeatability: runs of the plain pairs with seeds seed+1.. (0 or 1: "
                                               "none; k >= 2: Fleiss' kappa of the k runs)")
@@ -71,6 +73,17 @@ class BiasParams(RunParams):
         if bad:
             raise ValueError(f"unknown strategy(ies) {bad}; use some of {list(STRATEGIES)}")
         return v
+
+    @model_validator(mode="after")
+    def _repeats_are_new_requests(self):
+        # LLMBar's requests carry no seed (evaluate.py sends none) and run at temperature 0: a repeat is the same
+        # request, answered by the cache — a kappa of 1 that measures nothing
+        fixed = [s for s in self.strategies if s.startswith("llmbar:")]
+        if self.repeats > 1 and fixed:
+            raise ValueError(f"repeats {self.repeats} with {fixed}: LLMBar's requests carry no seed, so every repeat "
+                             "is the same request, answered once by the cache; measure repeatability with a strategy "
+                             "whose requests carry the seed (e.g. --strategies dhp_vanilla), or set repeats 0")
+        return self
 
     @field_validator("cues")
     @classmethod
@@ -144,8 +157,10 @@ class Bias(Method):
     uses = ("pairwise_verdicts.parquet", "item_scores.parquet", "item_human.parquet")
 
     profiles = {
-        "standard": {"subsets": ["Natural", "Adversarial"], "n_pairs": 20, "strategies": ["llmbar:Vanilla"]},
-        "paper": {"subsets": ["Natural", "Adversarial"], "n_pairs": None, "strategies": ["llmbar:Vanilla"]},
+        "standard": {"subsets": ["Natural", "Adversarial"], "n_pairs": 20, "strategies": ["llmbar:Vanilla"],
+                     "cues": list(CUES)},
+        "paper": {"subsets": ["Natural", "Adversarial"], "n_pairs": None, "strategies": ["llmbar:Vanilla"],
+                  "cues": list(CUES)},
     }
 
     # ------------------------------------------------------------------ collect
@@ -174,11 +189,7 @@ class Bias(Method):
             raise DHPError("Judge 'recorded' calls no model, so the bias method collects nothing for it.",
                            "import LLMBar's verdicts (python -m dhp import-judgments llmbar) and run with "
                            "--judge recorded, or name a live judge.")
-        pairs = self.load_pairs(config)
-        pairs = pairs[pairs["label"].isin(["1", "2"])].reset_index(drop=True)  # a cue needs a gold-worse output
-        runs = [("none", pairs.assign(cued_output=""), 0)]
-        runs += [(c, self.cued_pairs(pairs, c), 0) for c in config.cues]
-        runs += [("none", pairs.assign(cued_output=""), r) for r in range(1, config.repeats if config.repeats > 1 else 0)]
+        runs = self._runs(config)
         parts = []
         for cue, p, repeat in runs:
             v, costs = run_strategies(p, config.strategies, judge=backend, mode=config.mode, cache=config.cache,
@@ -190,14 +201,43 @@ class Bias(Method):
         verdicts = pd.concat(parts, ignore_index=True)[list(VERDICTS.columns)]
         return StageResult({VERDICTS.name: verdicts, **self.collect_reference(config)})
 
-    def evaluate_plan(self, config: BiasParams, backend=None) -> Plan:
+    def _runs(self, config: BiasParams) -> list[tuple[str, pd.DataFrame, int]]:
+        """(cue, pairs, repeat) of every run of the judge: the plain pairs, each cue's, the repeats'."""
         pairs = self.load_pairs(config)
-        runs = 1 + len(config.cues) + max(config.repeats - 1, 0)
-        return Plan([f"LLMBar: {len(pairs)} pairs x 2 orders x {len(config.strategies)} strategies, plain and with "
+        pairs = pairs[pairs["label"].isin(["1", "2"])].reset_index(drop=True)  # a cue needs a gold-worse output
+        runs = [("none", pairs.assign(cued_output=""), 0)]
+        runs += [(c, self.cued_pairs(pairs, c), 0) for c in config.cues]
+        runs += [("none", pairs.assign(cued_output=""), r) for r in range(1, config.repeats if config.repeats > 1 else 0)]
+        return runs
+
+    def estimate(self, config: BiasParams, judge=None) -> dict:
+        """``dhp run --method bias --dry-run``: the exact requests of the ``llmbar:`` strategies (plain pairs, every
+        cue's rewritten pairs), under the cache keys the run gives them, priced through the cache — so the plain
+        pairs that decompose_aggregate asked on the same cache count as cached. Other strategies: not estimated."""
+        jobs = []
+        for s in (x for x in config.strategies if x.startswith("llmbar:")):
+            protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
+            for _cue, p, repeat in self._runs(config):
+                if repeat == 0:  # (repeats of an llmbar: request are the same request: refused by BiasParams)
+                    jobs += llmbar_plan_jobs(p, protocol)
+        if not jobs:
+            return {"collect": None}
+        return {"collect": calls.chat(judge or config.judge, [r for _, r in jobs], config.cache, dry_run=True,
+                                      progress=False, scopes=[sc for sc, _ in jobs])}
+
+    def evaluate_plan(self, config: BiasParams, backend=None) -> Plan:
+        runs = self._runs(config)
+        n = len(runs[0][1])
+        others = [s for s in config.strategies if not s.startswith("llmbar:")]
+        est = self.estimate(config, backend)["collect"]
+        note = ("calls: one per pair, order, strategy and cue; the plain pairs are the requests decompose_aggregate "
+                "asks of the same pairs with the same strategy (one cache: asked once)")
+        if others:
+            note += f"; not priced: {', '.join(others)} (about {n * 2 * len(others) * len(runs)} calls)"
+        return Plan([f"LLMBar: {n} pairs x 2 orders x {len(config.strategies)} strategies, plain and with "
                      f"{len(config.cues)} planted cues, beside LLMBar's recorded judges (all strategies, 419 pairs)"],
-                    calls=len(pairs) * 2 * len(config.strategies) * runs,
-                    note="calls: one per pair, order, strategy and cue (a strategy with several steps asks more), "
-                         "before the cache")
+                    estimates=[est] if est is not None else [],
+                    calls=None if est is not None else n * 2 * len(config.strategies) * len(runs), note=note)
 
     # ------------------------------------------------------------------ analyze (pure)
     @staticmethod
