@@ -81,3 +81,14 @@ def test_the_demo_runs_bias_on_decompose_aggregates_pairs():
     # the same pairs, and strategies decompose_aggregate runs: the demo's plain bias calls are cache hits
     assert (bc.n_pairs, bc.subsets, bc.seed) == (dc.n_pairs, dc.subsets, dc.seed)
     assert set(bc.strategies) <= set(dc.strategies)
+
+
+def test_repeats_with_an_unseeded_llmbar_strategy_are_refused():
+    """LLMBar's requests carry no seed: a repeat is the same request, answered by the cache (a kappa of 1 that
+    measures nothing). A strategy whose requests carry the seed is accepted."""
+    from dhp.errors import DHPError
+
+    bias = methods.get("bias")
+    with pytest.raises(DHPError, match="carry no seed"):
+        bias.config({"repeats": 3, "strategies": ["llmbar:Vanilla"]})
+    assert bias.config({"repeats": 3, "strategies": ["dhp_vanilla"]}).repeats == 3

@@ -611,7 +611,11 @@ def report_card(folders, judge: str | None = None, mode: str | None = None) -> p
         rows = m.card(tables) if tables else pd.DataFrame(columns=CARD_COLUMNS)
         seen += list(tables.values())
         parts.append((m, rows))
-    pairs = [(j, md) for j, md in judge_modes(seen) if (judge is None or j == judge) and (mode is None or md == mode)]
+    carded = {(str(j), str(md)) for _, rows in parts for j, md in zip(rows["judge"], rows["mode"])}
+    # a recorded judge (imported beside the run's: the bias lesson imports LLMBar's) gets a card only where a
+    # method gives it rows, not a card of "not run" rows
+    pairs = [(j, md) for j, md in judge_modes(seen) if (judge is None or j == judge) and (mode is None or md == mode)
+             and (md != "recorded" or (j, md) in carded)]
     if judge is not None and mode is not None and not pairs:
         pairs = [(judge, mode)]  # asked for explicitly: its card says what was not run
     out = []

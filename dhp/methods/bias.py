@@ -19,6 +19,7 @@ Analysis: dhp.analysis.bias (pure).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -147,7 +148,7 @@ class Bias(Method):
     title = "Judge biases (position, length, planted cues, repeatability)"
     paper = ("Zheng et al. 2023 (position, verbosity); alpaca_eval length control; Ye et al. 2024, CALM (cues); "
              "LLMBar's positional agreement (Zeng et al. 2023)")
-    notebooks = ()  # notebook 13 (the lesson) is not written yet
+    notebooks = ("13_bias",)
     modes = ("logprobs", "sample")
     headline = ("flip_rate", "prefer_first")
     Params = BiasParams
@@ -290,11 +291,42 @@ class Bias(Method):
         llm = scores.loc[scores["criterion"] != "", "judge"].astype(str).unique().tolist()
         return sorted(set(llm) | set(HANNA_HEADLINE_METRICS))
 
+    # ------------------------------------------------------------------ figures
+    def figures(self, tables: dict[str, pd.DataFrame], config: BiasParams) -> dict:
+        """Per leaderboard strategy of a live judge (and LLMBar's Vanilla, where recorded judges ran it) on the pooled
+        LLMBar pairs: prefer-first, flip rate and length bias per judge with intervals, the baselines beside them
+        (dhp.plots.bias)."""
+        from dhp.analysis.decomposition import view_strategy
+        from dhp.plots.bias import plot_bias
+
+        pos, ln, lengths = tables.get(POSITION.name), tables.get(LENGTH.name), tables.get(PAIRS.name)
+        if pos is None or pos.empty:
+            return {}
+        pooled = pos[(pos["subset"] == ba.LLMBAR_SCOPE)]
+        # the strategies of the live judges, and LLMBar's Vanilla (the recorded judges' headline): not all 15
+        live = pooled[pooled["mode"] != "recorded"]
+        names = sorted({view_strategy(s, p) for s, p in zip(live["strategy"].astype(str),
+                                                              live["protocol"].fillna("").astype(str))}
+                       | ({"Vanilla"} & set(pooled["strategy"].astype(str))))
+        out = {}
+        for name in names:
+            p, q = pos, ln
+            if lengths is not None and len(lengths):  # the baselines on the same pairs, as on the views
+                b = ba.baseline_verdicts(lengths, name)
+                p = pd.concat([pos, ba.position_table(b, config.n_boot, config.seed)], ignore_index=True)
+                if ln is not None:
+                    q = pd.concat([ln, ba.length_table(b, lengths, config.n_boot, config.seed)], ignore_index=True)
+            out[f"bias_{re.sub(r'[^A-Za-z0-9_-]+', '_', name)}"] = plot_bias(p, q, name)
+        return out
+
     # ------------------------------------------------------------------ card
     def card(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         """Per judge × strategy on the pooled LLMBar pairs: flip rate, prefer-first share, length bias index; per
-        cue: robustness (both orders)."""
+        cue: robustness (both orders). Judges the run ran only: the recorded LLMBar judges (imported beside them)
+        are on the bias tables, the leaderboard's views and the method page, not a report card each."""
         rows = []
+        tables = {k: (t[t["mode"] != "recorded"] if t is not None and "mode" in t.columns else t)
+                  for k, t in tables.items()}
         pos = tables.get(POSITION.name)
         if pos is not None and len(pos):
             for r in pos[pos["subset"] == ba.LLMBAR_SCOPE].to_dict("records"):
