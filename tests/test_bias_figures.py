@@ -85,3 +85,20 @@ def test_report_card_has_the_bias_column_and_no_card_for_an_imported_judge(tmp_p
     mine = card[card["method"] == "bias"].set_index("measure")
     assert mine.loc["prefer_first", "value"] == 1.0 and mine.loc["flip_rate", "value"] == 1.0
     assert (mine["status"] == "ok").all() and (mine["n"] == 30).all()
+
+
+def test_position_views_keep_the_pairs_of_equal_length():
+    """'Always the longer' has no verdict on a pair of equal length; on the position views it would take those pairs
+    from every judge (a view compares on the units all share): it stands on the length view only."""
+    from dhp.analysis.leaderboard import leaderboard
+
+    L = _lengths()
+    L.loc[:4, "words_2"] = L.loc[:4, "words_1"]
+    L.loc[:4, "longer"] = ""  # 5 pairs of equal length
+    v = pd.concat([_verdicts(L, "GPT-4", "recorded", "Vanilla", lambda r, o: r.label),
+                   _verdicts(L, "Falcon", "recorded", "Vanilla", lambda r, o: ba.FIRST[o])], ignore_index=True)
+    views = methods.get("bias").views({"pairwise_verdicts.parquet": v, "bias_pairs.parquet": L})
+    board = leaderboard(views, n_resamples=50)["leaderboard.csv"].set_index(["view", "judge"])
+    assert (board.loc["bias_position", "n"] == 30).all()  # every pair
+    assert "baseline:always_longer" not in board.loc["bias_position"].index
+    assert board.loc[("bias_length", "baseline:always_longer"), "n"] == 25

@@ -92,3 +92,18 @@ def test_repeats_with_an_unseeded_llmbar_strategy_are_refused():
     with pytest.raises(DHPError, match="carry no seed"):
         bias.config({"repeats": 3, "strategies": ["llmbar:Vanilla"]})
     assert bias.config({"repeats": 3, "strategies": ["dhp_vanilla"]}).repeats == 3
+
+
+def test_evaluate_standard_dry_run_prices_bias(tmp_path, monkeypatch):
+    """``python -m dhp evaluate JUDGE --profile standard --dry-run``'s plan has a bias step with LLMBar's exact
+    requests priced: 20 pairs per subset (Natural + 4 Adversarial) x 2 orders x (plain + 4 cues)."""
+    _needs_prompts()
+    from dhp import evaluate as ev
+
+    monkeypatch.setattr(ev.methods, "all_methods", lambda: [methods.get("bias")])  # the other methods: their tests
+    steps = ev.plan(JUDGE, "standard", run_dir=str(tmp_path / "r"))
+    text = ev.describe(steps, JUDGE, "standard")
+    (step,) = steps
+    assert (step.method, step.calls, step.cached) == ("bias", 100 * 2 * 5, 0) and step.prompt_tokens > 0
+    assert "bias: calls: 1000 to make (0 cached)" in text and "planted cues" in text
+    assert not (tmp_path / "r").exists()  # a plan writes nothing

@@ -371,10 +371,13 @@ class Bias(Method):
             unit = gg["subset"].astype(str) + ":" + gg["item_id"].astype(str)
             protocols = {(j, m): p for (j, m), p in g.groupby(["judge", "mode"])["protocol"].first().items()}
             notes = {"protocols": protocols, "units": "pairs"}
-            consistent = gg.assign(unit=unit, value=(gg["v12"] == gg["v21"]).astype(float))
+            # "always the longer" is a length baseline: it has no verdict on pairs of equal length, and on the
+            # position views it would take those pairs from every judge (a view compares on the units all share)
+            on_pos = (gg["judge"] != "baseline:always_longer").to_numpy()
+            consistent = gg.assign(unit=unit, value=(gg["v12"] == gg["v21"]).astype(float))[on_pos]
             out.append(View("bias_position", ba.LLMBAR_SCOPE, "position_consistency", "mean",
                             consistent[["judge", "mode", "unit", "value"]], strategy=strategy, notes=notes))
-            first = gg.assign(unit=unit, value=ba.first_values(gg))
+            first = gg.assign(unit=unit, value=ba.first_values(gg))[on_pos]
             out.append(View("bias_position", ba.LLMBAR_SCOPE, "position_balance", "statistic",
                             first[["judge", "mode", "unit", "value"]], strategy=strategy,
                             statistic=_balance, draws=_balance_draws, notes=notes))

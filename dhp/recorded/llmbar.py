@@ -144,7 +144,9 @@ def _upstream_path(path, root) -> str:
 
 
 @importer("llmbar", suffixes=("result.json",), relative_path=_upstream_path, default="llmbar_judgments",
-          feeds=("decompose_aggregate",), views="LLMBar agreement with the gold preference (decompose_aggregate's pairwise view)")
+          feeds=("decompose_aggregate", "bias"),
+          views="LLMBar agreement with the gold preference (decompose_aggregate's pairwise view); position and length "
+                "bias (the bias views)")
 def _read(f: SourceFile, ctx) -> dict[str, pd.DataFrame]:
     """LLMBar result.json files -> pairwise_verdicts.parquet."""
     return {"pairwise_verdicts.parquet": read_result_json(f)}
