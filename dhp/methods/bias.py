@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from dhp.analysis import bias as ba
 from dhp.analysis.leaderboard import View
@@ -75,16 +75,17 @@ class BiasParams(RunParams):
             raise ValueError(f"unknown strategy(ies) {bad}; use some of {list(STRATEGIES)}")
         return v
 
-    @model_validator(mode="after")
-    def _repeats_are_new_requests(self):
+    @field_validator("repeats")
+    @classmethod
+    def _repeats_are_new_requests(cls, v, info):
         # LLMBar's requests carry no seed (evaluate.py sends none) and run at temperature 0: a repeat is the same
         # request, answered by the cache — a kappa of 1 that measures nothing
-        fixed = [s for s in self.strategies if s.startswith("llmbar:")]
-        if self.repeats > 1 and fixed:
-            raise ValueError(f"repeats {self.repeats} with {fixed}: LLMBar's requests carry no seed, so every repeat "
-                             "is the same request, answered once by the cache; measure repeatability with a strategy "
-                             "whose requests carry the seed (e.g. --strategies dhp_vanilla), or set repeats 0")
-        return self
+        fixed = [s for s in info.data.get("strategies", []) if s.startswith("llmbar:")]
+        if v > 1 and fixed:
+            raise ValueError(f"with {fixed} LLMBar's requests carry no seed, so every repeat is the same request, "
+                             "answered once by the cache; measure repeatability with a strategy whose requests "
+                             "carry the seed (e.g. --strategies dhp_vanilla), or set repeats 0")
+        return v
 
     @field_validator("cues")
     @classmethod
