@@ -63,6 +63,7 @@ def plot_bias(position: pd.DataFrame, length: pd.DataFrame | None = None, strate
             if np.isnan(val):  # no number: say why where the dot would be
                 ax.text(ref, yi, f" n/a: {why}", fontsize=6, va="center", color="tab:red")
         ax.axvline(ref, ls=":", color="grey", lw=1)
+        ax.set_ylim(-0.7, len(pos) - 0.3)  # room for the first and last rows' reasons
         ax.set_title(title, fontsize=8, wrap=True)
         ax.set_xlim(-0.05 if ref == 0.5 or measure == "flip_rate" else -1.05, 1.05)
         ax.grid(axis="x", lw=0.3)
