@@ -492,7 +492,32 @@ def figures(name: str, alt: str) -> str:
 
 # --------------------------------------------------------------------------------------------- the events
 
-FUNCTIONS = {"result": result, "table": table, "count": count, "config_reference": config_reference,
+def power_table(method: str) -> str:
+    """A method's power table (dhp.analysis.power), computed at build time: the units at which a judge of each quality
+    is told from chance, and the demo's n (params/demo.yaml) beside it — never typed by hand."""
+    import yaml
+
+    from dhp import methods
+    from dhp.analysis import power as pw
+
+    m = methods.get(method)
+    if not m.power:
+        raise PluginError(f"method {method!r} states no power (Method.power)")
+    kind, field_name, units = m.power
+    demo = yaml.safe_load((ROOT / "params" / "demo.yaml").read_text()).get("method_params", {}).get(method, {})
+    n = demo.get(field_name, m.Params.model_fields[field_name].default)
+    what = "agreement with the gold" if kind == "agreement" else "rank correlation with the humans"
+    rows = ["| judge's " + what + " | " + units + " needed (α = 0.05, 80% power) | the control of that quality |",
+            "|---|---|---|"]
+    for r in pw.power_table(kind).itertuples():
+        need = "—" if not math.isfinite(r.units_needed) else f"{int(r.units_needed)}"
+        rows.append(f"| ≥ {r.quality:g} | {need} | {('`' + r.oracle + '`') if r.oracle else '—'} |")
+    rows.append("")
+    rows.append(f"At the demo's {field_name} = {n}: {pw.power_line(kind, int(n), units)}.")
+    return "\n".join(rows)
+
+
+FUNCTIONS = {"result": result, "power_table": power_table, "table": table, "count": count, "config_reference": config_reference,
              "course": course, "lesson": lesson, "figures": figures}
 
 

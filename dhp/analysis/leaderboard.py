@@ -20,8 +20,8 @@ judge; each method builds its views from its tables (``Method.views``). Three ki
 Units: judges are compared on the units all of them have (a finite value; in a segment view, the (unit, system)
 outputs all of them scored, and ``n`` counts their units). A judge measured on fewer than
 ``min_coverage`` of the best-covered judge's units is left out of that view with its reason (status), so a judge
-run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``), adjusted by
-Holm within the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
+run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``: twice the smaller of the two one-sided p,
+:func:`two_sided`), adjusted by Holm within the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
 one-sided p that the better-valued judge is better (``p_better``). The clusters follow the WMT metrics findings
 (mt-metrics-eval's AssignRanks) exactly: walking down the judges sorted by value, a judge opens a new cluster when
 a judge of the current cluster beats it with one-sided p_better ≤ α, unadjusted — so a cluster boundary is WMT's,
@@ -62,7 +62,7 @@ from dhp.lazy import lazy_module
 sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE", "STATS_VERSION",
-           "view_key", "MIN_UNITS_RANKED"]
+           "view_key", "MIN_UNITS_RANKED", "two_sided", "pair_p_consistent"]
 
 KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
@@ -78,7 +78,7 @@ PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "ju
 RECORDED_MODE = "recorded"
 #: The statistics' code version: part of every stored view's key (``view_key``). Raise it with any change that
 #: alters a number of leaderboard.csv or leaderboard_pairs.csv, so results stored by older code are not reused.
-STATS_VERSION = 2
+STATS_VERSION = 3  # 3: p is twice the smaller one-sided p (two_sided)
 #: Fewest units a view's statistic is read as a ranking on (``View.notes["min_units_ranked"]`` overrides): with
 #: fewer, the judges' rows get a "too few units" status instead of "ok" (their value and rank stay, as indicative).
 #: Segment statistics: 30 items; a system-level statistic (notes set by dhp.analysis.system_level): 100 segments.
@@ -413,6 +413,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
         values, intervals, pairs, walked = _KIND[v.kind](v, judges, units, k, seed, ci, **extra)
         better_first = []
         for a, b, p, p_ab, p_ba, test in pairs:
+            p = two_sided(p, p_ab, p_ba)
             if values[b] > values[a] or (values[b] == values[a] and judges[b] < judges[a]):
                 a, b, p_ab = b, a, p_ba
             better_first.append((a, b, p, p_ab, test))
@@ -464,6 +465,36 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                       "status": why, **tail, "protocol": str(v.notes.get("protocols", {}).get((j, m), tail["protocol"])),
                       "cluster_holm": math.nan})
     return board, pair_rows
+
+
+def two_sided(p: float, p_ab: float, p_ba: float) -> float:
+    """The pair's two-sided p: twice the smaller one-sided p (capped at 1), where both one-sided p are known; else the
+    test's own two-sided p (a segment test reports only the better-valued direction).
+
+    Why: a paired bootstrap's two-sided p counted |resampled difference - observed| >= |observed| — both tails of a
+    distribution that is far from symmetric when a judge's statistic is skewed (DHP's D_avg on 10 items: one judge's
+    interval 0.09-0.53 around 0.14), so a pair read p = 0.50 two-sided beside p_better = 0.007 one-sided: two tests of
+    different things in one row. Doubling the smaller tail is the equal-tailed test, the one the percentile interval
+    of the difference inverts, and it keeps p <= 2 * p_better, so ``significant`` (Holm on p) and ``cluster``
+    (p_better) read the same evidence. For the exact and the sign-flip tests, whose null is symmetric, it is the p
+    they gave (up to the cap)."""
+    if p_ab is None or p_ba is None or not (math.isfinite(p_ab) and math.isfinite(p_ba)):
+        return p
+    return float(min(1.0, 2.0 * min(p_ab, p_ba)))
+
+
+def pair_p_consistent(pairs: pd.DataFrame, n_resamples: int, z: float = 4.0) -> pd.Series:
+    """Per row of leaderboard_pairs.csv: whether p <= 2 * min(p_better, 1 - p_better) + the Monte Carlo error of the
+    resampled p (z standard errors of 2 * p_better over ``n_resamples`` draws, plus the (1 + ...)/(1 + k) offset) —
+    what a two-sided and a one-sided p of one pair must satisfy. An exact test's p may exceed 2 * (1 - p_better) by
+    its atom at the observed value (its one-sided p count the observed value on both sides), allowed here too."""
+    pb = pairs["p_better"].astype(float).clip(0, 1)
+    k = float(n_resamples)
+    mc = z * 2 * np.sqrt(pb * (1 - pb) / k) + 4.0 / (k + 1)
+    atom = np.where(pairs["test"].astype(str).str.startswith("exact"), 2 * (1 - pb), 0.0)
+    bound = 2 * np.minimum(pb, np.maximum(1 - pb, atom / 2)) + mc
+    p = pairs["p"].astype(float)
+    return ~(p > bound) | p.isna() | pb.isna()
 
 
 def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:

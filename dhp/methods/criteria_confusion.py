@@ -176,6 +176,7 @@ class CriteriaConfusion(Method):
     notebooks = ("07_criteria_confusion",)
     modes = ("logprobs", "sample")
     headline = "confusion_index"
+    power = ("agreement", "n_items", "items")
     Params = CriteriaConfusionParams
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
     profiles = {"standard": {}, "paper": {"n_items": 100}}  # python -m dhp evaluate: its defaults (its own tables)

@@ -171,6 +171,14 @@ class DecomposeAggregate(Method):
     notebooks = ("08_decompose_aggregate",)
     modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls); a baseline compares no pair
     headline = "agreement"
+    power = ("agreement", "n_pairs", "pairs per subset")
+
+    def refuses(self, judge: str, mode: str) -> str:
+        # mode "metric" here is a control's (it answers pairs from the gold); a baseline's surface statistic has no
+        # pairwise verdict
+        if mode == "metric" and not str(judge).startswith("control:"):
+            return "mode metric runs controls only here: a baseline cannot compare two texts"
+        return ""
     Params = DecomposeAggregateParams
     collects = (VERDICTS, COSTS, BRIDGE_SCORES, BRIDGE_COMPARISONS)
     produces = (AGREEMENT, PAIRWISE_D, BRIDGE)

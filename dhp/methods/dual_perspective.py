@@ -95,6 +95,14 @@ class DualPerspective(Method):
     notebooks = ("09_dual_perspective",)
     modes = ("logprobs", "sample", "metric")  # metric: a baseline or a control (dhp.controls)
     headline = "kappa"
+    power = ("correlation", "n_targets", "targets per aspect")
+
+    def refuses(self, judge: str, mode: str) -> str:
+        # mode "metric" here is a control's (it answers pairs from the gold); a baseline's surface statistic has no
+        # pairwise verdict
+        if mode == "metric" and not str(judge).startswith("control:"):
+            return "mode metric runs controls only here: a baseline cannot compare two texts"
+        return ""
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
     profiles = {"standard": {}, "paper": {}}  # python -m dhp evaluate: its defaults (its own tables)

@@ -123,6 +123,7 @@ class HumanAlignment(Method):
     notebooks = ("09_dual_perspective",)
     modes = ("logprobs", "sample", "metric")
     headline = ("segment_acc_eq_calibrated", "summary_spearman")
+    power = ("correlation", "n_docs", "documents")
     Params = HumanAlignmentParams
     collects = (TARGETS, SEGMENTS, HUMAN)
     produces = (Table("alignment.csv", tuple(al.ALIGNMENT_COLUMNS),
