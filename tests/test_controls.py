@@ -69,3 +69,30 @@ def test_p_and_p_better_of_one_pair_agree_on_a_skewed_statistic():
     assert len(pairs) == 1
     assert pair_p_consistent(pairs, 999).all(), pairs[["p", "p_better"]]
     assert pairs["p"].iloc[0] <= 2 * pairs["p_better"].iloc[0] + 1e-12
+
+
+def test_criteria_confusion_control_lowers_the_damaged_criteria_only():
+    # a good control on criteria confusion drops the aspects the attack damages (its target aspect, Table 2, and
+    # those annotators expect to drop, Table 19) and leaves every other aspect and the original alone
+    from dhp.datasets.criteria_hu2024 import load_expectations
+    from dhp.methods import get
+    m = get("criteria_confusion")
+    e = load_expectations()
+    attack = "passive_voice"
+    damaged = set(e.loc[(e["attack"] == attack) & (e["human"] | (e["aspect"] == e["target_aspect"])), "aspect"])
+    assert damaged and damaged != set(e["aspect"])
+    aspects = sorted(set(e["aspect"]))
+    prompts = pd.DataFrame([{"dataset": "summeval", "item_id": "i1", "attack": a, "variant": v, "method": "rule",
+                             "aspect": asp, "description_type": "detailed", "instruction": "paper",
+                             "prompt": "text " * 10} for a, v in (("", "original"), (attack, "perturbed"))
+                            for asp in aspects])
+    cfg = m.Params(judge="control:oracle@0", mode="metric", run_dir="/tmp/unused")
+    out = m.collect_scores(cfg, prompts, "control:oracle@0")["confusion_scores.parquet"]
+    got = dict(zip(zip(out["attack"], out["aspect"]), out["score"]))
+    assert all(got[("", a)] == 5.0 for a in aspects)
+    assert all(got[(attack, a)] == (3.0 if a in damaged else 5.0) for a in aspects)
+    assert out["n_valid"].eq(1).all() and (out["judge"] == "control:oracle@0").all()
+    # a baseline cannot run there in mode metric: one clear error, and the grid leaves it out
+    assert m.refuses("baseline:chrf_src", "metric") and not m.refuses("control:chance", "metric")
+    with pytest.raises(DHPError):
+        m.collect_scores(m.Params(judge="baseline:chrf_src", mode="metric", run_dir="/tmp/unused"), prompts)

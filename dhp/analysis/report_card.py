@@ -88,8 +88,9 @@ def confusion_rows(summary: pd.DataFrame) -> pd.DataFrame:
                              nan_status="too few pairs (< 5)" if n_sf > 0 else "no S_F cell" if scored
                              else "no usable scores"))
         # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
+        # n: the cells both shares rest on (S_T cells and the S_F cells the equivalence test ran on)
         rows.append(card_row(r["judge"], r["mode"], "criteria_confusion", "confusion_index", scope,
-                             r["confusion_index"],
+                             r["confusion_index"], n=n_st + (n_tested if pd.notna(n_tested) else 0),
                              nan_status="no significant drop" if scored else "no usable scores"))
     return _frame(rows)
 
