@@ -53,6 +53,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dhp.controls import judge_kind
 from dhp.errors import DHPError
 from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
@@ -66,7 +67,7 @@ __all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS"
 
 KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
-                       "cluster", "recorded", "status", "cluster_rule", "cluster_holm", "protocol"]
+                       "cluster", "recorded", "status", "cluster_rule", "cluster_holm", "protocol", "judge_kind"]  # judge_kind: dhp.controls.judge_kind
 #: The rule that draws ``cluster`` (and the bands of every leaderboard figure); ``cluster_holm`` is the same walk with
 #: the Holm-adjusted decisions of ``significant`` instead, so both outcomes are visible side by side.
 CLUSTER_RULE = ("WMT rule (mt-metrics-eval AssignRanks): a new cluster where a judge of the current one beats the "
@@ -669,6 +670,9 @@ def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha
         board += parts[n][0]
         pairs += parts[n][1]
     board_df = pd.DataFrame(board, columns=LEADERBOARD_COLUMNS)
+    # what kind of judge each row is (control / baseline / recorded / model): a control is never read as a model
+    board_df["judge_kind"] = [judge_kind(j, "recorded" if r is True or r == True else m)  # noqa: E712 (a numpy bool)
+                              for j, m, r in zip(board_df["judge"], board_df["mode"], board_df["recorded"])]
     board_df = board_df.sort_values(["view", "scope", "measure", "strategy", "rank"], kind="stable",
                                     na_position="last").reset_index(drop=True)
     return {"leaderboard.csv": board_df, "leaderboard_pairs.csv": pd.DataFrame(pairs, columns=PAIR_COLUMNS)}

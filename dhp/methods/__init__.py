@@ -43,7 +43,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import pandas as pd
 
-from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
+from dhp.analysis.report_card import CARD_COLUMNS, not_run_row, with_kind
 from dhp.backends import Backend, get_backend
 from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
@@ -627,7 +627,7 @@ def report_card(folders, judge: str | None = None, mode: str | None = None) -> p
         for m, rows in parts:
             mine = rows[(rows["judge"] == j) & (rows["mode"] == md)] if len(rows) else rows
             out.append(mine if len(mine) else pd.DataFrame([not_run_row(j, md, m.name)], columns=CARD_COLUMNS))
-    return pd.concat(out, ignore_index=True)[CARD_COLUMNS] if out else pd.DataFrame(columns=CARD_COLUMNS)
+    return with_kind(pd.concat(out, ignore_index=True))[CARD_COLUMNS] if out else pd.DataFrame(columns=CARD_COLUMNS)
 
 
 def describe_methods() -> str:
