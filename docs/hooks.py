@@ -433,8 +433,10 @@ def course() -> str:
                 "assert cells that check them): the notebook check's (`build/executed/`, `make test`) where it ran, "
                 "else one of `make demo`'s runs (`runs/`), else the copy `make docs` executed at the notebook's "
                 "defaults. Where the demo ran a lesson for several judges, the page shows the most informative "
-                f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds (judge, "
-                "items, score rows, time), read from that run's own files. The column *the run on its page* "
+                f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds, read from "
+                "that run's own files: the time it took to execute, its settings where they differ from the "
+                "notebook's defaults, and, where the run's tables are kept beside it, the items and score rows they "
+                "hold and their finite intervals. The column *the run on its page* "
                 "is read from the same files: items, finite intervals, the seconds it took when this site's copy "
                 "ran, and any setting that differs from the notebook's defaults.")
     else:
