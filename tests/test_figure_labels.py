@@ -60,3 +60,29 @@ def test_the_overlap_check_sees_the_old_layout_collide(monkeypatch):
     # the control: a bar with its value for every judge x strategy (the layout lessons 11/12 showed) overlaps
     monkeypatch.setattr(decomposition, "_bars_fit", lambda *a: True)
     assert overlaps(decomposition.plot_agreement(_recorded_like()))
+
+
+def test_report_card_comparison_has_no_overlapping_labels():
+    from dhp.analysis.report_card import card_row
+    from dhp.plots.report_card import plot_card_comparison
+
+    judges = [("baseline:chrf_src", "metric"), ("control:oracle@0.2", "metric"), ("control:chance", "metric"),
+              ("control:longer", "metric"), ("embedded:gemma-3-270m", "likelihood"),
+              ("embedded:smollm2-135m", "logprobs")]
+    rows = []
+    for k, (j, m) in enumerate(judges):
+        rows.append(card_row(j, m, "dhp", "D_avg", "summeval", 1.0 + k / 10, n=100))
+        rows.append(card_row(j, m, "criteria_confusion", "confusion_index", "detailed",
+                             float("nan") if k % 2 else 0.2, nan_status="no significant drop"))
+        rows.append(card_row(j, m, "human_alignment", "segment_acc_eq_calibrated", "mqm", float("nan"),
+                             nan_status="too few units (3 of 100)"))
+        rows.append(card_row(j, m, "human_alignment", "summary_spearman", "coherence",
+                             float("nan") if k == 4 else 0.1 * k, n=20, nan_status="n too small (n < 3)"))
+        # the README figure's five columns: a long status beside a long one (issue 53: one spilled out of its cell)
+        rows.append(card_row(j, m, "decompose_aggregate", "agreement", "Natural/direct", float("nan"),
+                             nan_status="too few units (3 of 100)"))
+        rows.append(card_row(j, m, "dual_perspective", "kappa", "coherence", float("nan"),
+                             nan_status="too few units (2 of 100)"))
+    picks = {"dhp": "D_avg", "criteria_confusion": "confusion_index", "decompose_aggregate": "agreement",
+             "dual_perspective": "kappa", "human_alignment": ("segment_acc_eq_calibrated", "summary_spearman")}
+    assert overlaps(plot_card_comparison(pd.DataFrame(rows), picks)) == []
