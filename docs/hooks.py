@@ -506,8 +506,10 @@ def power_table(method: str) -> str:
     if not m.power:
         raise PluginError(f"method {method!r} states no power (Method.power)")
     kind, field_name, units = m.power
-    demo = yaml.safe_load((ROOT / "params" / "demo.yaml").read_text()).get("method_params", {}).get(method, {})
+    grid = ROOT / "params" / "demo.yaml"  # a site built from docs/ alone (no params/): the method's default n
+    demo = (yaml.safe_load(grid.read_text()).get("method_params", {}).get(method, {}) if grid.is_file() else {})
     n = demo.get(field_name, m.Params.model_fields[field_name].default)
+    where = "the demo's" if field_name in demo else "the default"
     what = "agreement with the gold" if kind == "agreement" else "rank correlation with the humans"
     rows = ["| judge's " + what + " | " + units + " needed (α = 0.05, 80% power) | the control of that quality |",
             "|---|---|---|"]
@@ -515,7 +517,7 @@ def power_table(method: str) -> str:
         need = "—" if not math.isfinite(r.units_needed) else f"{int(r.units_needed)}"
         rows.append(f"| ≥ {r.quality:g} | {need} | {('`' + r.oracle + '`') if r.oracle else '—'} |")
     rows.append("")
-    rows.append(f"At the demo's {field_name} = {n}: {pw.power_line(kind, int(n), units)}.")
+    rows.append(f"At {where} {field_name} = {n}: {pw.power_line(kind, int(n), units)}.")
     return "\n".join(rows)
 
 
