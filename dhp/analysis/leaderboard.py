@@ -31,7 +31,8 @@ block of 100 draws at a time, stopping once p is below 0.02 or above 0.5). Pure:
 Tables: ``leaderboard.csv`` (LEADERBOARD_COLUMNS: one row per view × judge: value, lo, hi, n, rank = position by
 value, cluster = significance cluster by the WMT rule, recorded, status, cluster_rule = the rule stated in words
 (CLUSTER_RULE), cluster_holm = the same walk with the Holm-adjusted decisions of ``significant`` — the two can differ,
-and both are shown —, protocol = the judge's protocol, e.g. LLMBar's identity
+and both are shown —, judge_kind = control / baseline / recorded / model (dhp.controls.judge_kind: a control or a
+baseline is never read as a model), protocol = the judge's protocol, e.g. LLMBar's identity
 ``llmbar/Vanilla@900616b sha256:…`` (with "[PaLM2: own answer rule …]" for a recorded judge run on its own config),
 given by the method in ``View.notes["protocols"]`` per (judge, mode), else the view's ``View.notes["protocol"]``) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
 view × pair of judges, the better-valued first: diff, p, p_adj, significant, test, n).
