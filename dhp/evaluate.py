@@ -74,6 +74,17 @@ class Step:
     unlimited_calls: int = 0  # calls sent without max_tokens: their completion tokens are assumed, not bounded
 
 
+def power_line_of(method, config) -> str:
+    """The plan's power line of a method at its run's n (dhp.analysis.power; "" when the method states none)."""
+    from dhp.analysis.power import power_line
+
+    if not method.power:
+        return ""
+    kind, field_name, units = method.power
+    n = getattr(config, field_name, None)
+    return "" if n is None else power_line(kind, int(n), units)
+
+
 def default_run_dir(judge: str) -> str:
     """runs/evaluate/<judge spec as a folder name>."""
     return str(Path("runs") / "evaluate" / (re.sub(r"[^A-Za-z0-9._-]+", "_", judge).strip("_") or "judge"))
@@ -121,6 +132,9 @@ def _estimate(m, config, backend) -> Step:
     try:
         p = m.evaluate_plan(config, backend)
         step.units, step.note = list(p.units), p.note
+        line = power_line_of(m, step.config)
+        if line:
+            step.units.append(line)
         for est in p.estimates:
             _add(step, est)
         if step.calls is None and p.calls is not None:

@@ -271,6 +271,9 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
                     if mode not in m.modes:
                         not_applicable.append(f"{name} for {judge} in {mode} mode (it runs in {', '.join(m.modes)})")
                         continue
+                    if m.refuses(judge, mode):
+                        not_applicable.append(f"{name} for {judge} in {mode} mode ({m.refuses(judge, mode)})")
+                        continue
                     base = root / home / (dataset or "")
                     folder = base / f"{slug(judge)}-{mode}"
                     values = _values(g, m, judge, mode, dataset if "dataset" in m.Params.model_fields else None)

@@ -433,8 +433,10 @@ def course() -> str:
                 "assert cells that check them): the notebook check's (`build/executed/`, `make test`) where it ran, "
                 "else one of `make demo`'s runs (`runs/`), else the copy `make docs` executed at the notebook's "
                 "defaults. Where the demo ran a lesson for several judges, the page shows the most informative "
-                f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds (judge, "
-                "items, score rows, time), read from that run's own files. The column *the run on its page* "
+                f"run, by this rule: {PICK_RULE}. The top of each page names its run and what it holds, read from "
+                "that run's own files: the time it took to execute, its settings where they differ from the "
+                "notebook's defaults, and, where the run's tables are kept beside it, the items and score rows they "
+                "hold and their finite intervals. The column *the run on its page* "
                 "is read from the same files: items, finite intervals, the seconds it took when this site's copy "
                 "ran, and any setting that differs from the notebook's defaults.")
     else:
@@ -492,7 +494,34 @@ def figures(name: str, alt: str) -> str:
 
 # --------------------------------------------------------------------------------------------- the events
 
-FUNCTIONS = {"result": result, "table": table, "count": count, "config_reference": config_reference,
+def power_table(method: str) -> str:
+    """A method's power table (dhp.analysis.power), computed at build time: the units at which a judge of each quality
+    is told from chance, and the demo's n (params/demo.yaml) beside it — never typed by hand."""
+    import yaml
+
+    from dhp import methods
+    from dhp.analysis import power as pw
+
+    m = methods.get(method)
+    if not m.power:
+        raise PluginError(f"method {method!r} states no power (Method.power)")
+    kind, field_name, units = m.power
+    grid = ROOT / "params" / "demo.yaml"  # a site built from docs/ alone (no params/): the method's default n
+    demo = (yaml.safe_load(grid.read_text()).get("method_params", {}).get(method, {}) if grid.is_file() else {})
+    n = demo.get(field_name, m.Params.model_fields[field_name].default)
+    where = "the demo's" if field_name in demo else "the default"
+    what = "agreement with the gold" if kind == "agreement" else "rank correlation with the humans"
+    rows = ["| judge's " + what + " | " + units + " needed (α = 0.05, 80% power) | the control of that quality |",
+            "|---|---|---|"]
+    for r in pw.power_table(kind).itertuples():
+        need = "—" if not math.isfinite(r.units_needed) else f"{int(r.units_needed)}"
+        rows.append(f"| ≥ {r.quality:g} | {need} | {('`' + r.oracle + '`') if r.oracle else '—'} |")
+    rows.append("")
+    rows.append(f"At {where} {field_name} = {n}: {pw.power_line(kind, int(n), units)}.")
+    return "\n".join(rows)
+
+
+FUNCTIONS = {"result": result, "power_table": power_table, "table": table, "count": count, "config_reference": config_reference,
              "course": course, "lesson": lesson, "figures": figures}
 
 

@@ -127,3 +127,53 @@ def test_headline_falls_back_to_the_next_measure_with_a_number_and_says_which():
     assert h["b"] == pytest.approx(0.3) and used["b"] == "summary_spearman"  # mean of its scopes
     assert h["j"] == 0.5 and used["j"] == "segment_acc_eq_calibrated"  # the first preference when it has a number
     assert h["k"] == "no usable scores"  # no number anywhere: the reason, never 0
+
+
+def _comparison_card():
+    from dhp.analysis.report_card import card_row
+
+    rows = [card_row(j, "metric", "human_alignment", "summary_spearman", "coherence", v, n=20)
+            for j, v in (("baseline:chrf_src", 0.04), ("control:oracle@0.2", 0.8), ("control:chance", 0.01))]
+    rows += [card_row("embedded:smollm2-135m", "logprobs", "human_alignment", "segment_acc_eq_calibrated", "mqm",
+                      math.nan, nan_status="too few units (3 of 100) and nothing else usable here")]
+    rows += [card_row(j, m, "dhp", "D_avg", "summeval", 1.2, 0.9, 1.5, n=10)
+             for j, m in (("baseline:chrf_src", "metric"), ("embedded:smollm2-135m", "logprobs"))]
+    return pd.DataFrame(rows)
+
+
+def test_comparison_headers_name_the_statistic_their_cells_show_and_kinds_are_named():
+    from dhp.plots.report_card import plot_card_comparison
+
+    picks = {"dhp": "D_avg", "human_alignment": ("segment_acc_eq_calibrated", "summary_spearman")}
+    fig = plot_card_comparison(_comparison_card(), picks)
+    ax = fig.axes[0]
+    headers = [t.get_text().replace("\n", "") for t in ax.get_xticklabels()]
+    # every number in the human-alignment column is a summary-level Spearman: its header says so, not the first pick
+    assert "summary_spearman" in headers[1] and "segment_acc" not in headers[1], headers
+    assert "D_avg" in headers[0]
+    judges = [t.get_text() for t in ax.get_yticklabels()]
+    assert any("control:oracle@0.2" in j and "control)" in j for j in judges), judges
+    assert any("baseline:chrf_src" in j and "baseline)" in j for j in judges)
+    assert any("smollm2" in j and "model)" in j for j in judges)
+    # the card table names the kind too
+    assert "judge_kind" in CARD_COLUMNS and set(_comparison_card()["judge_kind"]) == {"baseline", "control", "model"}
+
+
+def test_comparison_text_stays_inside_its_cell():
+    from dhp.plots.report_card import plot_card_comparison
+
+    picks = {"dhp": "D_avg", "human_alignment": ("segment_acc_eq_calibrated", "summary_spearman")}
+    fig = plot_card_comparison(_comparison_card(), picks)
+    fig.set_dpi(100)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    r = fig.canvas.get_renderer()
+    to_px = ax.transData.transform
+    for t in ax.texts:
+        j, i = t.get_position()
+        (x0, y0), (x1, y1) = to_px((j - 0.5, i - 0.5)), to_px((j + 0.5, i + 0.5))
+        box = t.get_window_extent(r)
+        assert min(x0, x1) - 0.5 <= box.x0 and box.x1 <= max(x0, x1) + 0.5, (t.get_text(), box, x0, x1)
+        assert min(y0, y1) - 0.5 <= box.y0 and box.y1 <= max(y0, y1) + 0.5, (t.get_text(), box, y0, y1)
+    # the long status is cut to the cell, still readable
+    assert any(t.get_text().startswith("too few units") for t in ax.texts)

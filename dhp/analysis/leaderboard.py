@@ -20,8 +20,8 @@ judge; each method builds its views from its tables (``Method.views``). Three ki
 Units: judges are compared on the units all of them have (a finite value; in a segment view, the (unit, system)
 outputs all of them scored, and ``n`` counts their units). A judge measured on fewer than
 ``min_coverage`` of the best-covered judge's units is left out of that view with its reason (status), so a judge
-run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``), adjusted by
-Holm within the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
+run on 4 items does not shrink a 319-item comparison to 4 items. Every pair gets a two-sided p (``p``: twice the smaller of the two one-sided p,
+:func:`two_sided`), adjusted by Holm within the view (view × scope × measure × strategy: ``p_adj``; the pair is ``significant`` when p_adj ≤ α), and the
 one-sided p that the better-valued judge is better (``p_better``). The clusters follow the WMT metrics findings
 (mt-metrics-eval's AssignRanks) exactly: walking down the judges sorted by value, a judge opens a new cluster when
 a judge of the current cluster beats it with one-sided p_better ≤ α, unadjusted — so a cluster boundary is WMT's,
@@ -31,7 +31,8 @@ block of 100 draws at a time, stopping once p is below 0.02 or above 0.5). Pure:
 Tables: ``leaderboard.csv`` (LEADERBOARD_COLUMNS: one row per view × judge: value, lo, hi, n, rank = position by
 value, cluster = significance cluster by the WMT rule, recorded, status, cluster_rule = the rule stated in words
 (CLUSTER_RULE), cluster_holm = the same walk with the Holm-adjusted decisions of ``significant`` — the two can differ,
-and both are shown —, protocol = the judge's protocol, e.g. LLMBar's identity
+and both are shown —, judge_kind = control / baseline / recorded / model (dhp.controls.judge_kind: a control or a
+baseline is never read as a model), protocol = the judge's protocol, e.g. LLMBar's identity
 ``llmbar/Vanilla@900616b sha256:…`` (with "[PaLM2: own answer rule …]" for a recorded judge run on its own config),
 given by the method in ``View.notes["protocols"]`` per (judge, mode), else the view's ``View.notes["protocol"]``) and ``leaderboard_pairs.csv`` (PAIR_COLUMNS: one row per
 view × pair of judges, the better-valued first: diff, p, p_adj, significant, test, n).
@@ -53,6 +54,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from dhp.controls import judge_kind
 from dhp.errors import DHPError
 from dhp.stats import clusters, paired, permutation
 from dhp.stats import segment as seg
@@ -62,11 +64,11 @@ from dhp.lazy import lazy_module
 sps = lazy_module("scipy.stats")  # imported when first used (dhp.lazy)
 
 __all__ = ["View", "leaderboard", "LEADERBOARD_COLUMNS", "PAIR_COLUMNS", "KINDS", "CLUSTER_RULE", "STATS_VERSION",
-           "view_key", "MIN_UNITS_RANKED"]
+           "view_key", "MIN_UNITS_RANKED", "two_sided", "pair_p_consistent"]
 
 KINDS = ("mean", "segment", "statistic")
 LEADERBOARD_COLUMNS = ["view", "scope", "measure", "strategy", "judge", "mode", "value", "lo", "hi", "n", "rank",
-                       "cluster", "recorded", "status", "cluster_rule", "cluster_holm", "protocol"]
+                       "cluster", "recorded", "status", "cluster_rule", "cluster_holm", "protocol", "judge_kind"]  # judge_kind: dhp.controls.judge_kind
 #: The rule that draws ``cluster`` (and the bands of every leaderboard figure); ``cluster_holm`` is the same walk with
 #: the Holm-adjusted decisions of ``significant`` instead, so both outcomes are visible side by side.
 CLUSTER_RULE = ("WMT rule (mt-metrics-eval AssignRanks): a new cluster where a judge of the current one beats the "
@@ -78,7 +80,7 @@ PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "ju
 RECORDED_MODE = "recorded"
 #: The statistics' code version: part of every stored view's key (``view_key``). Raise it with any change that
 #: alters a number of leaderboard.csv or leaderboard_pairs.csv, so results stored by older code are not reused.
-STATS_VERSION = 2
+STATS_VERSION = 3  # 3: p is twice the smaller one-sided p (two_sided)
 #: Fewest units a view's statistic is read as a ranking on (``View.notes["min_units_ranked"]`` overrides): with
 #: fewer, the judges' rows get a "too few units" status instead of "ok" (their value and rank stay, as indicative).
 #: Segment statistics: 30 items; a system-level statistic (notes set by dhp.analysis.system_level): 100 segments.
@@ -413,6 +415,7 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
         values, intervals, pairs, walked = _KIND[v.kind](v, judges, units, k, seed, ci, **extra)
         better_first = []
         for a, b, p, p_ab, p_ba, test in pairs:
+            p = two_sided(p, p_ab, p_ba)
             if values[b] > values[a] or (values[b] == values[a] and judges[b] < judges[a]):
                 a, b, p_ab = b, a, p_ba
             better_first.append((a, b, p, p_ab, test))
@@ -464,6 +467,36 @@ def _one_view(v: View, k: int, seed: int, alpha: float, ci: float, min_coverage:
                       "status": why, **tail, "protocol": str(v.notes.get("protocols", {}).get((j, m), tail["protocol"])),
                       "cluster_holm": math.nan})
     return board, pair_rows
+
+
+def two_sided(p: float, p_ab: float, p_ba: float) -> float:
+    """The pair's two-sided p: twice the smaller one-sided p (capped at 1), where both one-sided p are known; else the
+    test's own two-sided p (a segment test reports only the better-valued direction).
+
+    Why: a paired bootstrap's two-sided p counted |resampled difference - observed| >= |observed| — both tails of a
+    distribution that is far from symmetric when a judge's statistic is skewed (DHP's D_avg on 10 items: one judge's
+    interval 0.09-0.53 around 0.14), so a pair read p = 0.50 two-sided beside p_better = 0.007 one-sided: two tests of
+    different things in one row. Doubling the smaller tail is the equal-tailed test, the one the percentile interval
+    of the difference inverts, and it keeps p <= 2 * p_better, so ``significant`` (Holm on p) and ``cluster``
+    (p_better) read the same evidence. For the exact and the sign-flip tests, whose null is symmetric, it is the p
+    they gave (up to the cap)."""
+    if p_ab is None or p_ba is None or not (math.isfinite(p_ab) and math.isfinite(p_ba)):
+        return p
+    return float(min(1.0, 2.0 * min(p_ab, p_ba)))
+
+
+def pair_p_consistent(pairs: pd.DataFrame, n_resamples: int, z: float = 4.0) -> pd.Series:
+    """Per row of leaderboard_pairs.csv: whether p <= 2 * min(p_better, 1 - p_better) + the Monte Carlo error of the
+    resampled p (z standard errors of 2 * p_better over ``n_resamples`` draws, plus the (1 + ...)/(1 + k) offset) —
+    what a two-sided and a one-sided p of one pair must satisfy. An exact test's p may exceed 2 * (1 - p_better) by
+    its atom at the observed value (its one-sided p count the observed value on both sides), allowed here too."""
+    pb = pairs["p_better"].astype(float).clip(0, 1)
+    k = float(n_resamples)
+    mc = z * 2 * np.sqrt(pb * (1 - pb) / k) + 4.0 / (k + 1)
+    atom = np.where(pairs["test"].astype(str).str.startswith("exact"), 2 * (1 - pb), 0.0)
+    bound = 2 * np.minimum(pb, np.maximum(1 - pb, atom / 2)) + mc
+    p = pairs["p"].astype(float)
+    return ~(p > bound) | p.isna() | pb.isna()
 
 
 def _holm_clusters(judges, values, better_first, adj, alpha) -> pd.DataFrame:
@@ -638,6 +671,9 @@ def leaderboard(views: list[View], n_resamples: int = 1000, seed: int = 0, alpha
         board += parts[n][0]
         pairs += parts[n][1]
     board_df = pd.DataFrame(board, columns=LEADERBOARD_COLUMNS)
+    # what kind of judge each row is (control / baseline / recorded / model): a control is never read as a model
+    board_df["judge_kind"] = [judge_kind(j, "recorded" if r is True or r == True else m)  # noqa: E712 (a numpy bool)
+                              for j, m, r in zip(board_df["judge"], board_df["mode"], board_df["recorded"])]
     board_df = board_df.sort_values(["view", "scope", "measure", "strategy", "rank"], kind="stable",
                                     na_position="last").reset_index(drop=True)
     return {"leaderboard.csv": board_df, "leaderboard_pairs.csv": pd.DataFrame(pairs, columns=PAIR_COLUMNS)}

@@ -13,6 +13,8 @@ The card is a tidy long table (CARD_COLUMNS), one row per judge × mode × metho
 - scope: what the number is about (dataset, description type, subset/strategy, aspect, view/aspect);
 - value, lo, hi: the number and its interval where the method gives one (NaN otherwise);
 - n: items, cells, pairs or targets behind the number (NaN when the table does not say);
+- judge_kind: "control", "baseline", "recorded" or "model" (dhp.controls.judge_kind), so no control or baseline
+  is read as a model;
 - status: "ok"; "no usable scores" (the method ran but the judge's replies gave no number: e.g. no LLMBar
   verdict in any order); "no significant drop" (a confusion index of 0/0); "too few pairs (< 5)" (no S_F cell
   had the 5 pairs the equivalence test needs); "no S_T cell" / "no S_F cell" (the aspects asked have none);
@@ -25,7 +27,9 @@ import math
 
 import pandas as pd
 
-CARD_COLUMNS = ["judge", "mode", "method", "measure", "scope", "value", "lo", "hi", "n", "status"]
+from dhp.controls import judge_kind
+
+CARD_COLUMNS = ["judge", "mode", "method", "measure", "scope", "value", "lo", "hi", "n", "status", "judge_kind"]
 
 
 def card_row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.nan, n=math.nan,
@@ -35,7 +39,7 @@ def card_row(judge, mode, method, measure, scope, value, lo=math.nan, hi=math.na
     return {"judge": judge, "mode": mode, "method": method, "measure": measure, "scope": str(scope),
             "value": value, "lo": float(lo) if pd.notna(lo) else math.nan,
             "hi": float(hi) if pd.notna(hi) else math.nan, "n": float(n) if pd.notna(n) else math.nan,
-            "status": "ok" if math.isfinite(value) else nan_status}
+            "status": "ok" if math.isfinite(value) else nan_status, "judge_kind": judge_kind(judge, mode)}
 
 
 def not_run_row(judge: str, mode: str, method: str) -> dict:
@@ -44,7 +48,13 @@ def not_run_row(judge: str, mode: str, method: str) -> dict:
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=CARD_COLUMNS)
+    return with_kind(pd.DataFrame(rows, columns=CARD_COLUMNS))
+
+
+def with_kind(table: pd.DataFrame, judge: str = "judge", mode: str = "mode") -> pd.DataFrame:
+    """``table`` with its ``judge_kind`` column (dhp.controls.judge_kind: control / baseline / recorded / model) filled
+    from its judge and mode, so a control or a baseline is never read as a model."""
+    return table.assign(judge_kind=[judge_kind(j, m) for j, m in zip(table[judge], table[mode])])
 
 
 def dhp_rows(summary: pd.DataFrame, discernment: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -88,8 +98,9 @@ def confusion_rows(summary: pd.DataFrame) -> pd.DataFrame:
                              nan_status="too few pairs (< 5)" if n_sf > 0 else "no S_F cell" if scored
                              else "no usable scores"))
         # the confusion index is 0/0 when no cell dropped significantly: undefined, though scores were usable
+        # n: the cells both shares rest on (S_T cells and the S_F cells the equivalence test ran on)
         rows.append(card_row(r["judge"], r["mode"], "criteria_confusion", "confusion_index", scope,
-                             r["confusion_index"],
+                             r["confusion_index"], n=n_st + (n_tested if pd.notna(n_tested) else 0),
                              nan_status="no significant drop" if scored else "no usable scores"))
     return _frame(rows)
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from dhp import calls, prompts
 from dhp.backends import ChatRequest, get_backend
+from dhp.backends.control import is_control_backend, prefer_rows
 from dhp.errors import DHPError
 
 ORDERS = ("12", "21")
@@ -72,8 +73,10 @@ def compare_pairs(pairs: pd.DataFrame, judge="embedded", mode: str = "logprobs",
     verdict "1", "2", "tie" or None in the pair's own labelling (order "21" showed candidate 2 first),
     p_1 the label probability of candidate 1 (logprobs mode; NaN otherwise), reply the raw text,
     failure the reason when verdict is None. Calls go through dhp.calls (cached, any backend)."""
-    _check_pairs(pairs, mode)
     backend = get_backend(judge)
+    _check_pairs(pairs, "sample" if is_control_backend(backend) else mode)  # a control runs in mode "metric"
+    if is_control_backend(backend):
+        return _compare_controlled(pairs, backend, mode)
     tpl = prompts.load(*template)
     meta, reqs = [], []
     for r in pairs.to_dict("records"):
@@ -96,6 +99,28 @@ def compare_pairs(pairs: pd.DataFrame, judge="embedded", mode: str = "logprobs",
             p_first = 1 - p_first if math.isfinite(p_first) else p_first
         rows.append({"pair_id": pair_id, "judge": backend.identity, "mode": mode, "order": order, "verdict": verdict,
                      "p_1": p_first, "reply": text, "failure": why})
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def _compare_controlled(pairs: pd.DataFrame, backend, mode: str) -> pd.DataFrame:
+    """compare_pairs for a control (dhp.controls): each pair shown in both orders, the control's verdict from the pair's
+    ``gold`` column (the better candidate, "1"/"2"), mapped back to the pair's labelling."""
+    if "gold" not in pairs.columns:
+        raise DHPError(f"{backend.identity} needs each pair's better candidate (column 'gold').",
+                       "give the pairs a gold column ('1' or '2').")
+    shown = []
+    for r in pairs.to_dict("records"):
+        for order in ORDERS:
+            swap = order == "21"
+            gold = {"1": "2", "2": "1"}.get(str(r["gold"]), str(r["gold"])) if swap else str(r["gold"])
+            shown.append({"pair_id": r["pair_id"], "order": order, "gold": gold,
+                          "first": r["candidate_2"] if swap else r["candidate_1"],
+                          "second": r["candidate_1"] if swap else r["candidate_2"]})
+    shown = pd.DataFrame(shown, columns=["pair_id", "order", "gold", "first", "second"])
+    verdicts = prefer_rows(backend, shown, ["pair_id", "order"]) if len(shown) else []
+    rows = [{"pair_id": r["pair_id"], "judge": backend.identity, "mode": mode, "order": r["order"],
+             "verdict": {"1": "2", "2": "1"}.get(v, v) if r["order"] == "21" else v, "p_1": math.nan, "reply": None,
+             "failure": ""} for r, v in zip(shown.to_dict("records"), verdicts)]
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
 
 

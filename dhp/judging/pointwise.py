@@ -44,6 +44,7 @@ import pandas as pd
 
 from dhp import calls as calls_mod
 from dhp.backends import Backend, ChatRequest, get_backend
+from dhp.backends.control import is_control_backend, score_rows
 from dhp.cache import Cache, open_cache
 from dhp.calls import Call
 from dhp.errors import DHPError
@@ -211,6 +212,8 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
         raise DHPError(f"score_prompts scores in mode 'logprobs', 'sample' or 'metric', not {mode!r}.",
                        "pass mode='logprobs' or mode='sample' (or 'metric' for a baseline judge).")
     backend = get_backend(judge)
+    if is_control_backend(backend):  # a control answers from each row's gold (dhp.controls), no call is made
+        return _score_controlled(prompts, backend, dry_run)
     if dry_run and calls_mod._no_file(cache):  # a dry run reads a missing cache as empty: it creates no file
         cache = None
     calls_mod.prime(backend, cache)
@@ -401,6 +404,8 @@ def score_perturbed(
     t0 = time.perf_counter()
     wanted = _check_judge_args(mode, n_samples, order, metrics)
     backend = get_backend(judge, **(backend_options or {}))
+    if is_control_backend(backend):
+        return _score_perturbed_controlled(perturbed, dataset, backend, mode, dry_run)
     if dry_run and calls_mod._no_file(cache):  # a dry run reads a missing cache as empty: it creates no file
         cache = None
     calls_mod.prime(backend, cache)
@@ -437,6 +442,28 @@ def score_perturbed(
     return Judged(table, stats)
 
 
+def _control_frame(n: int, scores) -> dict:
+    """PROMPT_SCORE_COLUMNS of a control's rows: no reply, no tokens; NaN only where the gold was unknown."""
+    scores = np.asarray(scores, dtype=float)
+    ok = np.isfinite(scores)
+    return {"score": scores, "rating": np.where(ok, np.floor(scores + 0.5), np.nan), "n_valid": ok.astype(int),
+            "n_failed": (~ok).astype(int), "failure": np.where(ok, "", "no gold label for this unit"),
+            "prob_mass": np.full(n, np.nan), "prompt_tokens": np.zeros(n, int), "completion_tokens": np.zeros(n, int)}
+
+
+def _score_controlled(prompts: pd.DataFrame, backend: Backend, dry_run: bool) -> "Judged | calls_mod.Estimate":
+    """score_prompts for a control (dhp.backends.control): each row's score from its ``gold`` column, seeded by the
+    row's id columns."""
+    if dry_run:
+        return calls_mod.Estimate(backend.identity, 0, 0, 0, 0, 0.0)
+    keys = [c for c in prompts.columns if c not in ("prompt", "gold", "source", "candidate", "item", "reference")
+            and prompts[c].map(lambda v: isinstance(v, (str, int, float, np.integer, np.floating))).all()]
+    scores = score_rows(backend, prompts, keys)
+    out = prompts.drop(columns=[c for c in ("prompt", "source", "candidate", "gold") if c in prompts.columns])
+    out = out.reset_index(drop=True).assign(**_control_frame(len(prompts), scores))
+    return Judged(out, {"calls": 0, "rows": len(out), "control": backend.identity})
+
+
 def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool | str, max_consecutive_failures: int,
                  dry_run: bool) -> "Judged | calls_mod.Estimate":
     """score_prompts in mode "metric": each row's ``candidate`` scored against its ``source`` by a baseline judge
@@ -458,6 +485,33 @@ def _score_texts(prompts: pd.DataFrame, backend: Backend, cache, progress: bool 
     for c in PROMPT_SCORE_COLUMNS:
         out[c] = values[c].to_numpy()
     return Judged(out, stats)
+
+
+#: The gold quality a control reads in DHP: the original is the better text, every perturbed copy the worse one.
+CONTROL_GOLD = {"original": 1.0, "perturbed": 0.5}
+
+
+def _score_perturbed_controlled(perturbed: pd.DataFrame, dataset: pd.DataFrame | None, backend: Backend, mode: str,
+                                dry_run: bool):
+    """score_perturbed for a control: one score per ok text (metric "text", as a baseline), gold from whether the text
+    is the original (CONTROL_GOLD), seeded by dataset, item, perturbation and severity."""
+    if dry_run:
+        return calls_mod.Estimate(backend.identity, 0, 0, 0, 0, 0.0)
+    ok = perturbed[perturbed["status"] == "ok"].reset_index(drop=True)
+    rows = ok.assign(gold=np.where(ok["perturbation"] == ORIGINAL, CONTROL_GOLD["original"],
+                                   CONTROL_GOLD["perturbed"]), candidate=ok["text"])
+    scores = score_rows(backend, rows, ["dataset", "item_id", "perturbation", "severity"])
+    tasks = ({} if dataset is None or "task" not in dataset.columns else
+             dict(zip(zip(dataset["dataset"].astype(str), dataset["item_id"].astype(str)), dataset["task"])))
+    task = [tasks.get((str(d), str(i)), DATASET_TASK.get(str(d), "")) for d, i in zip(ok["dataset"], ok["item_id"])]
+    table = pd.DataFrame({"dataset": ok["dataset"], "task": task,
+                          "judge": backend.identity, "mode": mode, "item_id": ok["item_id"],
+                          "perturbation": ok["perturbation"], "severity": ok["severity"], "level": ok["level"],
+                          "metric": METRIC_MODE_METRIC, **_control_frame(len(ok), scores)})
+    table = table.assign(truncated=False, fallback=False)
+    return Judged(table[SCORE_COLUMNS + SCORE_EXTRA_COLUMNS].astype(
+        {"score": float, "n_valid": int, "n_failed": int, "prob_mass": float, "truncated": bool, "fallback": bool,
+         "prompt_tokens": int, "completion_tokens": int}), {"calls": 0, "rows": len(table), "mode": mode})
 
 
 def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric: str, item: dict,

@@ -43,7 +43,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import pandas as pd
 
-from dhp.analysis.report_card import CARD_COLUMNS, not_run_row
+from dhp.analysis.report_card import CARD_COLUMNS, not_run_row, with_kind
 from dhp.backends import Backend, get_backend
 from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
@@ -145,6 +145,9 @@ class Method:
     #: ``collect`` see them, read from the run folder); the grid runs this method where those tables are, after them.
     #: A table name is owned by one method: a method declares only its own tables.
     requires: ClassVar[tuple[str, ...]] = ()
+    #: how its headline tells a judge from chance (dhp.analysis.power): (kind "agreement" | "correlation", the
+    #: parameter that sets its units, what a unit is) — its docs page's power table and evaluate's plan line
+    power: ClassVar[tuple[str, str, str] | None] = None
     #: ``python -m dhp evaluate``'s parameters of this method per profile ("quick", "standard", "paper"; on top of
     #: judge, mode, run_dir, data_dir, seed); a profile not listed leaves the method out (:meth:`profile_params`)
     profiles: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -253,6 +256,11 @@ class Method:
     def estimate(self, config: RunParams, judge=None) -> dict:
         """What collecting would cost ({stage: dhp.calls.Estimate}) without calling a model; optional."""
         raise DHPError(f"Method {self.name!r} has no dry run.", "run it with a small n first, or use --method dhp.")
+
+    def refuses(self, judge: str, mode: str) -> str:
+        """Why this method cannot run ``judge`` in ``mode`` though it runs that mode ("" when it can): e.g. mode "metric"
+        for a control but not a baseline. The grid leaves such a combination out ("not run" on the card)."""
+        return ""
 
     def check_mode(self, config: RunParams) -> None:
         if config.mode not in self.modes:
@@ -623,7 +631,7 @@ def report_card(folders, judge: str | None = None, mode: str | None = None) -> p
         for m, rows in parts:
             mine = rows[(rows["judge"] == j) & (rows["mode"] == md)] if len(rows) else rows
             out.append(mine if len(mine) else pd.DataFrame([not_run_row(j, md, m.name)], columns=CARD_COLUMNS))
-    return pd.concat(out, ignore_index=True)[CARD_COLUMNS] if out else pd.DataFrame(columns=CARD_COLUMNS)
+    return with_kind(pd.concat(out, ignore_index=True))[CARD_COLUMNS] if out else pd.DataFrame(columns=CARD_COLUMNS)
 
 
 def describe_methods() -> str:

@@ -21,10 +21,12 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
+from dhp import calls as calls_mod
 from dhp.analysis import confusion as cf
 from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import confusion_rows
 from dhp.backends import Backend
+from dhp.backends.control import is_control_backend, score_rows
 from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.criteria_hu2024 import ASPECTS, DESCRIPTION_TYPES, load_criteria, load_expectations
@@ -74,9 +76,10 @@ class CriteriaConfusionParams(RunParams):
                                               "attacks about 1,000 over four tasks, and the equivalence test "
                                               "needs at least 5")
     path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
-    mode: Literal["logprobs", "sample"] = Field(
+    mode: Literal["logprobs", "sample", "metric"] = Field(
         "logprobs", description="'logprobs' (one greedy reply; the expected rating at its position) or 'sample' "
-                                "(the paper's setting, App. C.2: n_samples replies at temperature 1.0, averaged)")
+                                "(the paper's setting, App. C.2: n_samples replies at temperature 1.0, averaged); "
+                                "'metric' for a control judge (dhp.controls) only")
     description_types: list[str] = Field(["detailed"], min_length=1,
                                          description="aspect description types to ask with, each its own prompt "
                                                      f"and adjustment family ({', '.join(DESCRIPTION_TYPES)}); "
@@ -174,10 +177,17 @@ class CriteriaConfusion(Method):
     paper = ("Hu et al. 2024, Are LLM-based evaluators confusing NLG quality criteria? (ACL 2024), §3-§6, "
              "Tables 2, 18, 19")
     notebooks = ("07_criteria_confusion",)
-    modes = ("logprobs", "sample")
+    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls); a baseline rates no aspect
     headline = "confusion_index"
+    power = ("agreement", "n_items", "items")
     Params = CriteriaConfusionParams
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
+
+    def refuses(self, judge: str, mode: str) -> str:
+        # a baseline's surface statistic is one number per text, not a rating per quality criterion
+        if mode == "metric" and not str(judge).startswith("control:"):
+            return "mode metric runs controls only here: a baseline rates no quality criterion"
+        return ""
     profiles = {"standard": {}, "paper": {"n_items": 100}}  # python -m dhp evaluate: its defaults (its own tables)
     produces = (CELLS, SUMMARY, CORRELATIONS)
     extra_stages = (
@@ -247,11 +257,39 @@ class CriteriaConfusion(Method):
         """Stage 2b: every prompt scored by the judge (dhp.judging.aspects.score_aspects; cached calls); the run
         statistics of the calls (calls made, cache hits: they vary between runs) ride beside, for judge_stats.json."""
         backend = self._live(config, judge)
+        if is_control_backend(backend):
+            return self._control_scores(config, prompts, backend)
         scores, judge_stats = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
                                                temperature=config.temperature, max_tokens=config.max_tokens,
                                                seed=config.seed, cache=config.cache, progress=config.progress,
                                                max_consecutive_failures=config.max_consecutive_failures)
         return StageResult({SCORES.name: scores}, stats={SCORES.name: judge_stats})
+
+    def _control_scores(self, config: CriteriaConfusionParams, prompts: pd.DataFrame, backend) -> StageResult:
+        """A control's aspect scores (dhp.controls), no call: gold 0.5 for an attacked copy on an aspect the attack
+        damages — its target aspect (the paper's Table 2) and any other aspect annotators expect to drop (Table 19,
+        ``human``: the S_T cells are drawn from these) — and 1 for the original and every other aspect: a good judge
+        lowers the damaged criteria only. The control reads the prompt's length for the text's (``longer``): within
+        one aspect and description type the prompt is the text plus fixed words."""
+        if config.mode != "metric":
+            raise DHPError(f"{backend.identity} is a control: it runs in mode 'metric', not {config.mode!r}.",
+                           "pass mode='metric' (python -m dhp run --method criteria_confusion --judge "
+                           f"{backend.identity} --mode metric).")
+        e = load_expectations()
+        damaged = set(zip(e["attack"], e["target_aspect"])) | set(zip(e.loc[e["human"], "attack"],
+                                                                      e.loc[e["human"], "aspect"]))
+        hit = pd.Series([(a, b) in damaged for a, b in zip(prompts["attack"].astype(str),
+                                                           prompts["aspect"].astype(str))], index=prompts.index)
+        rows = prompts.assign(gold=hit.map({True: 0.5, False: 1.0}), candidate=prompts["prompt"],
+                              instruction=prompts["instruction"] if "instruction" in prompts else "paper")
+        scores = score_rows(backend, rows, ["dataset", "item_id", "attack", "aspect", "description_type",
+                                            "instruction"])
+        ok = pd.Series(scores).notna()
+        out = rows.drop(columns=["prompt", "gold", "candidate"]).assign(
+            judge=backend.identity, mode=config.mode, score=scores, n_valid=ok.astype(int).values,
+            n_failed=(~ok).astype(int).values, failure=ok.map({True: "", False: "no gold label"}).values)
+        return StageResult({SCORES.name: out[list(SCORE_COLUMNS)].reset_index(drop=True)},
+                           stats={SCORES.name: {"calls": 0, "rows": len(out), "control": backend.identity}})
 
     def collect(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> StageResult:
         backend = self._live(config, judge)  # a bad judge spec or an exposed key fails before any work
@@ -268,6 +306,8 @@ class CriteriaConfusion(Method):
         None, "judge": dhp.calls.Estimate}. Attacks an LLM has not written yet are estimated with their reference
         as a stand-in of similar length."""
         backend = self._live(config, judge)
+        if is_control_backend(backend):
+            return {"perturber": None, "judge": calls_mod.Estimate(backend.identity, 0, 0, 0, 0, 0.0)}
         criteria = self.criteria(config)
         items, variants, perturber_est = self._variants(config, dry_run=True)
         refs = dict(zip(items["item_id"].astype(str), items["reference"]))
@@ -287,6 +327,10 @@ class CriteriaConfusion(Method):
             raise DHPError("Judge 'recorded' calls no model, so it collects no scores.",
                            "analyze the confusion_scores.parquet already in the run folder with dhp.methods.run "
                            "(python -m dhp run --method criteria_confusion --judge recorded), or name a live judge.")
+        if config.mode == "metric" and not is_control_backend(backend):
+            raise DHPError(f"{backend.identity} scores a text, not a quality criterion: mode 'metric' runs controls "
+                           "only here.", "run criteria_confusion with an LLM judge (mode logprobs or sample) or a "
+                                         "control (control:oracle@0.2, mode metric).")
         return backend
 
     def inputs(self, config: CriteriaConfusionParams) -> list[Path]:

@@ -30,6 +30,7 @@ from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
+from dhp.backends.control import is_control_backend, prefer_rows
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
 from dhp.judging.strategies import (LLMBAR_SHARED, LLMBAR_SWAP, STRATEGIES, llmbar_plan_jobs, llmbar_protocol,
@@ -151,6 +152,7 @@ def compare_with_perturbed(perturbed: pd.DataFrame, items: pd.DataFrame, judge: 
         return _empty(BRIDGE_COMPARISONS)
     pairs = pd.DataFrame({"pair_id": variants.index, "source": variants["item_id"].astype(str).map(source),
                           "candidate_1": variants["item_id"].map(original), "candidate_2": variants["text"],
+                          "gold": "1",  # the original is the better text (what a control reads)
                           "unit": [PROMPT_UNITS.get(str(t), ("text", ""))[0] for t in variants["task"]]})
     v = compare_pairs(pairs, judge, mode=mode, cache=cache, seed=seed, progress=progress)
     meta = variants.loc[v["pair_id"], ["dataset", "item_id", "perturbation", "severity", "level"]].reset_index(drop=True)
@@ -167,8 +169,16 @@ class DecomposeAggregate(Method):
     paper = ("Li et al., DnA-Eval (decompose and aggregate), §3-4; Zeng et al. 2023, LLMBar (arXiv:2310.07641); "
              "bridge: DHP §4.3")
     notebooks = ("08_decompose_aggregate",)
-    modes = ("logprobs", "sample")
+    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls); a baseline compares no pair
     headline = "agreement"
+    power = ("agreement", "n_pairs", "pairs per subset")
+
+    def refuses(self, judge: str, mode: str) -> str:
+        # mode "metric" here is a control's (it answers pairs from the gold); a baseline's surface statistic has no
+        # pairwise verdict
+        if mode == "metric" and not str(judge).startswith("control:"):
+            return "mode metric runs controls only here: a baseline cannot compare two texts"
+        return ""
     Params = DecomposeAggregateParams
     collects = (VERDICTS, COSTS, BRIDGE_SCORES, BRIDGE_COMPARISONS)
     produces = (AGREEMENT, PAIRWISE_D, BRIDGE)
@@ -241,6 +251,8 @@ class DecomposeAggregate(Method):
                          judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
         """Every strategy on every pair in both orders: the verdicts and the strategies' costs."""
         backend = self._live(config, judge)
+        if is_control_backend(backend):
+            return self._control_verdicts(config, pairs, backend)
         verdicts, costs = run_strategies(pairs, config.strategies, judge=backend, mode=config.mode,
                                          cache=config.cache, seed=config.seed, progress=config.progress,
                                          data_dir=config.data_dir, share_requests=config.llmbar_share_requests)
@@ -248,6 +260,29 @@ class DecomposeAggregate(Method):
         # source: '' for the project's own wordings; an llmbar: strategy's template identity (its protocol)
         source = verdicts["strategy"].map(dict(zip(costs["strategy"], costs["protocol"]))).fillna("")
         return {VERDICTS.name: verdicts.assign(**who, source=source)[list(VERDICTS.columns)],
+                COSTS.name: costs.assign(**who)[list(COSTS.columns)]}
+
+    def _control_verdicts(self, config: DecomposeAggregateParams, pairs: pd.DataFrame, backend) -> dict:
+        """A control's verdicts (dhp.controls): every strategy's rows answered by the control from the pair's gold
+        label, in both orders (a control has no strategy: each strategy gets the same answers, seeded per pair and
+        order), with no calls and no tokens."""
+        shown = []
+        for r in pairs.to_dict("records"):
+            for order in ("12", "21"):
+                swap = order == "21"
+                gold = str(r["label"])
+                shown.append({"item_id": r["item_id"], "subset": r.get("subset", ""), "order": order,
+                              "label": gold, "gold": {"1": "2", "2": "1"}.get(gold, gold) if swap else gold,
+                              "first": r["output_2"] if swap else r["output_1"],
+                              "second": r["output_1"] if swap else r["output_2"]})
+        shown = pd.DataFrame(shown, columns=["item_id", "subset", "order", "label", "gold", "first", "second"])
+        said = prefer_rows(backend, shown, ["item_id", "order"]) if len(shown) else []
+        verdict = [{"1": "2", "2": "1"}.get(v, v) if o == "21" else v for v, o in zip(said, shown["order"])]
+        base = shown.drop(columns=["gold", "first", "second"]).assign(verdict=verdict, failure="")
+        rows = pd.concat([base.assign(strategy=s) for s in config.strategies], ignore_index=True)
+        who = {"judge": backend.identity, "mode": config.mode, "source": ""}
+        costs = pd.DataFrame({"strategy": list(config.strategies), "calls": 0, "prompt_tokens": 0})
+        return {VERDICTS.name: rows.assign(**who).reindex(columns=list(VERDICTS.columns)),
                 COSTS.name: costs.assign(**who)[list(COSTS.columns)]}
 
     def bridge_inputs(self, config: DecomposeAggregateParams) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -270,6 +305,10 @@ class DecomposeAggregate(Method):
         their calls, for judge_stats.json), and every perturbed copy compared with its original in both orders.
         Empty with dhp_items 0."""
         backend = self._live(config, judge)
+        if is_control_backend(backend):
+            # a control scores each text once (metric "text"), which the bridge's DnA aggregation over the task's
+            # metrics has no weight for; its pairwise verdicts are what it stands for here
+            return StageResult({})
         inputs = inputs if inputs is not None else self.bridge_inputs(config)
         if inputs is None:
             return StageResult({})
@@ -294,6 +333,10 @@ class DecomposeAggregate(Method):
     def _live(self, config: DecomposeAggregateParams, judge) -> Backend:
         self.check_mode(config)
         backend = self.backend(config, judge)
+        if backend is not None and config.mode == "metric" and not is_control_backend(backend):
+            raise DHPError(f"{backend.identity} scores one text at a time: it cannot say which of two is better.",
+                           "run decompose_aggregate with an LLM judge (mode logprobs or sample) or a control "
+                           "(control:oracle@0.2, mode metric).")
         if backend is None:
             raise DHPError("Judge 'recorded' calls no model, so it collects nothing.",
                            "analyze recorded verdicts with dhp.methods.run (python -m dhp run --method "

@@ -99,6 +99,7 @@ class DHP(Method):
     result_notebooks = ("04_figures", "05_response_styles")
     modes = ("logprobs", "sample", "likelihood", "metric")
     headline = "D_avg"
+    power = ("agreement", "n_items", "items")
     Params = DHPParams
     collects = (
         Table("dataset.parquet", ("dataset", "task", "item_id", "source", "reference"),

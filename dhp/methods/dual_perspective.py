@@ -23,6 +23,7 @@ from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, lo
 from dhp.datasets import summeval_annotators as sa
 from dhp.errors import DHPError
 from dhp.io import slug
+from dhp.backends.control import is_control_backend
 from dhp.judging import Judged, build_prompt, score_prompts
 from dhp.judging.pairwise import compare_pairs
 from dhp.methods import Method, Stage, StageResult, Table, register
@@ -92,8 +93,16 @@ class DualPerspective(Method):
     title = "Dual perspective (global κ, local accuracy)"
     paper = "Hu et al. 2025, §3.1-3.2, Table 1"
     notebooks = ("09_dual_perspective",)
-    modes = ("logprobs", "sample")
+    modes = ("logprobs", "sample", "metric")  # metric: a baseline or a control (dhp.controls)
     headline = "kappa"
+    power = ("correlation", "n_targets", "targets per aspect")
+
+    def refuses(self, judge: str, mode: str) -> str:
+        # mode "metric" here is a control's (it answers pairs from the gold); a baseline's surface statistic has no
+        # pairwise verdict
+        if mode == "metric" and not str(judge).startswith("control:"):
+            return "mode metric runs controls only here: a baseline cannot compare two texts"
+        return ""
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
     profiles = {"standard": {}, "paper": {}}  # python -m dhp evaluate: its defaults (its own tables)
@@ -126,7 +135,9 @@ class DualPerspective(Method):
     # ------------------------------------------------------------------ collect
     def _score(self, rows: list[dict], backend: Backend, config: DualPerspectiveParams, n_samples: int = 1,
                temperature: float = 0.0) -> Judged:
-        prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate")},
+        # a baseline (mode "metric") scores the text itself: source and candidate ride along; a control reads "gold"
+        keep = ("source", "candidate") if config.mode == "metric" or is_control_backend(backend) else ()
+        prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("source", "candidate") or k in keep},
                                  "metric": r["aspect"],
                                  "prompt": build_prompt(TASK, r["aspect"], {"source": r["source"]}, r["candidate"])}
                                 for r in rows])
@@ -156,6 +167,7 @@ class DualPerspective(Method):
             pool = agreed[agreed["aspect"] == aspect]
             pick = pool.sample(n=min(config.n_targets, len(pool)), random_state=config.seed) if len(pool) else pool
             rows += [{"target_id": t.target_id, "aspect": aspect, "human_rating": int(t.human_rating),
+                      "gold": (int(t.human_rating) - 1) / 4,
                       "source": by_id.at[t.target_id, "source"], "candidate": by_id.at[t.target_id, "candidate"]}
                      for t in pick.itertuples()]
         # the global view reports no run statistics: judge_stats.json holds the local view's (as it always has)
@@ -180,21 +192,23 @@ class DualPerspective(Method):
         chains = {(r.source_id, a): error_chain(r.reference, a, config.chain_length, config.seed)
                   for r in refs.itertuples() for a in config.aspects}
         sources = dict(zip(refs["source_id"], refs["source"]))
-        rows = [{"source_id": s, "aspect": a, "step": step, "source": sources[s], "candidate": text}
+        # gold: each step adds an error, so a later step is worse (what a control reads)
+        rows = [{"source_id": s, "aspect": a, "step": step, "source": sources[s], "candidate": text,
+                 "gold": 1 - step / max(1, len(chain) - 1)}
                 for (s, a), chain in chains.items() for step, text in enumerate(chain)]
         scored, stats = self._score(rows, backend, config)
         out = {CHAINS.name: scored[list(CHAINS.columns)].reset_index(drop=True)}
-        if config.compare:
+        if config.compare and (backend.chats() or is_control_backend(backend)):  # a baseline compares no pair
             out[COMPARISONS.name] = self._compare(chains, sources, backend, config)
         return StageResult(out, stats={CHAINS.name: stats})
 
     def _compare(self, chains: dict, sources: dict, backend: Backend, config: DualPerspectiveParams) -> pd.DataFrame:
         pairs = pd.DataFrame([{"pair_id": f"{s}|{a}|{step}", "source": sources[s], "candidate_1": chain[step],
                                "candidate_2": chain[step + 1], "aspect_title": a.capitalize(),
-                               "aspect_definition": ASPECT_DEFINITIONS[a]}
+                               "aspect_definition": ASPECT_DEFINITIONS[a], "gold": "1"}
                               for (s, a), chain in chains.items() for step in range(len(chain) - 1)],
                              columns=["pair_id", "source", "candidate_1", "candidate_2", "aspect_title",
-                                      "aspect_definition"])
+                                      "aspect_definition", "gold"])
         if pairs.empty:
             return pd.DataFrame(columns=list(COMPARISONS.columns))
         v = compare_pairs(pairs, backend, mode="sample", cache=config.cache, seed=config.seed,

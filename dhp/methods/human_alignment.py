@@ -110,6 +110,11 @@ def _last_limit(limit: int) -> int:
     return limit
 
 
+#: The MQM score a control reads as the worst quality (0): MQM is 0 for a flawless segment, -25 for a
+#: non-translation (dhp.controls reads gold = 1 + mqm / 25, clipped to [0, 1]).
+MQM_FLOOR = 25.0
+
+
 @register
 class HumanAlignment(Method):
     name = "human_alignment"
@@ -118,6 +123,7 @@ class HumanAlignment(Method):
     notebooks = ("09_dual_perspective",)
     modes = ("logprobs", "sample", "metric")
     headline = ("segment_acc_eq_calibrated", "summary_spearman")
+    power = ("correlation", "n_docs", "documents")
     Params = HumanAlignmentParams
     collects = (TARGETS, SEGMENTS, HUMAN)
     produces = (Table("alignment.csv", tuple(al.ALIGNMENT_COLUMNS),
@@ -249,7 +255,9 @@ class HumanAlignment(Method):
         docs = sorted(targets["doc_id"].unique())
         pick = pd.Series(docs).sample(n=min(config.n_docs, len(docs)), random_state=config.seed).tolist()
         human = ratings.groupby(["target_id", "aspect"])["rating"].mean()
+        # gold: the human rating (1-5) as a quality in [0, 1], what a control judge reads (dhp.controls)
         rows = [{"doc_id": t.doc_id, "system": t.system, "aspect": aspect, "human": float(human[(t.target_id, aspect)]),
+                 "gold": (float(human[(t.target_id, aspect)]) - 1) / 4,
                  "task": "summarization", "item": {"source": t.source}, "candidate": t.candidate}
                 for aspect in config.aspects
                 for t in targets[targets["doc_id"].isin(pick)].sort_values(["doc_id", "system"]).itertuples()]
@@ -264,7 +272,7 @@ class HumanAlignment(Method):
         pick = pd.Series(segs).sample(n=min(config.n_segments, len(segs)), random_state=config.seed).tolist()
         rows = [{"seg_id": r.seg_id, "system": r.system, "aspect": "accuracy", "task": "translation",
                  "item": {"source": r.source, "src_lang": "zh", "tgt_lang": "en"}, "candidate": r.target,
-                 "reference": r.reference}
+                 "reference": r.reference, "gold": min(1.0, max(0.0, 1 + float(r.mqm) / MQM_FLOOR))}
                 for r in mqm[mqm["seg_id"].isin(pick)].sort_values(["seg_id", "system"]).itertuples()]
         if config.segment_protocol:
             return self._gemba_segments(rows, backend, config)

@@ -41,11 +41,66 @@ def _group_label(judge: str, mode: str) -> str:
     return f"{kind}:\n{model}\n({mode})" if model else f"{judge}\n({mode})"
 
 
+#: Bars (plus one gap per group) that fit a page's width (7 in) with an upright value label on each; more are drawn as
+#: a grid (:func:`_agreement_grid`)
+MAX_BARS = 24
+
+
+#: Drawn width of a 7-pt character at 100 dpi, in pixels (DejaVu Sans averages ~0.6 em), and the axes' share of the
+#: page's 7-inch width: what decides whether a bar chart's labels fit (:func:`_bars_fit`)
+_CHAR_PX, _AXES_PX = 4.6, 0.85 * 700
+
+
+def _bars_fit(per_group: list, groups: list) -> bool:
+    """Whether a value label over each bar ("0.50": ~4 characters) and each judge's name under its group fit the
+    page's width: the bar chart; else the grid."""
+    slots = sum(len(g) + 1 for g in per_group)
+    if slots > MAX_BARS + 1:
+        return False
+    px = _AXES_PX / max(slots, 1)
+    if px < 4.5 * _CHAR_PX:
+        return False
+    widest = [max(len(line) for line in _group_label(j, m).splitlines()) for j, m in groups]
+    return all(w * _CHAR_PX <= (len(g) + 1) * px for w, g in zip(widest, per_group))
+
+
+def _agreement_grid(pooled: pd.DataFrame, measures, groups: list, strategies: list):
+    """One panel per measure: rows judge × mode, columns strategies, each cell the pooled value written in it ("n/a"
+    where it could not be computed, blank where the judge did not run that strategy)."""
+    fig, axes = plt.subplots(len(measures), 1, figsize=(7.0, (0.24 * len(groups) + 0.6) * len(measures) + 1.6),
+                             squeeze=False, layout="constrained")
+    rows = {g: i for i, g in enumerate(groups)}
+    cols = {s: j for j, s in enumerate(strategies)}
+    fs = 6 if len(strategies) > 12 else 7
+    for k, (ax, measure) in enumerate(zip(axes[:, 0], measures)):
+        grid = np.full((len(groups), len(strategies)), np.nan)
+        ran = np.zeros_like(grid, dtype=bool)
+        for r in pooled.itertuples():
+            i, j = rows[(r.judge, r.mode)], cols[r.strategy]
+            grid[i, j], ran[i, j] = getattr(r, measure), True
+        ax.imshow(np.ma.masked_invalid(grid), cmap="Blues", vmin=0, vmax=1.3, aspect="auto")
+        for i in range(len(groups)):
+            for j in range(len(strategies)):
+                if ran[i, j]:
+                    v = grid[i, j]
+                    ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=fs,
+                            color="white" if np.isfinite(v) and v > 0.85 else "black")
+        ax.set_yticks(range(len(groups)), [f"{j} ({m})" for j, m in groups], fontsize=7)
+        ax.set_xticks(range(len(strategies)), strategies if k == len(measures) - 1 else [""] * len(strategies),
+                      fontsize=7, rotation=90)
+        ax.set_title(_TITLES.get(measure, measure), fontsize=8)
+    fig.suptitle("LLMBar pairwise judging: share of items pooled over the subsets, per judge and strategy\n"
+                 "(a judge that always names the first-shown response: agreement 0.50, position consistency 0)",
+                 fontsize=8)
+    return fig
+
+
 def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
     """One panel per measure; in each, one bar group per judge × mode (in table order) and one bar per strategy
     that judge ran, the measure pooled over the subsets (:func:`pooled_agreement`). A strategy keeps its colour in
     every group. The dotted line is 0.5: a judge that always names the first-shown response reaches 0.5
-    agreement and 0 position consistency on LLMBar's labels."""
+    agreement and 0 position consistency on LLMBar's labels. More bars than fit a page's width with a value on each
+    (MAX_BARS): the same numbers as a judge × strategy grid per measure, a value in each cell."""
     pooled = stable(pooled_agreement(agreement, measures))  # the same numbers to 10 digits: the same bytes
     if pooled.empty:
         raise DHPError("The agreement table has no rows to plot.", "run the decompose_aggregate method first.")
@@ -54,8 +109,11 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
     cmap = plt.get_cmap("tab20" if len(strategies) > 10 else "tab10")
     colour = {s: cmap(i % cmap.N) for i, s in enumerate(strategies)}
     per_group = [pooled[(pooled["judge"] == j) & (pooled["mode"] == m)] for j, m in groups]
-    # a page's column wide (7 in: labels >= 9 px there); many bars: their values turned upright to fit
-    upright = len(pooled) + len(groups) > 24
+    if not _bars_fit(per_group, groups):
+        # too many bars for a value on each in a page's width, or a judge's name wider than its group (upright
+        # labels overlapped, and so did the judges' names under their groups): the same numbers as a judge ×
+        # strategy grid, one cell per value
+        return _agreement_grid(pooled, measures, groups, strategies)
     fig, axes = plt.subplots(len(measures), 1, figsize=(7.0, 2.3 * len(measures) + 1.2), sharex=True, squeeze=False,
                              layout="constrained")
     starts = np.cumsum([0] + [len(g) + 1 for g in per_group[:-1]])  # one empty slot between groups
@@ -65,10 +123,9 @@ def plot_agreement(agreement: pd.DataFrame, measures=AGREEMENT_MEASURES):
             values = g[measure].to_numpy(float)
             bars = ax.bar(x, np.nan_to_num(values), width=0.9, color=[colour[s] for s in g["strategy"]])
             # the value on every bar: a share of 0 draws no bar, and a panel of zeros looked empty, not measured
-            ax.bar_label(bars, labels=["n/a" if np.isnan(v) else f"{v:.2f}" for v in values], fontsize=7, padding=1,
-                         rotation=90 if upright else 0)
+            ax.bar_label(bars, labels=["n/a" if np.isnan(v) else f"{v:.2f}" for v in values], fontsize=7, padding=1)
         ax.axhline(0.5, ls=":", color="grey", lw=1)
-        ax.set(ylim=(0, 1.3 if upright else 1.12), ylabel="share of items")
+        ax.set(ylim=(0, 1.12), ylabel="share of items")
         ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
         ax.set_title(_TITLES.get(measure, measure), fontsize=9)
     centres = [start + (len(g) - 1) / 2 for start, g in zip(starts, per_group)]

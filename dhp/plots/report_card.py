@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dhp.analysis.report_card import headline, standings  # noqa: E402
+from dhp.controls import judge_kind  # noqa: E402
 from dhp.io import slug  # noqa: E402
 from dhp.plots.save import save_figures, stable  # noqa: E402
 from dhp.lazy import lazy_module  # noqa: E402
@@ -149,6 +150,31 @@ def _common_units(h: pd.DataFrame, counts: pd.DataFrame, board: pd.DataFrame | N
     return "; ".join(notes)
 
 
+#: Characters of a status or measure line that fit one cell of the comparison at 6-7 pt (a cell is ~1 inch wide)
+CELL_CHARS = 14
+
+
+def _wrap(text: str, width: int = CELL_CHARS, lines: int = 3) -> str:
+    """``text`` in lines of at most ``width`` characters (a measure name breaks after its underscores, never inside
+    a word part), at most ``lines`` of them (the last one ending in "…" when cut)."""
+    out = [w.replace("_ ", "_") for w in textwrap.wrap(str(text).replace("_", "_ "), width, break_long_words=True)]
+    if len(out) > lines:
+        out = out[:lines - 1] + [out[lines - 1][:width - 1] + "…"]
+    return "\n".join(out)
+
+
+def _column_measure(measures: pd.Series, values: pd.Series, pick) -> str:
+    """The measure a column's numbers show: the one most of its numeric cells use (ties: the method's preference
+    order); the method's first pick when no cell has a number."""
+    prefs = (pick,) if isinstance(pick, str) else tuple(pick)
+    with_number = measures[values.notna()]
+    if with_number.empty:
+        return prefs[0]
+    counts = with_number.value_counts()
+    top = counts[counts == counts.max()].index
+    return next((p for p in prefs if p in top), str(top[0]))
+
+
 def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.DataFrame | None = None):
     """Judges × methods: each method's headline number (``picks``: method -> measure, see
     dhp.analysis.report_card.headline) with the n behind it; a cell that is not ok (not run, n too small, no usable
@@ -162,26 +188,34 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
     common = _common_units(h, counts, board, methods)
     numeric = h[methods].apply(pd.to_numeric, errors="coerce")
     grid = numeric.to_numpy(dtype=float)
+    # each column's header names the statistic its cells show: the measure most of its numbers are (a method's
+    # first pick may be missing for every judge, e.g. human alignment's segment accuracy, and the cells then show
+    # its fallback); a cell of another measure names its own
+    shown = {m: _column_measure(used[m], numeric[m], picks[m]) for m in methods}
     fig, ax = plt.subplots(figsize=(min(PAGE_WIDTH, 1.05 * len(methods) + 2), 0.6 * len(h) + 1.7))
     ax.imshow(np.ma.masked_invalid(grid), cmap="Blues", aspect="auto")
     lo, hi = (np.nanmin(grid), np.nanmax(grid)) if np.isfinite(grid).any() else (0.0, 1.0)
     for i in range(len(h)):
         for j, m in enumerate(methods):
             v = h.iloc[i][m]
-            first = picks[m] if isinstance(picks[m], str) else picks[m][0]
-            label = v if isinstance(v, str) else f"{v:.2f}"
-            if not isinstance(v, str):
+            if isinstance(v, str):  # a status: wrapped to the cell's width (CELL_CHARS), never past it
+                label = _wrap(v)
+            else:
                 n = counts.iloc[i][m]
-                label += f"\nn={int(n)}" if pd.notna(n) else "\nn=?"
-                if used.iloc[i][m] != first:
-                    label += f"\n({used.iloc[i][m]})"
+                label = f"{v:.2f}" + (f"\nn={int(n)}" if pd.notna(n) else "\nn=?")
+                if used.iloc[i][m] != shown[m]:
+                    label += "\n" + _wrap(f"({used.iloc[i][m]})", lines=2)
             dark = not isinstance(v, str) and hi > lo and (v - lo) / (hi - lo) > 0.6  # white text on dark cells
-            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "black")
-    ax.set_xticks(range(len(methods)), [m.replace("_", "\n") for m in methods], fontsize=7)
-    ax.set_yticks(range(len(h)), [f"{j}\n({m})" for j, m in zip(h["judge"], h["mode"])], fontsize=7)
-    title = "Judges side by side: " + " · ".join(
-        f"{m} {picks[m] if isinstance(picks[m], str) else picks[m][0]}" for m in methods)
+            ax.text(j, i, label, ha="center", va="center", fontsize=6 if isinstance(v, str) else 7,
+                    color=("white" if dark else "black") if not isinstance(v, str) else "#8A4B08")
+    ax.set_xticks(range(len(methods)), [m.replace("_", " ") + "\n" + _wrap(shown[m])
+                                        for m in methods], fontsize=6)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(h)), [f"{j}\n({m} · {judge_kind(j, m)})" for j, m in zip(h["judge"], h["mode"])],
+                  fontsize=7)
+    title = "Judges side by side: each method's headline statistic (named over its column) and its n"
     title = "\n".join(textwrap.wrap(title, 95) + (textwrap.wrap(common, 95) if common else []))
-    ax.set_title(title + "\nnot-ok cells show their status, never a number", fontsize=8)
+    ax.set_title(title + "\nnot-ok cells show their status, never a number; controls and baselines are no "
+                         "models", fontsize=8)
     fig.tight_layout()
     return fig

@@ -1,0 +1,98 @@
+"""Controls of known quality (dhp.controls) and the leaderboard's two-sided p (dhp.analysis.leaderboard.two_sided)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dhp.analysis.leaderboard import View, leaderboard, pair_p_consistent
+from dhp.backends import get_backend
+from dhp.backends.control import prefer_rows
+from dhp.controls import judge_kind
+from dhp.errors import DHPError
+from dhp.judging.pointwise import score_prompts
+
+
+def _pairs(n, gold="1"):
+    return pd.DataFrame({"k": range(n), "gold": gold, "first": ["a b c"] * n, "second": ["a"] * n})
+
+
+def test_each_control_answers_by_its_rule():
+    n = 400
+    said = {c: prefer_rows(get_backend(f"control:{c}"), _pairs(n, "2"), ["k"])
+            for c in ("oracle@0", "oracle@0.4", "chance", "first", "longer", "constant")}
+    right = {c: np.mean([v == "2" for v in s]) for c, s in said.items()}
+    assert right["oracle@0"] == 1.0
+    assert abs(right["oracle@0.4"] - 0.8) < 0.06  # errs on 40%, half of which land on the gold by chance
+    assert abs(right["chance"] - 0.5) < 0.08
+    assert set(said["first"]) == {"1"} and set(said["longer"]) == {"1"} and set(said["constant"]) == {"tie"}
+
+
+def test_a_units_answer_does_not_depend_on_the_other_units():
+    b = get_backend("control:oracle@0.5")
+    full = prefer_rows(b, _pairs(50), ["k"])
+    part = prefer_rows(b, _pairs(50).iloc[::-1].iloc[:20], ["k"])
+    assert part == full[::-1][:20]
+
+
+def test_score_prompts_reads_the_gold_and_makes_no_call():
+    rows = pd.DataFrame({"unit": ["a", "b", "c"], "prompt": ["x"] * 3, "gold": [1.0, 0.0, math.nan],
+                         "candidate": ["t"] * 3})
+    out, stats = score_prompts(rows, judge="control:oracle@0", mode="metric", cache=None, progress=False)
+    assert out["score"].iloc[:2].tolist() == [5.0, 1.0]
+    assert math.isnan(out["score"].iloc[2]) and out["failure"].iloc[2]
+    assert stats["calls"] == 0 and "gold" not in out.columns
+
+
+def test_controls_are_named_as_controls():
+    assert judge_kind("control:chance") == "control"
+    assert judge_kind("baseline:chrf_src") == "baseline"
+    assert judge_kind("PaLM2", "recorded") == "recorded"
+    assert judge_kind("embedded:smollm2-135m", "logprobs") == "model"
+    with pytest.raises(DHPError):
+        get_backend("control:oracle@1.5")
+    with pytest.raises(DHPError):
+        get_backend("control:nosuch")
+
+
+def test_p_and_p_better_of_one_pair_agree_on_a_skewed_statistic():
+    # leaderboard_pairs.csv had p 0.502 beside p_better 0.007 for a DHP pair: the bootstrap's two-sided p counted
+    # both tails of a skewed distribution. A judge with a heavy-tailed statistic reproduces it.
+    rng = np.random.default_rng(3)
+    units = [f"u{i}" for i in range(10)]
+    a = np.full(10, 0.2) + rng.normal(0, 0.01, 10)
+    b = np.r_[np.full(8, 0.05), 1.5, 2.0]  # mean 0.44 but median 0.05: a skewed bootstrap
+    data = pd.DataFrame({"judge": ["A"] * 10 + ["B"] * 10, "mode": "m", "unit": units * 2, "x": np.r_[a, b]})
+    v = View("t", "s", "med", "statistic", data, statistic=lambda d: float(np.median(d["x"])))
+    pairs = leaderboard([v], n_resamples=999, seed=0)["leaderboard_pairs.csv"]
+    assert len(pairs) == 1
+    assert pair_p_consistent(pairs, 999).all(), pairs[["p", "p_better"]]
+    assert pairs["p"].iloc[0] <= 2 * pairs["p_better"].iloc[0] + 1e-12
+
+
+def test_criteria_confusion_control_lowers_the_damaged_criteria_only():
+    # a good control on criteria confusion drops the aspects the attack damages (its target aspect, Table 2, and
+    # those annotators expect to drop, Table 19) and leaves every other aspect and the original alone
+    from dhp.datasets.criteria_hu2024 import load_expectations
+    from dhp.methods import get
+    m = get("criteria_confusion")
+    e = load_expectations()
+    attack = "passive_voice"
+    damaged = set(e.loc[(e["attack"] == attack) & (e["human"] | (e["aspect"] == e["target_aspect"])), "aspect"])
+    assert damaged and damaged != set(e["aspect"])
+    aspects = sorted(set(e["aspect"]))
+    prompts = pd.DataFrame([{"dataset": "summeval", "item_id": "i1", "attack": a, "variant": v, "method": "rule",
+                             "aspect": asp, "description_type": "detailed", "instruction": "paper",
+                             "prompt": "text " * 10} for a, v in (("", "original"), (attack, "perturbed"))
+                            for asp in aspects])
+    cfg = m.Params(judge="control:oracle@0", mode="metric", run_dir="/tmp/unused")
+    out = m.collect_scores(cfg, prompts, "control:oracle@0")["confusion_scores.parquet"]
+    got = dict(zip(zip(out["attack"], out["aspect"]), out["score"]))
+    assert all(got[("", a)] == 5.0 for a in aspects)
+    assert all(got[(attack, a)] == (3.0 if a in damaged else 5.0) for a in aspects)
+    assert out["n_valid"].eq(1).all() and (out["judge"] == "control:oracle@0").all()
+    # a baseline cannot run there in mode metric: one clear error, and the grid leaves it out
+    assert m.refuses("baseline:chrf_src", "metric") and not m.refuses("control:chance", "metric")
+    with pytest.raises(DHPError):
+        m.collect_scores(m.Params(judge="baseline:chrf_src", mode="metric", run_dir="/tmp/unused"), prompts)
