@@ -170,7 +170,8 @@ class CountingProxy(ScriptedOpenAI):
         self.log: list[tuple[float, str]] = []
 
     def _forward(self, path: str, body: dict):
-        self.log.append((time.time(), hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()))
+        if path.endswith("/chat/completions"):  # (the live backend also asks the server's tokenizer: not counted)
+            self.log.append((time.time(), hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()))
         if REFUSE in json.dumps(body):
             return 400, {"error": {"message": REFUSAL, "type": "invalid_request_error"}}
         req = urllib.request.Request(self.upstream + path.removeprefix("/v1"), data=json.dumps(body).encode(),
