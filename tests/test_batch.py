@@ -114,3 +114,32 @@ def test_batch_export_over_evaluate_quick_leaves_no_call(tmp_path, llama_server,
     assert "nothing to export" in capsys.readouterr().out
     assert main(["evaluate", *args, "--yes"]) == 0
     assert "calls made: 0;" in capsys.readouterr().out
+
+
+def test_export_of_several_runs_writes_one_custom_id_space(tmp_path):
+    """Issue 51: the pending calls of several runs (evaluate's methods) go to one file, a call two runs share once;
+    import matches each line to its run's call."""
+    from dhp import calls
+    from dhp.backends import ChatRequest, get_backend
+
+    backend = get_backend("openai:m@http://127.0.0.1:9/v1")  # nothing listens: export and import call nothing
+    cache = tmp_path / "cache.sqlite"
+
+    def run_of(*texts):
+        def run():
+            with Cache(cache) as store:
+                planned = [calls.plan_chat(backend, ChatRequest(messages=(("user", t),), max_tokens=2)) for t in texts]
+                calls.run(backend, planned, store, progress=False)
+        return run
+
+    runs = [run_of("a", "shared"), run_of("shared", "b")]
+    out = tmp_path / "calls.jsonl"
+    assert batch.export_calls(runs, out) == 3
+    lines = batch.read_lines(out)
+    assert sorted(ln["body"]["messages"][0]["content"] for ln in lines) == ["a", "b", "shared"]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"custom_id": ln["custom_id"], "response": {"status_code": 200, "body": {
+        "choices": [{"message": {"content": "7"}, "finish_reason": "stop"}], "usage": {}}}}) + "\n" for ln in lines))
+    report = batch.import_results(runs, answers, cache)
+    assert (report.stored, report.unanswered) == (3, 0)
+    assert batch.export_calls(runs, tmp_path / "none.jsonl") == 0

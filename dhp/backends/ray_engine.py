@@ -235,7 +235,8 @@ class RayEngine:
         p = self.params
         what = "vLLM engine replicas" if isinstance(backend, RayVLLMBackend) else "request actors"
         calls = f"{n_calls} calls" if n_calls is not None else "each stage's pending calls"
-        blocks = f" ({math.ceil(n_calls / p.ray_batch_size)} blocks)" if n_calls else ""
+        n_blocks = math.ceil(n_calls / p.ray_batch_size) if n_calls else 0
+        blocks = f" ({n_blocks} block{'s' if n_blocks > 1 else ''})" if n_calls else ""
         tp = f" x {p.ray_tensor_parallel} GPUs" if isinstance(backend, RayVLLMBackend) else ""
         return (f"Engine: ray, cluster {self.address or 'local (started here)'}: {calls} through Ray Data, "
                 f"{p.ray_replicas} {what}{tp}, {p.ray_batch_size} rows per block{blocks}; each answer is committed "
