@@ -152,8 +152,10 @@ def http_processor_config(backend: OpenAIBackend, params: EngineParams):
     return HttpRequestProcessorConfig(
         url=backend.base_url + "/chat/completions", qps=params.ray_qps, batch_size=params.ray_batch_size,
         concurrency=params.ray_replicas, max_retries=0,  # the session retries (and never raises): _ray_worker
-        session_factory=w.SessionFactory(backend.timeout, backend.max_retries, backend.runner.backoff_initial,
-                                         backend.runner.backoff_max),
+        # the live client's retry policy (read defensively: the live backend's internals may change)
+        session_factory=w.SessionFactory(getattr(backend, "timeout", 60.0), getattr(backend, "max_retries", 4),
+                                         getattr(getattr(backend, "runner", None), "backoff_initial", 0.5),
+                                         getattr(getattr(backend, "runner", None), "backoff_max", 8.0)),
         # a fixed pool of ray_replicas actors (an int would be an autoscaling pool starting from one)
         http_request_stage={"num_cpus": params.ray_cpus, "concurrency": (params.ray_replicas, params.ray_replicas),
                             "batch_size": params.ray_batch_size})
