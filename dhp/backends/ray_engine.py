@@ -30,7 +30,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from dhp.backends.base import Backend, ChatRequest, Completion, estimate_tokens, register_backend, TransientError
-from dhp.backends.openai_server import OpenAIBackend, ServerUnreachable, _status_error
+from dhp.backends.openai_server import OpenAIBackend
 from dhp.config import EngineParams, validate
 from dhp.errors import DHPError
 
@@ -77,17 +77,26 @@ def engine_from_env() -> "RayEngine | None":
 
 def live_result(backend: OpenAIBackend, status: int, text: str, error: str = "") -> Any:
     """What the live backend hands :func:`dhp.calls.run` for this HTTP answer (after its retries): a Completion, or
-    the exception whose reason it records — so a refused row carries the live path's reason word for word. A status
-    that stops a live run (401, 403, 404) raises its DHPError here too."""
+    the exception whose reason it records — built by the openai SDK from the same status and body, then sorted by the
+    backend's own rules, so a refused row carries the live path's reason word for word. A status that stops a live
+    run (401, 403, 404) raises its DHPError here too."""
+    import httpx
+    import openai
+
+    request = httpx.Request("POST", backend.base_url + "/chat/completions")
     if status == 0:  # no HTTP answer: the live runner's timeout / dropped-connection errors
-        err: Exception = RuntimeError("timeout") if error == "timeout" else ServerUnreachable(error)
-        return err
+        err: Exception = openai.APITimeoutError(request=request) if error == "timeout" else \
+            openai.APIConnectionError(message=error or "Connection error.", request=request)
+        return backend._per_call_error(err)
     if not 200 <= status < 300:
-        e = _status_error(SimpleNamespace(status_code=status, text=text))
-        fatal = backend._fatal(e)
-        if fatal is not None and not backend._transient(e):
+        response = httpx.Response(status, content=(text or "").encode("utf-8"), request=request,
+                                  headers={"content-type": "application/json"})
+        with openai.OpenAI(api_key="sk-no-key-required", base_url=backend.base_url, max_retries=0) as client:
+            err = client._make_status_error_from_response(response)  # the SDK's own error for this response
+        fatal = backend._fatal(err)
+        if fatal is not None and not backend._transient(err):
             raise fatal
-        return backend._per_call_error(e)
+        return backend._per_call_error(err)
     try:
         data = json.loads(text)
         if not isinstance(data, dict) or not data.get("choices"):
