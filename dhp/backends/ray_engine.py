@@ -147,8 +147,8 @@ def _vllm_result(row: dict, k: int | None) -> Any:
 # ---------------------------------------------------------------------------------------------- processors
 
 def _json_body(body: dict) -> str:
-    """The body's bytes as the live client (httpx's ``json=``) writes them: a server that reads the bytes, not just
-    the JSON, sees the same request."""
+    """The body's bytes as the live client writes them (the openai SDK serializes as httpx's ``json=`` does): a server
+    that reads the bytes, not just the JSON, sees the same request."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
