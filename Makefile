@@ -15,7 +15,7 @@ export MPLBACKEND := Agg
 # nothing here imports (docs/benchmarks.md, "Bytecode").
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-vllm lab setup clean-venv docs lock
+.PHONY: demo test test-vllm test-ray lab setup clean-venv docs lock
 
 # Every package is installed at the version requirements.lock pins (generated from pyproject.toml by `make lock`):
 # a results run must not depend on the day its environment was installed (docs/reproducibility.md).
@@ -90,6 +90,22 @@ $(VLLM_VENV)/.installed: pyproject.toml
 test-vllm: $(VLLM_VENV)/.installed
 	$(VLLM_VENV)/bin/python scripts/vllm_model.py
 	$(VLLM_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/test_vllm.py
+
+# Opt-in: --engine ray against a two-node Ray cluster on loopback and a llama_cpp.server (tests/test_ray.py). Its own
+# environment: the locked packages, the ray extra (Ray Data + aiohttp) and pytest, not the test extra: the notebook
+# stack's jsonschema format checkers (rfc3987-syntax compiles a grammar at import, ~5 s) slowed every Ray helper
+# process past the raylet's 15 s start-up window on a loaded 2-core machine. The llama-cpp-python wheel make setup
+# built is reused when present (else uv builds it, with CMAKE_ARGS above).
+RAY_VENV := .venv-ray
+$(RAY_VENV)/.installed: pyproject.toml $(LOCK)
+	$(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install --quiet -c $(LOCK) --upgrade pip uv==0.13.9
+	$(RAY_VENV)/bin/uv pip install --quiet --python $(RAY_VENV)/bin/python -c $(LOCK) \
+		$$(ls $(VENV)/wheels/llama_cpp_python-*.whl 2>/dev/null | head -1) -e '.[ray]' pytest psutil
+	touch $@
+
+test-ray: $(RAY_VENV)/.installed
+	$(RAY_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/test_ray.py
 
 # JupyterLab on localhost only, token on (scripts/lab.sh; root gets --allow-root). jupyterlab is a test
 # dependency, so the environment `make test` checks is the one `make lab` opens.

@@ -63,14 +63,24 @@ def _body(backend, call: Call) -> dict:
     return backend.chat_body(call.request)
 
 
-def export_calls(run: Callable[[], Any], out: str | os.PathLike) -> int:
-    """Write the pending calls of ``run`` (a no-argument callable running the pipeline) to ``out`` in
-    the OpenAI Batch input format; returns how many lines were written (0: everything is cached)."""
-    found = _pending(run)
+def _pending_all(run) -> list[PendingCalls]:
+    """The pending calls of each run of ``run`` (one callable, or a list: ``dhp batch export evaluate`` gives one per
+    method), each up to its first stage with uncached calls."""
+    runs = run if isinstance(run, (list, tuple)) else [run]
+    return [p for p in (_pending(r) for r in runs) if p is not None]
+
+
+def export_calls(run: "Callable[[], Any] | list[Callable[[], Any]]", out: str | os.PathLike) -> int:
+    """Write the pending calls of ``run`` (a no-argument callable running the pipeline, or a list of them: every
+    method of an evaluation, one file, one ``custom_id`` space — a call two methods share is written once) to ``out``
+    in the OpenAI Batch input format; returns how many lines were written (0: everything is cached)."""
     path = resolve(out)
-    lines = []
-    if found is not None:
+    lines, seen = [], set()
+    for found in _pending_all(run):
         for c in found.calls:
+            if c.keys[0] in seen:
+                continue
+            seen.add(c.keys[0])
             lines.append(json.dumps({"custom_id": c.keys[0], "method": "POST", "url": CHAT_URL,
                                      "body": _body(found.backend, c)}, ensure_ascii=False, sort_keys=True))
     write_text(path, "".join(line + "\n" for line in lines))
@@ -163,18 +173,20 @@ def _read_results(path: Path, backend, by_id: dict) -> tuple[list[str], list, li
     return problems, answers, errors
 
 
-def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) -> ImportReport:
-    """Load an OpenAI Batch output file into ``cache`` for the pending calls of ``run`` (see module
-    docstring). Raises DHPError naming the lines when any line is foreign or corrupt; then nothing is
-    stored."""
+def import_results(run: "Callable[[], Any] | list[Callable[[], Any]]", results: str | os.PathLike,
+                   cache) -> ImportReport:
+    """Load an OpenAI Batch output file into ``cache`` for the pending calls of ``run`` (one callable or a list, as
+    :func:`export_calls`; see module docstring). Raises DHPError naming the lines when any line is foreign or
+    corrupt; then nothing is stored."""
     path = resolve(results)
     if not path.is_file():
         raise DHPError(f"Batch results file {path} not found.", "pass the output file of the batch job.")
-    found = _pending(run)
-    if found is None:
+    pendings = _pending_all(run)
+    if not pendings:
         return ImportReport(0, [], 0)
-    backend = found.backend
-    problems, answers, errors = _read_results(path, backend, {c.keys[0]: c for c in found.calls})
+    backend = pendings[0].backend  # one judge: every method of an evaluation asks the same backend
+    by_id = {c.keys[0]: c for p in pendings for c in p.calls}
+    problems, answers, errors = _read_results(path, backend, by_id)
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise DHPError(f"{path} was not imported: {shown}.",
@@ -196,7 +208,7 @@ def import_results(run: Callable[[], Any], results: str | os.PathLike, cache) ->
         if not hasattr(cache, "put"):
             store.close()
     answered = {c.keys for c, _ in answers}
-    return ImportReport(len(answers), errors, sum(1 for c in found.calls if c.keys not in answered))
+    return ImportReport(len(answers), errors, sum(1 for c in by_id.values() if c.keys not in answered))
 
 
 def read_lines(path: str | os.PathLike) -> list[dict]:

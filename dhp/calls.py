@@ -41,6 +41,7 @@ from dhp.io import resolve, resource
 __all__ = [
     "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "plan_metric", "run", "estimate", "chat",
     "load_price_table", "MAX_CONSECUTIVE_FAILURES", "prime", "TEMPLATE_MARGIN", "PendingCalls", "collect_pending",
+    "using_engine", "current_engine",
 ]
 
 #: Default of the circuit breaker: this many failed calls in a row stop the run.
@@ -126,6 +127,34 @@ def collect_pending():
         yield
     finally:
         _COLLECTING.reset(token)
+
+
+_ENGINE: contextvars.ContextVar[Any] = contextvars.ContextVar("dhp_engine", default=None)
+
+
+@contextmanager
+def using_engine(engine):
+    """Within this block :func:`run` hands the chat calls it would make to ``engine`` (an object with
+    ``takes(backend, calls) -> bool`` and ``answer(backend, calls, on_result)``, e.g. Ray Data's:
+    dhp.backends.ray_engine) instead of the judge's own client. Everything else stays :func:`run`'s: the cache
+    (each answer committed as it arrives), the refusal rules, the circuit breaker. None: the live client."""
+    token = _ENGINE.set(engine)
+    try:
+        yield engine
+    finally:
+        _ENGINE.reset(token)
+
+
+def current_engine():
+    """The engine :func:`run` uses here: :func:`using_engine`'s, else the one the environment names
+    (``DHP_ENGINE``, dhp.config.EngineParams as JSON: how a grid's notebook kernels and worker threads get it),
+    else None (the live client)."""
+    engine = _ENGINE.get()
+    if engine is None and os.environ.get("DHP_ENGINE"):
+        from dhp.backends.ray_engine import engine_from_env  # Ray is an optional extra: imported only when named
+
+        engine = engine_from_env()
+    return engine
 
 
 def prime(backend: Backend, cache) -> None:
@@ -341,7 +370,10 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
             chats = [c for c in todo if c.kind == "chat"]
             logliks = [c for c in todo if c.kind == "loglik"]
             metrics = [c for c in todo if c.kind == "metric"]
-            if chats:
+            engine = current_engine() if chats else None
+            if engine is not None and engine.takes(backend, chats):  # e.g. Ray Data (dhp.backends.ray_engine)
+                engine.answer(backend, chats, on_result(chats))
+            elif chats:
                 backend.chat_many([c.request for c in chats], on_result=on_result(chats))
             if logliks:
                 backend.loglikelihood_many([c.request for c in logliks], on_result=on_result(logliks))

@@ -7,6 +7,8 @@
     dhp run --method dhp --stage perturb ...           one stage of a method (dhp.methods.run_stage)
     dhp batch export --method dhp <its parameters> --out calls.jsonl
     dhp batch import results.jsonl --method dhp <the same parameters>
+    dhp batch export evaluate JUDGE [--profile P ...] --out calls.jsonl   every method of an evaluation, one file
+    dhp run|evaluate ... --engine ray [--ray-address A]   the calls through Ray Data (docs/cluster.md)
     dhp import-judgments KIND [PATH] --run-dir R [--dataset D] [--scale LOW HIGH]   (llmbar, mtme, ..., table)
     dhp leaderboard --run-dir R                        every judge in R compared on every view
     dhp data list | fetch [NAME ...|--for demo|--all] | doc   the input files (docs/data.md)
@@ -81,7 +83,7 @@ def _run(argv: list[str]) -> int:
         ap.add_argument("--wait", action="store_true", help="when another run writes into the run folder, wait for "
                                                             "it to finish (default: refuse, naming its pid)")
 
-    m, config, args = config_from_argv(argv, "dhp run", extra)
+    m, config, args = config_from_argv(argv, "dhp run", lambda ap: (extra(ap), cfg.add_arguments(ap, cfg.EngineParams)))
     runlock.check_run_dir(config.run_dir)  # never results/, figures/, the repository root or ''; dry run too
     if args.dry_run:
         for stage, est in m.estimate(config).items():
@@ -89,11 +91,24 @@ def _run(argv: list[str]) -> int:
                 print(est.describe(stage))
         return 0
     # one writer per run folder: run and run_stage take it (refusing); --wait takes it first, waiting
-    with runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext():
+    with runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext(), _engine(args):
         paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
+
+
+def _engine(args):
+    """``--engine``: the block in which dhp.calls.run hands its calls to that engine (its plan line printed first)."""
+    params = cfg.from_arguments(cfg.EngineParams, args)
+    if params.engine == "live":
+        return contextlib.nullcontext()
+    from dhp.backends.ray_engine import RayEngine  # the optional extra, imported only when asked for
+    from dhp.calls import using_engine
+
+    engine = RayEngine(params)
+    print(engine.describe(), file=sys.stderr)
+    return using_engine(engine)
 
 
 def _batch(action: str, argv: list[str]) -> int:
@@ -105,15 +120,29 @@ def _batch(action: str, argv: list[str]) -> int:
         ap.add_argument("--wait", action="store_true", help="when another run writes into the run folder, wait for "
                                                             "it to finish (default: refuse, naming its pid)")
 
-    m, config, args = config_from_argv(argv, f"dhp batch {action}", extra)
-    m.check_mode(config)
-    collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
-    with runlock.hold(config.run_dir, wait=args.wait):  # its cache is the run's: one writer at a time
+    if argv and argv[0] == "evaluate":  # every method of an evaluation: one file, one custom_id space
+        ap = _evaluate_parser(f"dhp batch {action} evaluate")  # (it has --wait)
+        if action == "export":
+            ap.add_argument("--out", required=True, help="the OpenAI Batch input file to write (JSONL)")
+        else:
+            ap.add_argument("results", help="the batch job's output file (JSONL)")
+        args = ap.parse_args(argv[1:])
+        from dhp.evaluate import batch_runs
+
+        collect, cache = batch_runs(args.judge, args.profile, args.mode, args.run_dir, args.data_dir, args.seed,
+                                    args.protocols, allow_insecure_key=args.allow_insecure_key)
+        run_dir = os.path.dirname(cache)
+    else:
+        m, config, args = config_from_argv(argv, f"dhp batch {action}", extra)
+        m.check_mode(config)
+        collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
+        cache, run_dir = config.cache, config.run_dir
+    with runlock.hold(run_dir, wait=args.wait):  # its cache is the run's: one writer at a time
         if action == "export":
             n = batch.export_calls(collect, args.out)
             print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")
         else:
-            print(batch.import_results(collect, from_cwd(args.results), config.cache).describe())
+            print(batch.import_results(collect, from_cwd(args.results), cache).describe())
     return 0
 
 
@@ -201,8 +230,8 @@ def _data(argv: list[str]) -> int:
     return 0
 
 
-def _evaluate(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="dhp evaluate", description=(
+def _evaluate_parser(prog: str = "dhp evaluate") -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=prog, description=(
         "Run every method your judge's mode supports on the units of the published judges, then the leaderboard "
         "and the report card, into its own run folder (dhp.evaluate)."))
     ap.add_argument("judge", help="judge spec, e.g. openai:<model>@http://host:8000/v1 (model optional when the "
@@ -223,9 +252,16 @@ def _evaluate(argv: list[str]) -> int:
     ap.add_argument("--protocol", action="append", dest="protocols", metavar="P",
                     help="run only this judge protocol (repeatable): llmbar:<Strategy> (LLMBar pairs) or "
                          "gemba:DA ... gemba:classes_ref (WMT22 segments beside GEMBA's recorded judges)")
+    return ap
+
+
+def _evaluate(argv: list[str]) -> int:
+    ap = _evaluate_parser()
+    cfg.add_arguments(ap, cfg.EngineParams)
     a = ap.parse_args(argv)
     evaluate(a.judge, a.profile, a.mode, a.run_dir, a.data_dir, yes=a.yes, dry_run=a.dry_run, seed=a.seed,
-             allow_insecure_key=a.allow_insecure_key, protocols=a.protocols, wait=a.wait)
+             allow_insecure_key=a.allow_insecure_key, protocols=a.protocols, wait=a.wait,
+             engine=cfg.from_arguments(cfg.EngineParams, a))
     return 0
 
 

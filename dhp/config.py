@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dhp.errors import DHPError
 from dhp.extensions import expand_help
 
-__all__ = ["Params", "RunParams", "MODES", "EMPTY_KEPT", "validate", "add_arguments", "from_arguments",
+__all__ = ["Params", "RunParams", "EngineParams", "ENGINES", "MODES", "EMPTY_KEPT", "validate", "add_arguments", "from_arguments",
            "notebook_defaults", "describe"]
 
 #: ``Field(json_schema_extra=EMPTY_KEPT)``: an optional text parameter whose '' is a value of its own, said in its
@@ -106,6 +106,29 @@ class RunParams(Params):
     def figures(self) -> str:
         """The folder figures are written to."""
         return self.figures_dir or os.path.join(self.run_dir, "figures")
+
+
+#: What answers a run's pending model calls: "live" (the judge's own client, one request at a time per slot) or
+#: "ray" (Ray Data's LLM batch inference on a Ray cluster, dhp.backends.ray_engine; the ``ray`` extra).
+ENGINES = ("live", "ray")
+
+
+class EngineParams(Params):
+    """The call engine of ``dhp evaluate``, ``dhp run``, ``dhp batch`` and the grid (``engine: ray`` in its YAML).
+    Not a method parameter: the engine changes how calls are made, never their answers' cache keys."""
+
+    engine: Literal["live", "ray"] = Field("live", description="live: the judge's own client; ray: every pending "
+                                                               "chat call of each stage through Ray Data's LLM batch "
+                                                               "inference (pip install -e '.[ray]'; docs/cluster.md)")
+    ray_address: str | None = Field(None, description="the Ray cluster to use (None: RAY_ADDRESS, else a local Ray "
+                                                       "starts on this machine)")
+    ray_replicas: int = Field(2, ge=1, description="Ray: request actors (served endpoint) or vLLM engine replicas")
+    ray_batch_size: int = Field(16, ge=1, description="Ray: rows per block (each block's answers are committed to "
+                                                      "the cache as it finishes)")
+    ray_qps: int | None = Field(None, ge=1, description="Ray: requests per second per actor (None: no limit)")
+    ray_cpus: float = Field(0.5, gt=0, description="Ray: CPUs each request actor reserves on its node")
+    ray_tensor_parallel: int = Field(1, ge=1, description="Ray, ray-vllm judges: GPUs per vLLM replica (tensor "
+                                                          "parallel size)")
 
 
 def _message(model: type[BaseModel], err: ValidationError, source: str) -> DHPError:

@@ -25,6 +25,7 @@ goes through the run's cache, so a rerun makes no call and an interrupted run re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -39,6 +40,7 @@ from dhp import methods, runlock
 from dhp.backends import get_backend
 from dhp.backends.base import run_options
 from dhp.cache import open_cache
+from dhp.calls import using_engine
 from dhp.errors import DHPError
 from dhp.io import read_csv, resolve, write_csv, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
@@ -198,10 +200,11 @@ def _last_rate(run_dir) -> float | None:
 def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
              data_dir: str | None = None, yes: bool = False, dry_run: bool = False, seed: int = 0,
              allow_insecure_key: bool = False, out=None, confirm=input, protocols=None,
-             wait: bool = False) -> dict[str, Any]:
+             wait: bool = False, engine=None) -> dict[str, Any]:
     """Plan, confirm, run every step, then the leaderboard and the report card. Returns {"plan": steps,
     "calls_made": calls made this time, "paths": written files} (no "paths" on a dry run or a refusal). The run
-    folder has one writer (dhp.runlock): another run in it is refused before any call, or waited for (``wait``)."""
+    folder has one writer (dhp.runlock): another run in it is refused before any call, or waited for (``wait``).
+    ``engine``: what answers the calls (dhp.config.EngineParams; None: the judge's own client)."""
     out = out or sys.stdout
     if run_dir is not None:
         runlock.check_run_dir(run_dir)  # a forbidden or empty folder: refused before the backend is even built
@@ -212,6 +215,9 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
     offline = backend.plan_offline() if dry_run and hasattr(backend, "plan_offline") else None
     steps = plan(judge, profile, mode, run_dir, data_dir, seed, backend, protocols)
     print(describe(steps, backend.identity, profile), file=out)
+    answerer = _engine(engine, out)
+    if answerer is not None:
+        print(answerer.describe(sum(s.calls or 0 for s in steps), backend), file=out)
     if dry_run:
         if offline:
             print(f"Dry run: {offline}.", file=out)
@@ -225,17 +231,18 @@ def evaluate(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir
             print("Nothing run (confirm with y, or pass --yes).", file=out)
             return {"plan": steps, "calls_made": 0}
     with runlock.hold(run_dir, wait=wait):
-        return _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, protocols)
+        return _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, protocols, answerer)
 
 
-def _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, protocols) -> dict[str, Any]:
+def _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, protocols, answerer=None) -> dict[str, Any]:
     """Run every step, then the leaderboard and the report card (the run folder held)."""
     paths: dict[str, Path] = {}
     made, seconds = {}, {}
     for s in steps:
-        before, start = _calls_so_far(backend, s.config.cache), time.perf_counter()
-        paths.update(methods.run(s.method, s.config, backend=backend))
-        made[s.method] = _calls_so_far(backend, s.config.cache) - before
+        before, start = _calls_so_far(backend, s.config.cache, answerer), time.perf_counter()
+        with using_engine(answerer) if answerer is not None else contextlib.nullcontext():
+            paths.update(methods.run(s.method, s.config, backend=backend))
+        made[s.method] = _calls_so_far(backend, s.config.cache, answerer) - before
         seconds[s.method] = round(time.perf_counter() - start, 1)
         print(f"{s.method}: done, {made[s.method]} calls made", file=out)
     # the recorded sources whose judges stand in the views of the methods run (each source says which it feeds), and
@@ -263,11 +270,35 @@ def _run_steps(steps, backend, profile, mode, run_dir, data_dir, seed, out, prot
     return {"plan": steps, "calls_made": sum(made.values()), "paths": paths}
 
 
-def _calls_so_far(backend, cache_path) -> int:
-    """Model calls made so far: an HTTP backend counts its calls' tries (not its model list or tokenizer requests);
+def batch_runs(judge: str, profile: str = "quick", mode: str = "logprobs", run_dir: str | None = None,
+               data_dir: str | None = None, seed: int = 0, protocols=None, allow_insecure_key: bool = False):
+    """(one collect callable per method of the evaluation, the run's cache path): what ``dhp batch export|import
+    evaluate`` writes and reads (dhp.batch), the run folder and configs being evaluate's own."""
+    backend = get_backend(judge, **run_options(judge, allow_insecure_key=allow_insecure_key))
+    backend.check_mode(mode)
+    steps = plan(judge, profile, mode, run_dir or default_run_dir(backend.identity), data_dir, seed, backend, protocols)
+    runs = [lambda s=s: methods.get(s.method).collect(s.config, backend) for s in steps]
+    caches = {s.config.cache for s in steps}
+    if len(caches) != 1:
+        raise DHPError(f"The methods of this evaluation use {len(caches)} caches.", "use one run folder.")
+    return runs, caches.pop()
+
+
+def _engine(params, out):
+    """The engine of ``params`` (dhp.config.EngineParams), None for the live one."""
+    if params is None or params.engine == "live":
+        return None
+    from dhp.backends.ray_engine import RayEngine  # the optional extra, imported only when asked for
+
+    return RayEngine(params, out=out)
+
+
+def _calls_so_far(backend, cache_path, engine=None) -> int:
+    """Model calls made so far: an HTTP backend counts its calls' tries (not its model list or tokenizer requests),
+    plus the rows an engine answered for it;
     otherwise the answers in the run's cache (a call answered from the cache adds none)."""
     if hasattr(backend, "attempts"):
-        return int(backend.attempts or 0)
+        return int(backend.attempts or 0) + int(getattr(engine, "rows_total", 0))
     with open_cache(cache_path) as store:
         return len(store)
 

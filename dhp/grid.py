@@ -62,7 +62,7 @@ import yaml
 from pydantic import Field, field_validator, model_validator
 
 from dhp import methods, runlock
-from dhp.config import MODES, Params, validate
+from dhp.config import MODES, EngineParams, Params, validate
 from dhp.datasets import data_root
 from dhp.errors import DHPError
 from dhp.io import decode_user_text, project_root, read_table, resolve, slug, write_bytes, write_csv, write_manifest
@@ -91,8 +91,9 @@ class Override(Params):
     params: dict[str, Any] = Field(default_factory=dict, description="method parameters for these judges")
 
 
-class GridParams(Params):
-    """The grid YAML (python -m dhp.grid FILE): what runs, and where the results go."""
+class GridParams(EngineParams):
+    """The grid YAML (python -m dhp.grid FILE): what runs, and where the results go (``engine: ray``: every point's
+    calls through Ray Data, dhp.config.EngineParams)."""
 
     run_id: str = Field("default", description="name of the run folder under runs_dir")
     judges: list[str | JudgeEntry] = Field(min_length=1, description="judge specs, e.g. [embedded, "
@@ -760,8 +761,34 @@ def run_grid(g: GridParams) -> Report:
     for p in pts:  # a point folder inside results/ or figures/ (runs_dir: results) is refused before any run
         runlock.check_run_dir(p.folder, "runs_dir")
     # one grid per run_id at a time (its staging folder and stamps); each point's notebook holds its own folder
-    with runlock.hold(resolve(g.runs_dir) / g.run_id):
+    with runlock.hold(resolve(g.runs_dir) / g.run_id), _engine(g):
         return _run_grid(g, pts, report)
+
+
+@contextlib.contextmanager
+def _engine(g: GridParams):
+    """``engine: ray``: the cluster is reached (or a local Ray started) once, here, and every notebook kernel and stage
+    thread the grid starts finds the engine in its environment (DHP_ENGINE, RAY_ADDRESS; dhp.calls.current_engine)."""
+    if g.engine == "live":
+        yield
+        return
+    from dhp.backends.ray_engine import RayEngine, engine_env  # the optional extra, imported only when asked for
+
+    params = EngineParams(**{k: getattr(g, k) for k in EngineParams.model_fields})
+    engine = RayEngine(params)
+    address = engine.start()
+    env = {**engine_env(params.model_copy(update={"ray_address": address})), "RAY_ADDRESS": address}
+    print(f"[grid] {engine.describe()}", flush=True)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _run_grid(g: GridParams, pts: list[Point], report: Report) -> Report:

@@ -92,3 +92,54 @@ def test_export_answer_import_rerun_matches_live(tmp_path):
     scores = pd.read_parquet(run_dir / "scores.parquet")
     assert len(scores) == 1 * 2 * 3  # items x (original, char_typo) x metrics
     assert (scores["score"].notna() | (scores["failure"] != "")).all()  # a score or its reason
+
+
+def test_batch_export_over_evaluate_quick_leaves_no_call(tmp_path, llama_server, capsys):
+    """Issue 51: `dhp batch export evaluate JUDGE --profile quick` writes every method's pending calls in one file (one
+    custom_id space); answered and imported, `dhp evaluate` then makes 0 calls."""
+    from dhp.cli import main
+
+    judge = f"openai:{llama_server.model_alias}@{llama_server.base_url}"
+    run_dir, calls_file, out = tmp_path / "ev", tmp_path / "calls.jsonl", tmp_path / "results.jsonl"
+    args = [judge, "--profile", "quick", "--run-dir", str(run_dir)]
+    assert main(["batch", "export", "evaluate", *args, "--out", str(calls_file)]) == 0
+    lines = batch.read_lines(calls_file)
+    assert lines and len({ln["custom_id"] for ln in lines}) == len(lines)
+    plan = main(["evaluate", *args, "--dry-run"]) == 0 and capsys.readouterr().out
+    assert f"Total estimated calls to make: {len(lines)} " in plan  # the file holds every call of the plan
+    batch.answer_file(calls_file, out, llama_server.base_url)
+    assert main(["batch", "import", "evaluate", *args, str(out)]) == 0
+    assert f"imported {len(lines)} answers; 0 calls of this stage still pending" in capsys.readouterr().out
+    assert main(["batch", "export", "evaluate", *args, "--out", str(tmp_path / "none.jsonl")]) == 0
+    assert "nothing to export" in capsys.readouterr().out
+    assert main(["evaluate", *args, "--yes"]) == 0
+    assert "calls made: 0;" in capsys.readouterr().out
+
+
+def test_export_of_several_runs_writes_one_custom_id_space(tmp_path):
+    """Issue 51: the pending calls of several runs (evaluate's methods) go to one file, a call two runs share once;
+    import matches each line to its run's call."""
+    from dhp import calls
+    from dhp.backends import ChatRequest, get_backend
+
+    backend = get_backend("openai:m@http://127.0.0.1:9/v1")  # nothing listens: export and import call nothing
+    cache = tmp_path / "cache.sqlite"
+
+    def run_of(*texts):
+        def run():
+            with Cache(cache) as store:
+                planned = [calls.plan_chat(backend, ChatRequest(messages=(("user", t),), max_tokens=2)) for t in texts]
+                calls.run(backend, planned, store, progress=False)
+        return run
+
+    runs = [run_of("a", "shared"), run_of("shared", "b")]
+    out = tmp_path / "calls.jsonl"
+    assert batch.export_calls(runs, out) == 3
+    lines = batch.read_lines(out)
+    assert sorted(ln["body"]["messages"][0]["content"] for ln in lines) == ["a", "b", "shared"]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"custom_id": ln["custom_id"], "response": {"status_code": 200, "body": {
+        "choices": [{"message": {"content": "7"}, "finish_reason": "stop"}], "usage": {}}}}) + "\n" for ln in lines))
+    report = batch.import_results(runs, answers, cache)
+    assert (report.stored, report.unanswered) == (3, 0)
+    assert batch.export_calls(runs, tmp_path / "none.jsonl") == 0
