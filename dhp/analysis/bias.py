@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.analysis.decomposition import protocol_of, subset_group, view_strategy
+from dhp.stats.paired import wilson_interval
 from dhp.stats.resample import MIN_RESAMPLE_UNITS
 
 __all__ = ["MIN_UNITS", "LLMBAR_SCOPE", "word_count", "pair_lengths", "pair_units", "both_orders", "first_values", "position_table", "length_table",
@@ -86,15 +87,9 @@ def word_count(text) -> int:
     return len(_WORD.findall(str(text or "")))
 
 
-def wilson(k: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval of k successes in n trials; NaN for n < MIN_UNITS."""
-    if n < MIN_UNITS:
-        return math.nan, math.nan
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
+def wilson(k: float, n: int) -> tuple[float, float]:
+    """Wilson score interval of k successes in n trials (95 %); NaN for n < MIN_UNITS."""
+    return (math.nan, math.nan) if n < MIN_UNITS else wilson_interval(k, n)
 
 
 @functools.lru_cache(maxsize=64)

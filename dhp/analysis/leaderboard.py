@@ -80,7 +80,7 @@ PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "ju
 RECORDED_MODE = "recorded"
 #: The statistics' code version: part of every stored view's key (``view_key``). Raise it with any change that
 #: alters a number of leaderboard.csv or leaderboard_pairs.csv, so results stored by older code are not reused.
-STATS_VERSION = 3  # 3: p is twice the smaller one-sided p (two_sided)
+STATS_VERSION = 4  # 3: p is twice the smaller one-sided p (two_sided); 4: no zero-width interval of a proportion
 #: Fewest units a view's statistic is read as a ranking on (``View.notes["min_units_ranked"]`` overrides): with
 #: fewer, the judges' rows get a "too few units" status instead of "ok" (their value and rank stay, as indicative).
 #: Segment statistics: 30 items; a system-level statistic (notes set by dhp.analysis.system_level): 100 segments.
@@ -193,6 +193,9 @@ def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: f
     boots = (counts @ x.T / len(units)).T  # judges × draws
     intervals = [paired.percentile_interval(b, len(units), ci) for b in boots]
     binary = np.isin(x, (0.0, 1.0)).all()
+    if binary:  # every unit alike (all 1 or all 0): the bootstrap has no spread; a proportion's interval still has one
+        intervals = [paired.wilson_interval(float(row.sum()), len(units), ci) if lo == hi else (lo, hi)
+                     for row, (lo, hi) in zip(x, intervals)]
     signs = np.random.default_rng(seed + 1).choice((-1.0, 1.0), size=(k, len(units)))
     pairs = []
     for a, b in itertools.combinations(range(len(judges)), 2):

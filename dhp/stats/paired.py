@@ -72,6 +72,21 @@ def percentile_interval(boots, n_units: int, ci: float = 0.95) -> tuple[float, f
     return float(lo), float(hi)
 
 
+def wilson_interval(k: float, n: int, ci: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of ``k`` successes in ``n`` trials: the interval of a proportion that keeps a width
+    where every trial agrees (k = 0 or n), where a bootstrap of the trials has no spread at all. NaN for n = 0."""
+    if n <= 0:
+        return math.nan, math.nan
+    from scipy.stats import norm
+
+    z = float(norm.ppf((1 + ci) / 2))
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
 def paired_bootstrap(values_a, values_b, statistic: Callable[[np.ndarray], float] = np.mean, k: int = 1000,
                      seed: int = 0, ci: float = 0.95) -> dict:
     """Paired bootstrap over items of ``statistic`` for two judges. ``values_a`` / ``values_b``: per-item
