@@ -737,7 +737,10 @@ def aggregate(done: list[Point], results_dir, report: Report) -> dict[str, Path]
                 if not f.exists():
                     continue
                 df = read_table(f, t.name, f"the {name} method")
-                if "judge" not in df.columns or "mode" not in df.columns:
+                # a table of the items themselves (partitioned by another column, e.g. bias's pair lengths) is the
+                # same for every judge: kept once below; a judge's table must name its judge and mode
+                per_judge = bool({"judge", "mode"} & set(t.partition))
+                if per_judge and ("judge" not in df.columns or "mode" not in df.columns):
                     report.failures.append(Failure(_rel(f), {}, "(aggregation)",
                                                    "the table has no judge/mode columns: every method table "
                                                    "names the judge and mode of its rows"))
@@ -745,6 +748,8 @@ def aggregate(done: list[Point], results_dir, report: Report) -> dict[str, Path]
                 parts.append(_results_view(df, t))
             if parts:
                 df = pd.concat(parts, ignore_index=True)
+                if not {"judge", "mode"} & set(t.partition):
+                    df = df.drop_duplicates(ignore_index=True)
                 keys = [c for c in ("dataset", "judge", "mode") if c in df.columns]
                 df = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
                 stem = Path(t.name).stem
