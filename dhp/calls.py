@@ -37,6 +37,10 @@ from dhp.backends.base import reply_status_value
 from dhp.cache import CachedCall, Cache, make_key, open_cache
 from dhp.errors import DHPError
 from dhp.io import resolve, resource
+from dhp.lazy import lazy_module
+
+# Ray is an optional extra: its engine module is imported only when an engine is named (dhp.lazy)
+ray_engine = lazy_module("dhp.backends.ray_engine")
 
 __all__ = [
     "Call", "CallFailure", "Estimate", "RunReport", "plan_chat", "plan_loglik", "plan_metric", "run", "estimate", "chat",
@@ -151,9 +155,7 @@ def current_engine():
     else None (the live client)."""
     engine = _ENGINE.get()
     if engine is None and os.environ.get("DHP_ENGINE"):
-        from dhp.backends.ray_engine import engine_from_env  # Ray is an optional extra: imported only when named
-
-        engine = engine_from_env()
+        engine = ray_engine.engine_from_env()
     return engine
 
 

@@ -38,11 +38,16 @@ from dhp import batch, methods, runlock, weights
 from dhp import extensions
 from dhp import config as cfg
 from dhp.datasets import declared_files
+from dhp.lazy import lazy_module
 from dhp.errors import DHPError
-from dhp.evaluate import PROFILES, evaluate
+from dhp.calls import using_engine
+from dhp.evaluate import PROFILES, batch_runs, evaluate
 from dhp.io import from_cwd, resolve, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.recorded import IMPORTERS, MAX_FILE_BYTES, default_path, import_judgments
+
+# Ray is an optional extra: its engine module is imported only when --engine ray asks for it (dhp.lazy)
+ray_engine = lazy_module("dhp.backends.ray_engine")
 
 __all__ = ["main", "method_parser", "config_from_argv"]
 
@@ -103,10 +108,7 @@ def _engine(args):
     params = cfg.from_arguments(cfg.EngineParams, args)
     if params.engine == "live":
         return contextlib.nullcontext()
-    from dhp.backends.ray_engine import RayEngine  # the optional extra, imported only when asked for
-    from dhp.calls import using_engine
-
-    engine = RayEngine(params)
+    engine = ray_engine.RayEngine(params)
     print(engine.describe(), file=sys.stderr)
     return using_engine(engine)
 
@@ -127,8 +129,6 @@ def _batch(action: str, argv: list[str]) -> int:
         else:
             ap.add_argument("results", help="the batch job's output file (JSONL)")
         args = ap.parse_args(argv[1:])
-        from dhp.evaluate import batch_runs
-
         collect, cache = batch_runs(args.judge, args.profile, args.mode, args.run_dir, args.data_dir, args.seed,
                                     args.protocols, allow_insecure_key=args.allow_insecure_key)
         run_dir = os.path.dirname(cache)

@@ -46,6 +46,10 @@ from dhp.io import read_csv, resolve, write_csv, write_text
 from dhp.leaderboard import LeaderboardParams, run_leaderboard
 from dhp.plots.report_card import save_report_card_pages
 from dhp.recorded import IMPORTERS
+from dhp.analysis.power import power_line
+from dhp.lazy import lazy_module
+
+ray_engine = lazy_module("dhp.backends.ray_engine")  # the optional extra: imported only when asked for
 
 __all__ = ["PROFILES", "Step", "plan", "describe", "evaluate", "default_run_dir"]
 
@@ -78,8 +82,6 @@ class Step:
 
 def power_line_of(method, config) -> str:
     """The plan's power line of a method at its run's n (dhp.analysis.power; "" when the method states none)."""
-    from dhp.analysis.power import power_line
-
     if not method.power:
         return ""
     kind, field_name, units = method.power
@@ -106,7 +108,7 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
     methods.check_protocol_names(protocols)  # any registered strategy or protocol, by its registered name
     steps, claimed = [], set()
     for m in methods.all_methods():
-        if mode not in m.modes:
+        if mode not in m.modes or m.refuses(str(judge), mode):  # (mode metric: controls only, on some methods)
             continue
         if protocols:  # only the methods that run those protocols, with the protocols' parameters
             values = m.protocol_params(profile, protocols, data_dir)
@@ -120,7 +122,7 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
                            "run_dir": run_dir, "data_dir": data_dir, "seed": seed})
         steps.append(_estimate(m, config, backend))
     if protocols and set(protocols) - claimed:
-        raise methods.protocol_refusal(set(protocols) - claimed, profile, mode, data_dir=data_dir)
+        raise methods.protocol_refusal(set(protocols) - claimed, profile, mode, data_dir=data_dir, judge=str(judge))
     if not steps:
         raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
                        "use --profile standard or paper (DHP and human alignment also take likelihood and metric "
@@ -288,9 +290,7 @@ def _engine(params, out):
     """The engine of ``params`` (dhp.config.EngineParams), None for the live one."""
     if params is None or params.engine == "live":
         return None
-    from dhp.backends.ray_engine import RayEngine  # the optional extra, imported only when asked for
-
-    return RayEngine(params, out=out)
+    return ray_engine.RayEngine(params, out=out)
 
 
 def _calls_so_far(backend, cache_path, engine=None) -> int:

@@ -69,6 +69,9 @@ from dhp.io import decode_user_text, project_root, read_table, resolve, slug, wr
 from dhp.leaderboard import LeaderboardParams
 from dhp.methods import read_tables
 from dhp.recorded import IMPORTERS
+from dhp.lazy import lazy_module
+
+ray_engine = lazy_module("dhp.backends.ray_engine")  # the optional extra: imported only when asked for
 
 REPORT_NB = "10_report_card"
 LEADERBOARD_NB = "11_leaderboard"
@@ -777,12 +780,10 @@ def _engine(g: GridParams):
     if g.engine == "live":
         yield
         return
-    from dhp.backends.ray_engine import RayEngine, engine_env  # the optional extra, imported only when asked for
-
     params = EngineParams(**{k: getattr(g, k) for k in EngineParams.model_fields})
-    engine = RayEngine(params)
+    engine = ray_engine.RayEngine(params)
     address = engine.start()
-    env = {**engine_env(params.model_copy(update={"ray_address": address})), "RAY_ADDRESS": address}
+    env = {**ray_engine.engine_env(params.model_copy(update={"ray_address": address})), "RAY_ADDRESS": address}
     print(f"[grid] {engine.describe()}", flush=True)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

@@ -52,6 +52,7 @@ SCREENSHOTS = ("index.html", "course/index.html", "course/03_*.html", "course/07
                "course/11_*.html", "leaderboard.html", "reference.html")
 #: a method's name as a reader types it -> the page search must list first
 SEARCHES = {"discernment": "methods/dhp.html", "criteria confusion": "methods/criteria_confusion.html",
+            "bias": "methods/bias.html",
             "decompose": "methods/decompose_aggregate.html", "dual perspective": "methods/dual_perspective.html",
             "human alignment": "methods/human_alignment.html"}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dhp.analysis.decomposition import protocol_of, subset_group, view_strategy
+from dhp.stats.correlation import weighted_pearson
 from dhp.stats.paired import wilson_interval
 from dhp.stats.resample import MIN_RESAMPLE_UNITS
 
@@ -372,8 +373,6 @@ def partial_correlation_given(score, length, human) -> float:
 
 def _weighted_partial(s, l, h, w) -> np.ndarray:
     """partial_correlation_given per draw of weights w (k × n), from the weighted pairwise correlations."""
-    from dhp.stats.correlation import weighted_pearson
-
     rsl, rsh, rlh = weighted_pearson(s, l, w), weighted_pearson(s, h, w), weighted_pearson(l, h, w)
     with np.errstate(divide="ignore", invalid="ignore"):
         return (rsl - rsh * rlh) / np.sqrt((1 - rsh ** 2) * (1 - rlh ** 2))

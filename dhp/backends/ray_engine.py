@@ -21,6 +21,7 @@ Ray is an optional extra (``pip install -e '.[ray]'``); nothing here imports it 
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -33,6 +34,10 @@ from dhp.backends.base import Backend, ChatRequest, Completion, estimate_tokens,
 from dhp.backends.openai_server import OpenAIBackend
 from dhp.config import EngineParams, validate
 from dhp.errors import DHPError
+from dhp.lazy import lazy_module
+
+# the request actors' code, shipped to the nodes by value; imported when a processor is built (it needs aiohttp)
+w = lazy_module("dhp.backends._ray_worker")
 
 __all__ = ["RayEngine", "RayVLLMBackend", "engine_from_env", "engine_env", "live_result", "vllm_top_logprobs",
            "vllm_processor_config", "http_processor_config", "OBJECT_STORE_BYTES"]
@@ -156,7 +161,6 @@ def http_processor_config(backend: OpenAIBackend, params: EngineParams):
     """The ``HttpRequestProcessorConfig`` answering ``backend``'s chat calls (its URL, retries, timeout)."""
     from ray.data.llm import HttpRequestProcessorConfig
 
-    from dhp.backends import _ray_worker as w
 
     return HttpRequestProcessorConfig(
         url=backend.base_url + "/chat/completions", qps=params.ray_qps, batch_size=params.ray_batch_size,
@@ -230,9 +234,8 @@ class RayEngine:
             # the nodes need Ray and aiohttp, not dhp: the request actors' code travels by value
             from ray import cloudpickle
 
-            from dhp.backends import _ray_worker
-
-            cloudpickle.register_pickle_by_value(_ray_worker)
+            # the real module (w is its lazy stand-in, dhp.lazy): its code travels to the nodes by value
+            cloudpickle.register_pickle_by_value(importlib.import_module(w.__name__))
         return ray.get_runtime_context().gcs_address
 
     # -- what
@@ -268,7 +271,6 @@ class RayEngine:
                      "dhp_sampling": json.dumps(vllm_sampling_params(c.request))} for i, c in enumerate(calls)]
             from ray.data.llm import build_processor
 
-            from dhp.backends import _ray_worker as w
             processor = build_processor(vllm_processor_config(backend, self.params), preprocess=w.vllm_row,
                                         postprocess=w.keep_vllm_answer)
             ks = [c.request.logprobs for c in calls]
@@ -276,7 +278,6 @@ class RayEngine:
         else:
             from ray.data.llm import build_processor
 
-            from dhp.backends import _ray_worker as w
             rows = [{"dhp_index": i, "payload": {w.BODY: _json_body(backend.chat_body(c.request))}}
                     for i, c in enumerate(calls)]
             # the row maps around the requests are light: a small CPU share, so they fit beside the request actors on

@@ -330,7 +330,7 @@ def check_protocol_names(protocols, where: str = "") -> None:
 
 
 def protocol_refusal(unclaimed, profile: str, mode: str | None = None, candidates=None, data_dir=None,
-                     where: str = "") -> DHPError:
+                     where: str = "", judge: str | None = None) -> DHPError:
     """Why no method ran the registered judge protocols ``unclaimed``: no method runs it at all, the method that
     runs it is not among ``candidates`` (method names), or it does not run in ``mode`` — the real reason, with its
     fix."""
@@ -347,8 +347,10 @@ def protocol_refusal(unclaimed, profile: str, mode: str | None = None, candidate
         return DHPError(f"{where}no method of {list(candidates)} runs {p!r}; {owners[0].name} does.",
                         f"add {owners[0].name} to methods.")
     m = owners[0]
-    return DHPError(f"{where}{m.name} runs the judge protocol {p!r} in mode(s) {', '.join(m.modes)}, not {mode!r}.",
-                    f"use --mode {m.modes[0]} (the modes {m.name} runs).")
+    # the modes it runs for this judge (mode metric runs controls only on some methods: Method.refuses)
+    modes = [md for md in m.modes if judge is None or not m.refuses(judge, md)] or list(m.modes)
+    return DHPError(f"{where}{m.name} runs the judge protocol {p!r} in mode(s) {', '.join(modes)}, not {mode!r}.",
+                    f"use --mode {modes[0]} (the modes {m.name} runs).")
 
 
 #: The judge spec of a run that calls no model: it analyzes the judgments imported into the run folder.

@@ -27,7 +27,9 @@ from pydantic import Field, field_validator
 
 from dhp.analysis import bias as ba
 from dhp.analysis.leaderboard import View
-from dhp.analysis.report_card import card_row
+from dhp.analysis.decomposition import view_strategy
+from dhp.analysis.recorded_views import HANNA_EXCLUDED_SYSTEM, HANNA_HEADLINE_METRICS
+from dhp.analysis.report_card import CARD_COLUMNS, card_row
 from dhp.backends import Backend
 from dhp.config import RunParams
 from dhp.datasets.llmbar import SUBSETS, load_llmbar
@@ -35,6 +37,7 @@ from dhp.errors import DHPError
 from dhp import calls
 from dhp.judging.strategies import STRATEGIES, llmbar_plan_jobs, llmbar_protocol, run_strategies
 from dhp.methods import Method, Plan, StageResult, Table, register
+from dhp.plots.bias import plot_bias
 from dhp.perturb.cues import CUES
 from dhp.perturb.catalog import get as get_perturbation
 
@@ -125,7 +128,6 @@ def hanna_length_rows(scores: pd.DataFrame, human: pd.DataFrame, judges=None) ->
     """HANNA outputs (every system but "Human", as upstream's analysis) with a judge's score, HANNA's own "Text
     length" metric and the human criterion: dataset, judge, mode, criterion, unit, score, length, human. A judge with
     one score per output (criterion "") is paired with every criterion; ``judges``: which (None: every judge)."""
-    from dhp.analysis.recorded_views import HANNA_EXCLUDED_SYSTEM
 
     s = scores[(scores["dataset"] == "hanna") & (scores["system"] != HANNA_EXCLUDED_SYSTEM)]
     length = s[s["judge"] == HANNA_LENGTH].set_index(["system", "item"])["score"]
@@ -287,8 +289,6 @@ class Bias(Method):
     @staticmethod
     def _hanna_judges(scores: pd.DataFrame) -> list[str]:
         """HANNA's LLM judges (a score per criterion) and the metrics upstream's notebook shows."""
-        from dhp.analysis.recorded_views import HANNA_HEADLINE_METRICS
-
         llm = scores.loc[scores["criterion"] != "", "judge"].astype(str).unique().tolist()
         return sorted(set(llm) | set(HANNA_HEADLINE_METRICS))
 
@@ -297,8 +297,6 @@ class Bias(Method):
         """Per leaderboard strategy of a live judge (and LLMBar's Vanilla, where recorded judges ran it) on the pooled
         LLMBar pairs: prefer-first, flip rate and length bias per judge with intervals, the baselines beside them
         (dhp.plots.bias)."""
-        from dhp.analysis.decomposition import view_strategy
-        from dhp.plots.bias import plot_bias
 
         pos, ln, lengths = tables.get(POSITION.name), tables.get(LENGTH.name), tables.get(PAIRS.name)
         if pos is None or pos.empty:
@@ -348,7 +346,6 @@ class Bias(Method):
                 rows.append(card_row(r["judge"], r["mode"], self.name, "cue_robustness", f"{r['cue']}/{r['strategy']}",
                                      r["robustness"], r["robustness_lo"], r["robustness_hi"], r["n"],
                                      nan_status=r["status"] if r["status"] != "ok" else "no usable scores"))
-        from dhp.analysis.report_card import CARD_COLUMNS
         return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
     # ------------------------------------------------------------------ leaderboard views
