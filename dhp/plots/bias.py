@@ -49,7 +49,7 @@ def plot_bias(position: pd.DataFrame, length: pd.DataFrame | None = None, strate
         ln = ln.reindex(pd.MultiIndex.from_frame(pos[["judge", "mode"]])).reset_index()
         panels.append(("length_bias", ln))
     labels = [f"{j} ({m}), n={n}" for j, m, n in zip(pos["judge"], pos["mode"], pos["n_both"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels) + 2.6, 0.32 * len(pos) + 1.6),
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.0, 0.32 * len(pos) + 1.6),
                              sharey=True, squeeze=False, layout="constrained")
     y = np.arange(len(pos))
     for ax, (measure, t) in zip(axes[0], panels):
@@ -61,7 +61,7 @@ def plot_bias(position: pd.DataFrame, length: pd.DataFrame | None = None, strate
                         fmt="o", color=colour, ms=4, capsize=2, lw=1)
         for yi, val, why in zip(y, v, t["status"].fillna("no row").astype(str)):
             if np.isnan(val):  # no number: say why where the dot would be
-                ax.text(ref, yi, f" n/a: {why}", fontsize=6, va="center", color="tab:red")
+                ax.text(ref, yi, f" n/a: {why}", fontsize=7, va="center", color="tab:red")
         ax.axvline(ref, ls=":", color="grey", lw=1)
         ax.set_ylim(-0.7, len(pos) - 0.3)  # room for the first and last rows' reasons
         ax.set_title(title, fontsize=8, wrap=True)

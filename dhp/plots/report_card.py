@@ -206,10 +206,10 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
                 if used.iloc[i][m] != shown[m]:
                     label += "\n" + _wrap(f"({used.iloc[i][m]})", lines=2)
             dark = not isinstance(v, str) and hi > lo and (v - lo) / (hi - lo) > 0.6  # white text on dark cells
-            ax.text(j, i, label, ha="center", va="center", fontsize=6 if isinstance(v, str) else 7,
+            ax.text(j, i, label, ha="center", va="center", fontsize=7,
                     color=("white" if dark else "black") if not isinstance(v, str) else "#8A4B08")
     ax.set_xticks(range(len(methods)), [m.replace("_", " ") + "\n" + _wrap(shown[m])
-                                        for m in methods], fontsize=6)
+                                        for m in methods], fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(h)), [f"{j}\n({m} · {judge_kind(j, m)})" for j, m in zip(h["judge"], h["mode"])],
                   fontsize=7)
