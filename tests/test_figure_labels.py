@@ -42,6 +42,10 @@ def test_agreement_chart_with_the_recorded_judges_has_no_overlapping_labels():
     assert overlaps(fig) == []
     # every value is still written (a share of 0 must not look unmeasured)
     assert sum(len(ax.texts) for ax in fig.axes) == 3 * (3 + 6 * 17)
+    # and at 7 pt or more: a 7-in figure shown in a ~700-px column draws 7 pt at 9.7 px (6 pt: 8.3 px, under 9)
+    from dhp.plots.save import DPI, min_font_px
+
+    assert fig.get_figwidth() <= 7.0 and min_font_px(fig) >= round(7 * DPI / 72, 2)
 
 
 @pytest.mark.parametrize("n_judges, n_strategies", [(1, 3), (8, 2), (4, 5), (3, 3)])

@@ -37,3 +37,5 @@ def test_wilson_interval_is_the_textbook_one():
     assert wilson_interval(10, 10) == pytest.approx((0.72247, 1.0), abs=1e-4)
     assert wilson_interval(81, 263) == pytest.approx((0.2553, 0.3662), abs=1e-4)
     assert all(np.isnan(wilson_interval(0, 0)))
+    # exact ends, no rounding noise (0 of 6 gave a lower bound of 2.8e-17 in a table)
+    assert wilson_interval(0, 6)[0] == 0.0 and wilson_interval(6, 6)[1] == 1.0

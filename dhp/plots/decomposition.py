@@ -71,7 +71,7 @@ def _agreement_grid(pooled: pd.DataFrame, measures, groups: list, strategies: li
                              squeeze=False, layout="constrained")
     rows = {g: i for i, g in enumerate(groups)}
     cols = {s: j for j, s in enumerate(strategies)}
-    fs = 6 if len(strategies) > 12 else 7
+    fs = 7  # "0.50" at 7 pt is ~17 pt wide; 15 columns in the ~5-in axes leave ~24 pt each (6 pt drew 8 px on a page)
     for k, (ax, measure) in enumerate(zip(axes[:, 0], measures)):
         grid = np.full((len(groups), len(strategies)), np.nan)
         ran = np.zeros_like(grid, dtype=bool)

@@ -84,7 +84,8 @@ def wilson_interval(k: float, n: int, ci: float = 0.95) -> tuple[float, float]:
     den = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
+    # at k = 0 (k = n) the bound is exactly 0 (1); mid - half leaves rounding noise (2.8e-17) in a table
+    return (0.0 if k <= 0 else max(0.0, mid - half)), (1.0 if k >= n else min(1.0, mid + half))
 
 
 def paired_bootstrap(values_a, values_b, statistic: Callable[[np.ndarray], float] = np.mean, k: int = 1000,
