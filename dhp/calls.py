@@ -221,6 +221,13 @@ def _unique(calls: Iterable[Call]) -> list[Call]:
     return out
 
 
+def run_stats(identity: str, requests: int, replies_made: int = 0, cache_hits: int = 0) -> dict:
+    """The run statistics every judging stage reports (calls made, cache hits, tokens), before any call: one shape
+    for a model's calls and for a judge that makes none (a control answers ``requests`` rows with 0 calls)."""
+    return {"identity": identity, "requests": int(requests), "calls": 0, "replies_made": int(replies_made),
+            "cache_hits": int(cache_hits), "call_errors": 0, "refusals": 0, "prompt_tokens_submitted": 0,
+            "prompt_tokens_computed": 0, "prompt_tokens_computed_known": True, "completion_tokens": 0}
+
 def pending(calls: Iterable[Call], store: Cache) -> list[Call]:
     """The calls with at least one reply not in the cache (duplicates removed), in order, except that calls which
     failed in an earlier run (:meth:`Cache.failed`) come after the fresh ones: a rerun after a stop resumes where the
@@ -327,10 +334,8 @@ def run(backend: Backend, calls: Sequence[Call], store: Cache, *, progress: bool
     if todo and _COLLECTING.get():
         raise PendingCalls(backend, todo)
     n_keys = sum(len(c.keys) for c in _unique(calls))
-    stats = {"identity": backend.identity, "requests": n_keys, "calls": 0,
-             "replies_made": sum(len(c.keys) for c in todo), "cache_hits": n_keys - sum(len(c.keys) for c in todo),
-             "call_errors": 0, "refusals": 0, "prompt_tokens_submitted": 0, "prompt_tokens_computed": 0,
-             "prompt_tokens_computed_known": True, "completion_tokens": 0}
+    made = sum(len(c.keys) for c in todo)
+    stats = run_stats(backend.identity, n_keys, replies_made=made, cache_hits=n_keys - made)
     report = RunReport({}, stats)
     if todo:
         from tqdm.auto import tqdm

@@ -96,3 +96,45 @@ def test_criteria_confusion_control_lowers_the_damaged_criteria_only():
     assert m.refuses("baseline:chrf_src", "metric") and not m.refuses("control:chance", "metric")
     with pytest.raises(DHPError):
         m.collect_scores(m.Params(judge="baseline:chrf_src", mode="metric", run_dir="/tmp/unused"), prompts)
+
+
+def test_a_control_reports_the_call_statistics_a_model_does():
+    # the lessons print a model's run statistics (requests, calls, cache hits, tokens, truncated rows) and read
+    # failures from the scores: a control's tables and statistics have the same shape, with 0 calls
+    from dhp.calls import run_stats
+    from dhp.judging.pointwise import score_perturbed
+    from dhp.methods import get
+
+    perturbed = pd.DataFrame({"dataset": "summeval", "item_id": ["i1", "i1", "i2", "i2"],
+                              "perturbation": ["original", "char_typo"] * 2, "severity": [0, 1] * 2,
+                              "level": ["", "char"] * 2, "status": "ok", "text": ["a b c", "a b d"] * 2})
+    items = pd.DataFrame({"dataset": "summeval", "item_id": ["i1", "i2"], "source": "s", "reference": "r"})
+    scores, stats = score_perturbed(perturbed, items, judge="control:oracle@0", mode="metric")
+    assert set(run_stats("x", 0)) <= set(stats) and stats["requests"] == len(scores) == 4 and stats["calls"] == 0
+    assert stats["truncated_rows"] == 0 and scores["failure"].eq("").all()
+    m = get("criteria_confusion")
+    prompts = pd.DataFrame([{"dataset": "summeval", "item_id": "i1", "attack": "", "variant": "original",
+                             "method": "rule", "aspect": "fluency", "description_type": "detailed",
+                             "instruction": "paper", "prompt": "text"}])
+    got = m.collect_scores(m.Params(judge="control:chance", mode="metric", run_dir="/tmp/unused"), prompts,
+                           "control:chance")
+    assert "failure" in got["confusion_scores.parquet"].columns
+    assert got.stats["confusion_scores.parquet"]["requests"] == 1
+
+
+def test_pairwise_strategies_and_the_bias_method_run_a_control():
+    # run_strategies answers a control from the pairs' labels (DnA and the bias method both call it): control:first
+    # names the first-shown output in both orders, a position bias of known size; no call, no token
+    from dhp.judging.strategies import run_strategies
+    from dhp.methods import get
+
+    items = pd.DataFrame({"item_id": ["p1", "p2", "p3"], "subset": "Natural", "label": ["1", "2", "1"],
+                          "input": "q", "output_1": ["a b c d", "a", "a b"], "output_2": ["a", "a b c", "a b c d"]})
+    v, costs = run_strategies(items, ["dhp_vanilla", "direct"], judge="control:first")
+    assert len(v) == 3 * 2 * 2 and (costs["calls"] == 0).all() and (costs["prompt_tokens"] == 0).all()
+    assert (v.loc[v["order"] == "12", "verdict"] == "1").all() and (v.loc[v["order"] == "21", "verdict"] == "2").all()
+    longer, _ = run_strategies(items, ["dhp_vanilla"], judge="control:longer")
+    assert list(longer["verdict"]) == ["1", "1", "2", "2", "2", "2"]  # the longer output whichever order
+    bias = get("bias")
+    assert "metric" in bias.modes and not bias.refuses("control:first", "metric")
+    assert "baseline" in bias.refuses("baseline:chrf_src", "metric")

@@ -511,7 +511,9 @@ def _score_perturbed_controlled(perturbed: pd.DataFrame, dataset: pd.DataFrame |
     table = table.assign(truncated=False, fallback=False)
     return Judged(table[SCORE_COLUMNS + SCORE_EXTRA_COLUMNS].astype(
         {"score": float, "n_valid": int, "n_failed": int, "prob_mass": float, "truncated": bool, "fallback": bool,
-         "prompt_tokens": int, "completion_tokens": int}), {"calls": 0, "rows": len(table), "mode": mode})
+         "prompt_tokens": int, "completion_tokens": int}),
+        {**calls_mod.run_stats(backend.identity, len(table)), "mode": mode, "rows": len(table), "replies": len(table),
+         "failed_rows": int((table["n_failed"] > 0).sum()), "truncated_rows": 0})
 
 
 def _fit_source(backend: Backend, ctx: int | None, mode: str, task: str, metric: str, item: dict,

@@ -871,6 +871,12 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     their prompt asks for, generated at temperature 0."""
     for name in strategies:
         STRATEGIES.lookup(name)  # the one unknown-name error, before any call
+    from dhp.backends import get_backend
+    from dhp.backends.control import is_control_backend
+
+    backend = get_backend(judge)
+    if is_control_backend(backend):
+        return _control_verdicts(items, strategies, backend)
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:
@@ -880,3 +886,27 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
         costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens,
                       "protocol": ctx.protocol})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS), pd.DataFrame(costs)
+
+
+def _control_verdicts(items: pd.DataFrame, strategies, backend) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """run_strategies for a control (dhp.controls): every pair shown in both orders and answered by the control from
+    its gold label (dhp.backends.control.prefer_rows), mapped back to the pair's labelling. A control has no strategy:
+    each strategy gets the same answers (seeded per pair and order), with no calls and no tokens."""
+    from dhp.backends.control import prefer_rows
+
+    swap = {"1": "2", "2": "1"}
+    shown = []
+    for r in items.to_dict("records"):
+        for order in ORDERS:
+            gold, flip = str(r["label"]), order == "21"
+            shown.append({"item_id": r["item_id"], "subset": r.get("subset", ""), "order": order, "label": gold,
+                          "gold": swap.get(gold, gold) if flip else gold,
+                          "first": r["output_2"] if flip else r["output_1"],
+                          "second": r["output_1"] if flip else r["output_2"]})
+    shown = pd.DataFrame(shown, columns=["item_id", "subset", "order", "label", "gold", "first", "second"])
+    said = prefer_rows(backend, shown, ["item_id", "order"]) if len(shown) else []
+    verdict = [swap.get(v, v) if o == "21" else v for v, o in zip(said, shown["order"])]
+    base = shown.drop(columns=["gold", "first", "second"]).assign(verdict=verdict, failure="")
+    rows = pd.concat([base.assign(strategy=s) for s in strategies], ignore_index=True)
+    costs = pd.DataFrame({"strategy": list(strategies), "calls": 0, "prompt_tokens": 0, "protocol": ""})
+    return rows.reindex(columns=VERDICT_COLUMNS), costs

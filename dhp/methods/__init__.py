@@ -257,9 +257,17 @@ class Method:
         """What collecting would cost ({stage: dhp.calls.Estimate}) without calling a model; optional."""
         raise DHPError(f"Method {self.name!r} has no dry run.", "run it with a small n first, or use --method dhp.")
 
+    #: Why a baseline cannot run here in mode "metric" where controls can ("": any metric judge can): a method that
+    #: hands controls its gold but has no use for a baseline's one surface statistic per text says so here
+    metric_controls_only: str = ""
+
     def refuses(self, judge: str, mode: str) -> str:
         """Why this method cannot run ``judge`` in ``mode`` though it runs that mode ("" when it can): e.g. mode "metric"
         for a control but not a baseline. The grid leaves such a combination out ("not run" on the card)."""
+        from dhp.controls import is_control
+
+        if mode == "metric" and self.metric_controls_only and not is_control(judge):
+            return f"mode metric runs controls only here: {self.metric_controls_only}"
         return ""
 
     def check_mode(self, config: RunParams) -> None:

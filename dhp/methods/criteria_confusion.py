@@ -183,11 +183,7 @@ class CriteriaConfusion(Method):
     Params = CriteriaConfusionParams
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
 
-    def refuses(self, judge: str, mode: str) -> str:
-        # a baseline's surface statistic is one number per text, not a rating per quality criterion
-        if mode == "metric" and not str(judge).startswith("control:"):
-            return "mode metric runs controls only here: a baseline rates no quality criterion"
-        return ""
+    metric_controls_only = "a baseline rates no quality criterion"
     profiles = {"standard": {}, "paper": {"n_items": 100}}  # python -m dhp evaluate: its defaults (its own tables)
     produces = (CELLS, SUMMARY, CORRELATIONS)
     extra_stages = (
@@ -288,8 +284,9 @@ class CriteriaConfusion(Method):
         out = rows.drop(columns=["prompt", "gold", "candidate"]).assign(
             judge=backend.identity, mode=config.mode, score=scores, n_valid=ok.astype(int).values,
             n_failed=(~ok).astype(int).values, failure=ok.map({True: "", False: "no gold label"}).values)
-        return StageResult({SCORES.name: out[list(SCORE_COLUMNS)].reset_index(drop=True)},
-                           stats={SCORES.name: {"calls": 0, "rows": len(out), "control": backend.identity}})
+        # the columns a model's scores have (score_aspects), failure included: the table written keeps SCORE_COLUMNS
+        return StageResult({SCORES.name: out[aj.ASPECT_SCORE_COLUMNS].reset_index(drop=True)},
+                           stats={SCORES.name: {**calls_mod.run_stats(backend.identity, len(out)), "rows": len(out)}})
 
     def collect(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> StageResult:
         backend = self._live(config, judge)  # a bad judge spec or an exposed key fails before any work

@@ -30,7 +30,7 @@ from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
-from dhp.backends.control import is_control_backend, prefer_rows
+from dhp.backends.control import is_control_backend
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
 from dhp.judging.strategies import (LLMBAR_SHARED, LLMBAR_SWAP, STRATEGIES, llmbar_plan_jobs, llmbar_protocol,
@@ -173,12 +173,7 @@ class DecomposeAggregate(Method):
     headline = "agreement"
     power = ("agreement", "n_pairs", "pairs per subset")
 
-    def refuses(self, judge: str, mode: str) -> str:
-        # mode "metric" here is a control's (it answers pairs from the gold); a baseline's surface statistic has no
-        # pairwise verdict
-        if mode == "metric" and not str(judge).startswith("control:"):
-            return "mode metric runs controls only here: a baseline cannot compare two texts"
-        return ""
+    metric_controls_only = "a baseline cannot compare two texts"
     Params = DecomposeAggregateParams
     collects = (VERDICTS, COSTS, BRIDGE_SCORES, BRIDGE_COMPARISONS)
     produces = (AGREEMENT, PAIRWISE_D, BRIDGE)
@@ -250,9 +245,7 @@ class DecomposeAggregate(Method):
     def collect_verdicts(self, config: DecomposeAggregateParams, pairs: pd.DataFrame,
                          judge: "str | Backend | None" = None) -> dict[str, pd.DataFrame]:
         """Every strategy on every pair in both orders: the verdicts and the strategies' costs."""
-        backend = self._live(config, judge)
-        if is_control_backend(backend):
-            return self._control_verdicts(config, pairs, backend)
+        backend = self._live(config, judge)  # a control answers from the pairs' labels (run_strategies): no call
         verdicts, costs = run_strategies(pairs, config.strategies, judge=backend, mode=config.mode,
                                          cache=config.cache, seed=config.seed, progress=config.progress,
                                          data_dir=config.data_dir, share_requests=config.llmbar_share_requests)
@@ -260,29 +253,6 @@ class DecomposeAggregate(Method):
         # source: '' for the project's own wordings; an llmbar: strategy's template identity (its protocol)
         source = verdicts["strategy"].map(dict(zip(costs["strategy"], costs["protocol"]))).fillna("")
         return {VERDICTS.name: verdicts.assign(**who, source=source)[list(VERDICTS.columns)],
-                COSTS.name: costs.assign(**who)[list(COSTS.columns)]}
-
-    def _control_verdicts(self, config: DecomposeAggregateParams, pairs: pd.DataFrame, backend) -> dict:
-        """A control's verdicts (dhp.controls): every strategy's rows answered by the control from the pair's gold
-        label, in both orders (a control has no strategy: each strategy gets the same answers, seeded per pair and
-        order), with no calls and no tokens."""
-        shown = []
-        for r in pairs.to_dict("records"):
-            for order in ("12", "21"):
-                swap = order == "21"
-                gold = str(r["label"])
-                shown.append({"item_id": r["item_id"], "subset": r.get("subset", ""), "order": order,
-                              "label": gold, "gold": {"1": "2", "2": "1"}.get(gold, gold) if swap else gold,
-                              "first": r["output_2"] if swap else r["output_1"],
-                              "second": r["output_1"] if swap else r["output_2"]})
-        shown = pd.DataFrame(shown, columns=["item_id", "subset", "order", "label", "gold", "first", "second"])
-        said = prefer_rows(backend, shown, ["item_id", "order"]) if len(shown) else []
-        verdict = [{"1": "2", "2": "1"}.get(v, v) if o == "21" else v for v, o in zip(said, shown["order"])]
-        base = shown.drop(columns=["gold", "first", "second"]).assign(verdict=verdict, failure="")
-        rows = pd.concat([base.assign(strategy=s) for s in config.strategies], ignore_index=True)
-        who = {"judge": backend.identity, "mode": config.mode, "source": ""}
-        costs = pd.DataFrame({"strategy": list(config.strategies), "calls": 0, "prompt_tokens": 0})
-        return {VERDICTS.name: rows.assign(**who).reindex(columns=list(VERDICTS.columns)),
                 COSTS.name: costs.assign(**who)[list(COSTS.columns)]}
 
     def bridge_inputs(self, config: DecomposeAggregateParams) -> tuple[pd.DataFrame, pd.DataFrame] | None:

@@ -97,12 +97,7 @@ class DualPerspective(Method):
     headline = "kappa"
     power = ("correlation", "n_targets", "targets per aspect")
 
-    def refuses(self, judge: str, mode: str) -> str:
-        # mode "metric" here is a control's (it answers pairs from the gold); a baseline's surface statistic has no
-        # pairwise verdict
-        if mode == "metric" and not str(judge).startswith("control:"):
-            return "mode metric runs controls only here: a baseline cannot compare two texts"
-        return ""
+    metric_controls_only = "a baseline cannot compare two texts"
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
     profiles = {"standard": {}, "paper": {}}  # python -m dhp evaluate: its defaults (its own tables)
