@@ -50,7 +50,12 @@ def test_baselines_sit_at_their_known_values():
     row = ln.loc[("baseline:always_longer", "Natural")]
     assert row["p_longer_gold_longer"] == 1.0 and row["p_longer_gold_shorter"] == 1.0 and row["length_bias"] == 1.0
     # always the first prefers the longer exactly where it is shown first: half the verdicts -> no length bias
-    assert ln.loc[("baseline:always_first", "Natural"), "length_bias"] == pytest.approx(0.0)
+    first = ln.loc[("baseline:always_first", "Natural")]
+    assert first["length_bias"] == pytest.approx(0.0)
+    # 0.5 on every pair: no bootstrap spread, yet an interval with width (MOVER from the two Wilson intervals)
+    assert first["length_bias_lo"] < -0.05 and first["length_bias_hi"] > 0.05
+    half = ba.length_bias_of(np.full(4, 0.5), np.array([True, True, False, False]))
+    assert half == 0.0 and ba.mover_sum(0.5, (0.4, 0.6), 0.5, (0.3, 0.7)) == pytest.approx((-0.2236, 0.2236), abs=1e-4)
 
 
 def test_gold_follower_has_no_length_bias_and_position_numbers_are_counts():

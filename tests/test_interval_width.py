@@ -39,3 +39,20 @@ def test_wilson_interval_is_the_textbook_one():
     assert all(np.isnan(wilson_interval(0, 0)))
     # exact ends, no rounding noise (0 of 6 gave a lower bound of 2.8e-17 in a table)
     assert wilson_interval(0, 6)[0] == 0.0 and wilson_interval(6, 6)[1] == 1.0
+
+
+def test_a_judge_whose_statistic_never_moves_gets_no_interval_instead_of_a_zero_width_one():
+    # a constant judge (control:first on DHP: D = 0 on every bootstrap draw) or a constant continuous mean: the
+    # resamples have no spread, which says nothing about precision: NaN, not (0, 0)
+    rng = np.random.default_rng(1)
+    rows = [{"judge": j, "mode": "m", "unit": f"u{i}", "value": v}
+            for j, vs in {"flat": [0.3] * 12, "moving": rng.normal(0.5, 0.2, 12).tolist()}.items()
+            for i, v in enumerate(vs)]
+    views = [View("toy", "scope", "mean_score", "mean", pd.DataFrame(rows), strategy="s"),
+             View("toy", "scope", "stat", "statistic", pd.DataFrame(rows), strategy="s",
+                  statistic=lambda r: float(r["value"].max() - r["value"].min()))]
+    board = leaderboard(views, n_resamples=200)["leaderboard.csv"].set_index(["measure", "judge"])
+    for measure in ("mean_score", "stat"):
+        assert board.loc[(measure, "flat"), ["lo", "hi"]].isna().all(), measure
+        lo, hi = board.loc[(measure, "moving"), ["lo", "hi"]]
+        assert lo < hi, measure

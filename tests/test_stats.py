@@ -412,7 +412,11 @@ def test_two_items_gave_a_zero_width_interval_and_now_give_none():
 
 @pytest.mark.parametrize("n,has_interval", [(4, False), (5, True)])
 def test_the_minimum_is_five_items(n, has_interval):
-    res = discernment(_two_levels(n, seed=n), n_boot=40)
+    # a small effect under the noise: D differs between resamples (5 items all damaged give the same exact p on
+    # every resample: an interval of no width, NaN since STATS_VERSION 5)
+    res = discernment(synth_scores(n=n, seed=n, mode="likelihood",
+                                   perturbations=[("char_typo", "minor", "character", 0.4),
+                                                  ("fictional_entities", "minor", "word", 0.4)]), n_boot=40)
     d = res.table
     assert d["D_lo"].notna().all() == has_interval and d["D_lo"].isna().all() != has_interval
     assert d["flags"].str.contains("few_items_for_interval").all() != has_interval
@@ -423,6 +427,9 @@ def test_items_without_a_usable_pair_do_not_count():
     """Six items, but two have no usable score for this perturbation: 4 resampling units, no interval;
     the other perturbation keeps its interval, the summary's are withheld (D_min could be the thin one)."""
     s = _two_levels(6, seed=2)
+    # a damage that varies from item to item (all damaged alike give one exact p on every resample: no width)
+    s.loc[s["perturbation"] == "fictional_entities", "score"] += np.tile([0.0, 3.0], len(s) // 2)[
+        : int((s["perturbation"] == "fictional_entities").sum())]
     thin = (s["perturbation"] == "char_typo") & s["item_id"].isin(["i0", "i1"])
     s.loc[thin, "score"] = np.nan
     res = discernment(s, n_boot=40)
@@ -447,3 +454,16 @@ def test_bootstrap_tested_in_chunks_gives_the_same_draws(monkeypatch):
     chunked = discernment(s, n_boot=30, seed=1)
     pd.testing.assert_frame_equal(whole.bootstrap, chunked.bootstrap, check_exact=True)
     pd.testing.assert_frame_equal(whole.table, chunked.table, check_exact=True)
+
+
+def test_a_judge_whose_scores_never_move_gets_d_zero_and_no_interval():
+    # every score equal (control:first on DHP): p = 1, D = 0 on the data and on every bootstrap draw; an interval of
+    # no width would claim a precision the resamples cannot show: NaN, for each perturbation and for D_avg/D_min
+    s = synth_scores(n=20, seed=3, mode="likelihood").assign(score=3.0)  # one metric: p = 1 exactly
+    d = discernment(s, n_boot=200).table
+    assert (d["D"] == 0).all() and d["flags"].str.contains("all_zero").all()
+    assert d[["D_lo", "D_hi", "D_EW_lo", "D_EW_hi"]].isna().all().all()
+    sm = summarize(d).iloc[0]
+    assert sm["D_avg"] == 0 and math.isnan(sm["D_avg_lo"]) and math.isnan(sm["D_min_hi"])
+    moving = discernment(synth_scores(n=20, seed=3, mode="likelihood"), n_boot=200).table
+    assert (moving["D_lo"] < moving["D_hi"]).all()  # the control: real scores keep their intervals

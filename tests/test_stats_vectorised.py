@@ -82,8 +82,12 @@ def _slow_row(key, u, idx, zero_method, method, correction, combine, n_boot, see
     if usable < 5:  # too few resampling units: no interval (NaN), flagged
         row["flags"] = ";".join([f for f in [row["flags"]] if f] + [f"few_items_for_interval:{usable}"])
         return row, pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde})
-    row.update(D_lo=float(np.nanpercentile(bd, lo_q)), D_hi=float(np.nanpercentile(bd, hi_q)),
-               D_EW_lo=float(np.nanpercentile(bde, lo_q)), D_EW_hi=float(np.nanpercentile(bde, hi_q)),
+    def interval(x):  # an interval of no width (every draw the same D) is none: NaN (STATS_VERSION 5)
+        lo, hi = float(np.nanpercentile(x, lo_q)), float(np.nanpercentile(x, hi_q))
+        return (math.nan, math.nan) if abs(hi - lo) <= 1e-12 * max(1.0, abs(lo)) else (lo, hi)
+
+    (d_lo, d_hi), (ew_lo, ew_hi) = interval(bd), interval(bde)
+    row.update(D_lo=d_lo, D_hi=d_hi, D_EW_lo=ew_lo, D_EW_hi=ew_hi,
                share_D_gt_1=float(np.mean(bd > 1)), share_D_EW_gt_1=float(np.mean(bde > 1)))
     return row, pd.DataFrame({**ident, "boot": np.arange(n_boot), "D": bd, "D_EW": bde})
 

@@ -275,6 +275,8 @@ def length_table(verdicts: pd.DataFrame, lengths: pd.DataFrame, n_boot: int = 10
         b, blo, bhi = bootstrap_mean(gs["prefers_longer"], n_boot, seed + 1)
         few = len(gl) < MIN_UNITS or len(gs) < MIN_UNITS
         bias, lo, hi = _length_bias(g, n_boot, seed)
+        if math.isfinite(bias) and lo == hi:  # every pair alike (control:first: 0.5 on each): no bootstrap spread
+            lo, hi = mover_sum(a, (alo, ahi), b, (blo, bhi))
         coef, clo, chi, nv = logistic_length(g)
         rows.append({**dict(zip(["judge", "mode", "strategy", "protocol", "subset"], key)),
                      "n_gold_longer": len(gl), "p_longer_gold_longer": a, "p_longer_gold_longer_lo": alo,
@@ -299,6 +301,16 @@ def length_bias_of(values: np.ndarray, gold_longer: np.ndarray, w: np.ndarray | 
         a = (w[:, gl] @ x[gl]) / w[:, gl].sum(axis=1)
         b = (w[:, ~gl] @ x[~gl]) / w[:, ~gl].sum(axis=1)
     return a + b - 1
+
+
+def mover_sum(a: float, a_ci: tuple[float, float], b: float, b_ci: tuple[float, float]) -> tuple[float, float]:
+    """Interval of a + b - 1 from the intervals of a and b (MOVER: Zou & Donner 2008; Newcombe's 1998 hybrid score
+    interval of a difference, for a sum): where the bootstrap of the pairs has no spread at all, the two Wilson
+    intervals still have width. Clipped to the measure's range [-1, 1]."""
+    s = a + b - 1
+    lo = s - math.hypot(a - a_ci[0], b - b_ci[0])
+    hi = s + math.hypot(a_ci[1] - a, b_ci[1] - b)
+    return max(-1.0, lo), min(1.0, hi)
 
 
 def _length_bias(g: pd.DataFrame, k: int, seed: int) -> tuple[float, float, float]:

@@ -472,6 +472,13 @@ def _combine_units(p_test: np.ndarray, starts: np.ndarray, ew_units: list, combi
     return p, np.where(weighted, combine_rows(pm, wm, combine), p)
 
 
+def spread_interval(draws, lo_q: float, hi_q: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap draws of D; NaN where it has no width: every draw gave the same D (a
+    judge whose scores never move: D = 0 on every resample), which says nothing about its precision."""
+    lo, hi = (float(v) for v in np.nanpercentile(draws, [lo_q, hi_q]))
+    return (math.nan, math.nan) if math.isfinite(lo) and abs(hi - lo) <= 1e-12 * max(1.0, abs(lo)) else (lo, hi)
+
+
 BOOT_COLUMNS = ("D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1")
 
 
@@ -526,8 +533,8 @@ def _bootstrap(out, s, ew, usable, n_boot, seed, zero_method, method, correction
             if usable[i] < MIN_BOOT_ITEMS:
                 flags[i] = ";".join([f for f in [flags[i]] if f] + [f"{FEW_ITEMS}:{int(usable[i])}"])
             else:
-                for c, x, q in (("D_lo", bd, lo_q), ("D_hi", bd, hi_q), ("D_EW_lo", bde, lo_q), ("D_EW_hi", bde, hi_q)):
-                    cols[c][i] = float(np.nanpercentile(x, q))
+                cols["D_lo"][i], cols["D_hi"][i] = spread_interval(bd, lo_q, hi_q)
+                cols["D_EW_lo"][i], cols["D_EW_hi"][i] = spread_interval(bde, lo_q, hi_q)
                 cols["share_D_gt_1"][i], cols["share_D_EW_gt_1"][i] = float(np.mean(bd > 1)), float(np.mean(bde > 1))
             role = "negative_control" if u.perturbation == CONTROL else "perturbation"
             ident = {**dict(zip(GROUP, key)), "perturbation": u.perturbation, "severity": u.severity,
@@ -764,8 +771,8 @@ def _summary_intervals(bootstrap: pd.DataFrame, key, lo_q: float, hi_q: float) -
         avg = level_balanced_rows(wide.to_numpy(), lv)
         mn = np.nanmin(wide.to_numpy(), axis=1)
         sfx = "" if name == "D" else "_EW"
-        agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = np.nanpercentile(avg, [lo_q, hi_q])
-        agg[f"D_min{sfx}_lo"], agg[f"D_min{sfx}_hi"] = np.nanpercentile(mn, [lo_q, hi_q])
+        agg[f"D_avg{sfx}_lo"], agg[f"D_avg{sfx}_hi"] = spread_interval(avg, lo_q, hi_q)
+        agg[f"D_min{sfx}_lo"], agg[f"D_min{sfx}_hi"] = spread_interval(mn, lo_q, hi_q)
         agg[f"share_D_avg{sfx}_gt_1"] = float(np.mean(avg > 1))
     return {k: float(v) for k, v in agg.items()}
 

@@ -80,7 +80,8 @@ PAIR_COLUMNS = ["view", "scope", "measure", "strategy", "judge_a", "mode_a", "ju
 RECORDED_MODE = "recorded"
 #: The statistics' code version: part of every stored view's key (``view_key``). Raise it with any change that
 #: alters a number of leaderboard.csv or leaderboard_pairs.csv, so results stored by older code are not reused.
-STATS_VERSION = 4  # 3: p is twice the smaller one-sided p (two_sided); 4: no zero-width interval of a proportion
+STATS_VERSION = 5  # 3: p is twice the smaller one-sided p (two_sided); 4: no zero-width interval of a proportion;
+# 5: no zero-width interval at all (NaN where every resample gave the same value)
 #: Fewest units a view's statistic is read as a ranking on (``View.notes["min_units_ranked"]`` overrides): with
 #: fewer, the judges' rows get a "too few units" status instead of "ok" (their value and rank stay, as indicative).
 #: Segment statistics: 30 items; a system-level statistic (notes set by dhp.analysis.system_level): 100 segments.
@@ -182,6 +183,15 @@ def _common(v: View, min_coverage: float, min_units: int) -> tuple[list[str], li
 
 # ---------------------------------------------------------------------------------------------- the three kinds
 
+def _no_zero_width(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """NaN for an interval of no width: every resample gave the same value (a judge whose scores never move has D = 0
+    on every draw), which says nothing about the value's precision — never a zero-width interval (a binary view's
+    Wilson interval is the exception that has a width: _mean_kind)."""
+    # (a resampled mean of equal values differs from them in its last bits: "no width" up to rounding)
+    return [(math.nan, math.nan) if math.isfinite(lo) and abs(hi - lo) <= 1e-12 * max(1.0, abs(lo)) else (lo, hi)
+            for lo, hi in intervals]
+
+
 def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float):
     d = v.data[v.data["unit"].isin(set(units))]
     wide = (d.assign(entry=_entries(d))
@@ -196,6 +206,8 @@ def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: f
     if binary:  # every unit alike (all 1 or all 0): the bootstrap has no spread; a proportion's interval still has one
         intervals = [paired.wilson_interval(float(row.sum()), len(units), ci) if lo == hi else (lo, hi)
                      for row, (lo, hi) in zip(x, intervals)]
+    else:
+        intervals = _no_zero_width(intervals)
     signs = np.random.default_rng(seed + 1).choice((-1.0, 1.0), size=(k, len(units)))
     pairs = []
     for a, b in itertools.combinations(range(len(judges)), 2):
@@ -379,7 +391,7 @@ def _statistic_kind(v: View, judges: list[str], units: list, k: int, seed: int, 
     else:
         counts = paired.item_bootstrap_draws(len(units), k, seed)
         boots = np.array([[float(v.statistic(_resampled(rows[e], units, c))) for c in counts] for e in judges])
-    intervals = [paired.percentile_interval(b, len(units), ci) for b in boots]
+    intervals = _no_zero_width([paired.percentile_interval(b, len(units), ci) for b in boots])
     pairs = []
     for a, b in itertools.combinations(range(len(judges)), 2):
         delta = values[a] - values[b]
