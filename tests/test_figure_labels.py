@@ -87,6 +87,9 @@ def test_report_card_comparison_has_no_overlapping_labels():
                              nan_status="too few units (3 of 100)"))
         rows.append(card_row(j, m, "dual_perspective", "kappa", "coherence", float("nan"),
                              nan_status="too few units (2 of 100)"))
+        rows.append(card_row(j, m, "bias", "flip_rate", "LLMBar/dhp_vanilla", 0.1 * k, n=100))
+    # the six methods' headers side by side (two long names collided once the bias column came in)
     picks = {"dhp": "D_avg", "criteria_confusion": "confusion_index", "decompose_aggregate": "agreement",
-             "dual_perspective": "kappa", "human_alignment": ("segment_acc_eq_calibrated", "summary_spearman")}
+             "dual_perspective": "kappa", "human_alignment": ("segment_acc_eq_calibrated", "summary_spearman"),
+             "bias": "flip_rate"}
     assert overlaps(plot_card_comparison(pd.DataFrame(rows), picks)) == []

@@ -208,7 +208,8 @@ def plot_card_comparison(card: pd.DataFrame, picks: dict[str, str], board: pd.Da
             dark = not isinstance(v, str) and hi > lo and (v - lo) / (hi - lo) > 0.6  # white text on dark cells
             ax.text(j, i, label, ha="center", va="center", fontsize=7,
                     color=("white" if dark else "black") if not isinstance(v, str) else "#8A4B08")
-    ax.set_xticks(range(len(methods)), [m.replace("_", " ") + "\n" + _wrap(shown[m])
+    # the method's name wrapped to a cell's width too: six long names side by side collide on one line
+    ax.set_xticks(range(len(methods)), [_wrap(m.replace("_", " "), lines=2) + "\n" + _wrap(shown[m])
                                         for m in methods], fontsize=7)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(h)), [f"{j}\n({m} · {judge_kind(j, m)})" for j, m in zip(h["judge"], h["mode"])],
