@@ -902,12 +902,23 @@ def publish(staged_results: Path, staged_figures: Path, results: Path, figures: 
             if not dst.is_file() or dst.read_bytes() != data:
                 write_bytes(dst, data)
                 changed.append(_rel(dst))
-        if remove:  # a table this run removed on purpose (a method not run: "not run" on the card)
-            for dst in sorted(dst_dir.iterdir()):
-                if dst.is_file() and not dst.name.startswith(".") and dst.name not in staged:
-                    dst.unlink()
-                    changed.append(_rel(dst))
+        for dst in sorted(dst_dir.iterdir()):
+            if not dst.is_file() or dst.name.startswith(".") or dst.name in staged:
+                continue
+            # results: a table this run removed on purpose (a method not run: "not run" on the card); figures: only
+            # a view's figure this run drew in other parts (a view split into <name>_<part> once more judges made it
+            # too tall, or whole again): figures/ also holds other grids' figures, which stay
+            if remove or _redrawn(dst, staged):
+                dst.unlink()
+                changed.append(_rel(dst))
     return changed
+
+
+def _redrawn(old: Path, staged: dict) -> bool:
+    """Whether figure ``old`` is a view this run drew under other names: the whole figure where the run drew its
+    parts (<stem>_<part>), or a part where it drew the whole."""
+    others = [Path(n) for n in staged if Path(n).suffix == old.suffix]
+    return any(o.stem.startswith(old.stem + "_") or old.stem.startswith(o.stem + "_") for o in others)
 
 
 def gather(done: list[Point], folder: Path) -> None:

@@ -517,3 +517,23 @@ def test_notebooks_run_side_by_side_start_in_their_folders_and_leave_the_working
     assert os.getcwd() == start
     for name in "ab":
         assert Path((tmp_path / "out" / name / "cwd.txt").read_text()).resolve() == (tmp_path / name).resolve()
+
+
+def test_publishing_a_view_drawn_in_parts_removes_its_old_whole_figure_only(tmp_path):
+    # the demo's DHP view grew too tall with the controls and was drawn as leaderboard_dhp_d_avg/_d_min: the old
+    # leaderboard_dhp.png would stay beside them, a figure no run draws any more; other grids' figures stay
+    from dhp.grid import publish
+
+    staged_r, staged_f, results, figures = (tmp_path / n for n in ("sr", "sf", "results", "figures"))
+    for d in (staged_r, staged_f, results, figures):
+        d.mkdir()
+    for name in ("leaderboard_dhp_d_avg.png", "leaderboard_dhp_d_min.png", "leaderboard_hanna.png"):
+        (staged_f / name).write_bytes(b"new")
+    for name in ("leaderboard_dhp.png", "leaderboard_dhp.pdf", "leaderboard_hanna_coherence.png",
+                 "discernment_pubmedqa.png", "leaderboard_frank.png"):
+        (figures / name).write_bytes(b"old")
+    changed = publish(staged_r, staged_f, results, figures)
+    assert sorted(p.name for p in figures.iterdir()) == [
+        "discernment_pubmedqa.png", "leaderboard_dhp.pdf", "leaderboard_dhp_d_avg.png", "leaderboard_dhp_d_min.png",
+        "leaderboard_frank.png", "leaderboard_hanna.png"]  # (the .pdf: no staged .pdf of that view here)
+    assert any(c.endswith("leaderboard_dhp.png") for c in changed)
