@@ -56,6 +56,11 @@ def test_baselines_sit_at_their_known_values():
     assert first["length_bias_lo"] < -0.05 and first["length_bias_hi"] > 0.05
     half = ba.length_bias_of(np.full(4, 0.5), np.array([True, True, False, False]))
     assert half == 0.0 and ba.mover_sum(0.5, (0.4, 0.6), 0.5, (0.3, 0.7)) == pytest.approx((-0.2236, 0.2236), abs=1e-4)
+    assert all(map(math.isnan, ba.mover_sum(0.5, (math.nan, math.nan), 0.5, (0.3, 0.7))))  # never a clipped -1..1
+    # a subset with too few gold-longer pairs has no length bias, and so no interval (it read -1..1 once)
+    few = ba.length_table(v.assign(subset="Tiny"), lengths.assign(subset="Tiny").iloc[:8], n_boot=200)
+    few = few[few["subset"] == "Tiny"]
+    assert len(few) and few["length_bias"].isna().all() and few[["length_bias_lo", "length_bias_hi"]].isna().all().all()
 
 
 def test_gold_follower_has_no_length_bias_and_position_numbers_are_counts():

@@ -275,7 +275,9 @@ def length_table(verdicts: pd.DataFrame, lengths: pd.DataFrame, n_boot: int = 10
         b, blo, bhi = bootstrap_mean(gs["prefers_longer"], n_boot, seed + 1)
         few = len(gl) < MIN_UNITS or len(gs) < MIN_UNITS
         bias, lo, hi = _length_bias(g, n_boot, seed)
-        if math.isfinite(bias) and lo == hi:  # every pair alike (control:first: 0.5 on each): no bootstrap spread
+        if few:  # no value, so no interval either
+            lo = hi = math.nan
+        elif math.isfinite(bias) and lo == hi:  # every pair alike (control:first: 0.5 on each): no bootstrap spread
             lo, hi = mover_sum(a, (alo, ahi), b, (blo, bhi))
         coef, clo, chi, nv = logistic_length(g)
         rows.append({**dict(zip(["judge", "mode", "strategy", "protocol", "subset"], key)),
@@ -307,6 +309,8 @@ def mover_sum(a: float, a_ci: tuple[float, float], b: float, b_ci: tuple[float, 
     """Interval of a + b - 1 from the intervals of a and b (MOVER: Zou & Donner 2008; Newcombe's 1998 hybrid score
     interval of a difference, for a sum): where the bootstrap of the pairs has no spread at all, the two Wilson
     intervals still have width. Clipped to the measure's range [-1, 1]."""
+    if not all(math.isfinite(x) for x in (a, b, *a_ci, *b_ci)):  # (max(-1, nan) would read -1)
+        return math.nan, math.nan
     s = a + b - 1
     lo = s - math.hypot(a - a_ci[0], b - b_ci[0])
     hi = s + math.hypot(a_ci[1] - a, b_ci[1] - b)
