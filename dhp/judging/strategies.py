@@ -58,7 +58,8 @@ import pandas as pd
 from dhp import calls
 from dhp.analysis.decomposition import (LLMBAR_COMMIT, LLMBAR_OWN_DECODING_TEXT, LLMBAR_OWN_FORMAT,  # one source
                                         LLMBAR_OWN_RULE_TEXT, llmbar_identity)  # of the identity and its words
-from dhp.backends import ChatRequest
+from dhp.backends import ChatRequest, get_backend
+from dhp.backends.control import is_control_backend, prefer_rows
 from dhp.datasets import declared_files
 from dhp.errors import DHPError
 from dhp.extensions import Registry
@@ -871,9 +872,6 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     their prompt asks for, generated at temperature 0."""
     for name in strategies:
         STRATEGIES.lookup(name)  # the one unknown-name error, before any call
-    from dhp.backends import get_backend
-    from dhp.backends.control import is_control_backend
-
     backend = get_backend(judge)
     if is_control_backend(backend):
         return _control_verdicts(items, strategies, backend)
@@ -892,8 +890,6 @@ def _control_verdicts(items: pd.DataFrame, strategies, backend) -> tuple[pd.Data
     """run_strategies for a control (dhp.controls): every pair shown in both orders and answered by the control from
     its gold label (dhp.backends.control.prefer_rows), mapped back to the pair's labelling. A control has no strategy:
     each strategy gets the same answers (seeded per pair and order), with no calls and no tokens."""
-    from dhp.backends.control import prefer_rows
-
     swap = {"1": "2", "2": "1"}
     shown = []
     for r in items.to_dict("records"):

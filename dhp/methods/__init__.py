@@ -47,6 +47,7 @@ from dhp.analysis.report_card import CARD_COLUMNS, not_run_row, with_kind
 from dhp.backends import Backend, get_backend
 from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
+from dhp.controls import is_control
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
@@ -264,8 +265,6 @@ class Method:
     def refuses(self, judge: str, mode: str) -> str:
         """Why this method cannot run ``judge`` in ``mode`` though it runs that mode ("" when it can): e.g. mode "metric"
         for a control but not a baseline. The grid leaves such a combination out ("not run" on the card)."""
-        from dhp.controls import is_control
-
         if mode == "metric" and self.metric_controls_only and not is_control(judge):
             return f"mode metric runs controls only here: {self.metric_controls_only}"
         return ""
