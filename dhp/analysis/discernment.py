@@ -48,6 +48,7 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.schema import CONTROL, DATASET_TASK, LEVELS, ORIGINAL
 from dhp.stats.combine import COMBINES, P_FLOOR, combine_rows, discernment_score
+from dhp.stats.paired import no_width
 from dhp.stats.resample import MIN_RESAMPLE_UNITS, group_seed, resample_items
 from dhp.stats.wilcoxon import METHODS, ZERO_METHODS, wilcoxon_greater_many
 from dhp.weights import load_expert_weights, validate_expert_weights, weights_for
@@ -476,7 +477,7 @@ def spread_interval(draws, lo_q: float, hi_q: float) -> tuple[float, float]:
     """The percentile interval of bootstrap draws of D; NaN where it has no width: every draw gave the same D (a
     judge whose scores never move: D = 0 on every resample), which says nothing about its precision."""
     lo, hi = (float(v) for v in np.nanpercentile(draws, [lo_q, hi_q]))
-    return (math.nan, math.nan) if math.isfinite(lo) and abs(hi - lo) <= 1e-12 * max(1.0, abs(lo)) else (lo, hi)
+    return (math.nan, math.nan) if no_width(lo, hi) else (lo, hi)
 
 
 BOOT_COLUMNS = ("D_lo", "D_hi", "D_EW_lo", "D_EW_hi", "share_D_gt_1", "share_D_EW_gt_1")

@@ -187,9 +187,7 @@ def _no_zero_width(intervals: list[tuple[float, float]]) -> list[tuple[float, fl
     """NaN for an interval of no width: every resample gave the same value (a judge whose scores never move has D = 0
     on every draw), which says nothing about the value's precision — never a zero-width interval (a binary view's
     Wilson interval is the exception that has a width: _mean_kind)."""
-    # (a resampled mean of equal values differs from them in its last bits: "no width" up to rounding)
-    return [(math.nan, math.nan) if math.isfinite(lo) and abs(hi - lo) <= 1e-12 * max(1.0, abs(lo)) else (lo, hi)
-            for lo, hi in intervals]
+    return [(math.nan, math.nan) if paired.no_width(lo, hi) else (lo, hi) for lo, hi in intervals]
 
 
 def _mean_kind(v: View, judges: list[str], units: list, k: int, seed: int, ci: float):

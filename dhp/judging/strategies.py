@@ -878,7 +878,7 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:
-        ctx = Context(judge, mode, cache, seed, progress, data_dir=data_dir, share_requests=share_requests)
+        ctx = Context(backend, mode, cache, seed, progress, data_dir=data_dir, share_requests=share_requests)
         # rows in the items' order, each item's "12" then "21", whatever order the strategy made them in
         rows += sorted(STRATEGIES[name](items, ctx), key=lambda r: position[(r["item_id"], r["order"])])
         costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens,

@@ -72,6 +72,12 @@ def percentile_interval(boots, n_units: int, ci: float = 0.95) -> tuple[float, f
     return float(lo), float(hi)
 
 
+def no_width(lo: float, hi: float) -> bool:
+    """Whether a finite interval has no width (up to rounding: a resampled mean of equal values differs from them in
+    its last bits): every resample gave the same value, which says nothing about the value's precision."""
+    return math.isfinite(lo) and abs(hi - lo) <= 1e-12 * max(1.0, abs(lo))
+
+
 def wilson_interval(k: float, n: int, ci: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of ``k`` successes in ``n`` trials: the interval of a proportion that keeps a width
     where every trial agrees (k = 0 or n), where a bootstrap of the trials has no spread at all. NaN for n = 0."""
