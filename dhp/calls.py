@@ -228,6 +228,7 @@ def run_stats(identity: str, requests: int, replies_made: int = 0, cache_hits: i
             "cache_hits": int(cache_hits), "call_errors": 0, "refusals": 0, "prompt_tokens_submitted": 0,
             "prompt_tokens_computed": 0, "prompt_tokens_computed_known": True, "completion_tokens": 0}
 
+
 def pending(calls: Iterable[Call], store: Cache) -> list[Call]:
     """The calls with at least one reply not in the cache (duplicates removed), in order, except that calls which
     failed in an earlier run (:meth:`Cache.failed`) come after the fresh ones: a rerun after a stop resumes where the
