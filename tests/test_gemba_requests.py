@@ -206,3 +206,44 @@ def test_with_a_limit_a_content_filter_finish_is_asked_again_and_a_reply_ending_
     exact = _Finish([("85", "stop", 20)])  # ended normally with exactly 20 tokens: complete, not asked again
     out = gemba_score(row, exact, proto, cache=tmp_path / "b.sqlite", max_tokens=20)
     assert len(exact.requests) == 1 and out["score"].iloc[0] == 85
+
+
+# ------------------------------------------------------------------ refusals by error code, and a rerun's calls
+
+def test_a_filtered_request_is_no_answer_cached_as_such_and_any_other_400_stays_a_failure(tmp_path):
+    """GptApi.request_api returns no answer, asking nothing more, for an error whose ``code`` is "content_filter" (or
+    "invalid_model_output"); the project caches that refusal, so a rerun posts nothing for it (issue 50: "a rerun makes
+    0 calls"). Another HTTP 400 (an unrelated code) is a failed call: not cached, asked again by a rerun, never read as
+    a refusal because its message mentions a filter."""
+    from dhp.backends import OpenAIBackend
+
+    def reply(path, body):
+        if not path.endswith("/chat/completions"):
+            return 404, {"error": {"message": "not found"}}
+        text = body["messages"][-1]["content"]
+        if "filtered-one" in text:
+            return 400, {"error": {"message": FILTERED, "type": None, "param": "prompt", "code": "content_filter"}}
+        if "odd-one" in text:  # the filter's wording, another code: not GEMBA's refusal
+            return 400, {"error": {"message": FILTERED, "type": "invalid_request_error", "code": "invalid_value"}}
+        return chat_completion("87")
+
+    proto = gemba_protocol("gemba:DA")
+    rows = pd.DataFrame([{"source": "a", "target": "filtered-one"}, {"source": "b", "target": "odd-one"},
+                         {"source": "c", "target": "plain"}])
+    db = tmp_path / "c.sqlite"
+    with ScriptedOpenAI(reply) as srv:
+        judge = OpenAIBackend("stub", srv.base_url, max_retries=0)
+        first = gemba_score(rows, judge, proto, cache=db)
+        posts = [b["messages"][-1]["content"] for p, b in srv.requests if p.endswith("/chat/completions")]
+        assert sum("filtered-one" in t for t in posts) == 1  # no answer, nothing more asked (no higher temperature)
+        assert sum("odd-one" in t for t in posts) == 1 and sum("plain" in t for t in posts) == 1
+        srv.requests.clear()
+        second = gemba_score(rows, OpenAIBackend("stub", srv.base_url, max_retries=0), proto, cache=db)
+        posts = [b["messages"][-1]["content"] for p, b in srv.requests if p.endswith("/chat/completions")]
+    assert first["score"].tolist()[2] == second["score"].tolist()[2] == 87
+    assert first["score"].iloc[:2].isna().all() and second["score"].iloc[:2].isna().all()
+    assert [sum(s in t for t in posts) for s in ("filtered-one", "odd-one", "plain")] == [0, 1, 0]
+    for out in (first, second):
+        assert out["failure"].iloc[0].startswith("no answer: the server refused the request")
+        assert "content_filter" in out["failure"].iloc[0]
+        assert out["failure"].iloc[1].startswith("call failed:") and "invalid_value" in out["failure"].iloc[1]

@@ -21,7 +21,11 @@ upstream's own functions in the tests). As ``GptApi.request_api``:
 - a reply whose content is ``null`` is no answer (NaN), and nothing more is asked;
 - a reply that did not end with finish_reason "stop" (cut off by the server, "content_filter", ...; no max_tokens
   sent) is no answer either (its finish reason is kept in the cache, so a cached reply is read as a fresh one);
-- a refused call (content filter, or the transport failed after the backend's retries) is no answer;
+- a call the server refuses with the error code "content_filter" or "invalid_model_output" is no answer, and
+  nothing more is asked (:func:`gemba_handled`; cached as that refusal, so a rerun asks it no more — GEMBA's own
+  cache keeps only non-empty answers and would ask it again);
+- a call whose transport failed after the backend's retries is no answer for this run (GEMBA retries it forever;
+  here it is not cached: a rerun asks it again);
 - a reply without a valid answer: the same request at the next temperature, up to the limit (t > 10: no answer).
 
 A ``max_tokens`` is sent only where the user sets one or the backend needs one (:attr:`Backend.accepts_no_max_tokens`
@@ -48,11 +52,13 @@ import pandas as pd
 from dhp import calls
 from dhp.backends import get_backend
 from dhp.backends.base import ChatRequest, reply_finish, reply_status
+from dhp.backends.openai_server import reason_code
 from dhp.datasets import declared_files
 from dhp.errors import DHPError
 
 __all__ = ["GembaProtocol", "gemba_protocol", "gemba_parse", "gemba_messages", "gemba_request", "gemba_score",
-           "gemba_call_bounds", "gemba_finish", "GEMBA_PROTOCOLS", "OLD_MAX_TOKENS", "GEMBA_COMMIT", "RECORDED_DECODING"]
+           "gemba_call_bounds", "gemba_finish", "gemba_handled", "GEMBA_REFUSAL_CODES", "GEMBA_PROTOCOLS",
+           "OLD_MAX_TOKENS", "GEMBA_COMMIT", "RECORDED_DECODING"]
 
 GEMBA_COMMIT = "a7a7eff8"
 #: the protocol names: gemba:<GEMBA prompt name without "GEMBA-">
@@ -359,6 +365,18 @@ def _resolve_limit(proto: GembaProtocol, judge, max_tokens: int | None) -> Gemba
     return proto.with_limit(OLD_MAX_TOKENS, "backend") if needs else proto.with_limit(None)
 
 
+#: the server error codes GptApi.request_api answers with no answer instead of retrying: ``e.code ==
+#: "content_filter"`` (a filtered prompt: Azure OpenAI's HTTP 400) and ``e.error["code"] == "invalid_model_output"``
+GEMBA_REFUSAL_CODES = ("content_filter", "invalid_model_output")
+
+
+def gemba_handled(reason: str) -> bool:
+    """A failed call GEMBA's protocol answers itself (no answer, nothing more asked): the server's structured error
+    code is one of :data:`GEMBA_REFUSAL_CODES` (read from the recorded reason, never from loose wording). Such a
+    refusal is cached as the answer it is, so a rerun asks it no more; any other failure stays a failure."""
+    return reason_code(reason) in GEMBA_REFUSAL_CODES
+
+
 def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=None, data_dir=None,
                 progress: bool | str = False, max_tokens: int | None = None,
                 max_consecutive_failures: int = calls.MAX_CONSECUTIVE_FAILURES) -> pd.DataFrame:
@@ -385,7 +403,7 @@ def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=
         while todo:  # one temperature: rounds of the rows still to ask, each at its limit
             out = calls.chat(judge, [gemba_request(proto, msgs[i], t, limits[k]) for i, k in todo], cache,
                              progress=progress, desc=f"gemba t={t}",
-                             max_consecutive_failures=max_consecutive_failures)
+                             max_consecutive_failures=max_consecutive_failures, handled=gemba_handled)
             again = []
             for (i, k), o in zip(todo, out):
                 text = getattr(o, "text", None)
@@ -394,7 +412,9 @@ def gemba_score(rows: pd.DataFrame, judge, protocol: GembaProtocol | str, cache=
                 # GptApi.request_api reads the finish reason alone: any other than "stop" (cut off, content_filter,
                 # ...) is no complete answer — none at a7a7eff8 (no limit), asked again with a higher limit at 3dd2c49
                 ended = "cut off" if finish == "length" else f"ended with finish_reason {finish!r}"
-                if text is None:  # a refused call: GEMBA records no answer for it, without raising the temperature
+                if text is None and getattr(o, "refused", False):  # GptApi.request_api: no answer, none asked
+                    why[i] = f"no answer: the server refused the request ({str(o.reason)[:160]})"
+                elif text is None:  # a failed call: no answer either, and not cached (a rerun asks it again)
                     why[i] = f"call failed: {getattr(o, 'reason', 'no reply')}"
                 elif status == "null":  # GptApi.request_api: a null content is no answer, nothing more is asked
                     why[i] = f"no answer: the reply had no content (null) at temperature {temp:g}"
