@@ -27,6 +27,19 @@ def test_chinese_is_not_under_counted():
     assert len(english) / 4 <= estimate_tokens(english) <= len(english) / 2  # conservative, not absurd
 
 
+def test_the_estimate_is_exact_arithmetic_and_truncation_its_inverse():
+    """A third of a token per ASCII character, two per wide one, summed exactly: a float sum of thirds drifted above
+    the integer (33 characters read as 12 tokens, not 11; 580 of the lengths 1..2999)."""
+    for n in range(1, 3000):
+        assert estimate_tokens("a" * n) == -(-n // 3), n
+    mixed = "ab世c" * 50  # 3 one-third characters and one wide per repeat: 1 + 2 = 3 tokens a repeat
+    assert estimate_tokens(mixed) == 150
+    for k in range(0, 160, 7):
+        cut = truncate_estimated(mixed, k)
+        assert estimate_tokens(cut) <= max(k, 1) and (cut == mixed or estimate_tokens(mixed[:len(cut) + 1]) > k)
+        assert truncate_estimated("a" * 500, k) == "a" * min(500, 3 * k)
+
+
 def test_embedded_tokenizer_agrees_the_estimate_is_conservative_for_chinese():
     from dhp.backends import get_backend
 
