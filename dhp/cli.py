@@ -91,9 +91,14 @@ def _run(argv: list[str]) -> int:
     m, config, args = config_from_argv(argv, "dhp run", lambda ap: (extra(ap), cfg.add_arguments(ap, cfg.EngineParams)))
     runlock.check_run_dir(config.run_dir)  # never results/, figures/, the repository root or ''; dry run too
     if args.dry_run:
-        for stage, est in m.estimate(config).items():
+        # as evaluate --dry-run: the plan is made offline (no model list, no tokenizer probe) and says so
+        backend = m.backend(config)
+        offline = backend.plan_offline() if hasattr(backend, "plan_offline") else None
+        for stage, est in m.estimate(config, backend).items():
             if est is not None:
                 print(est.describe(stage))
+        if offline:
+            print(f"Dry run: {offline}.")
         return 0
     # one writer per run folder: run and run_stage take it (refusing); --wait takes it first, waiting
     with runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext(), _engine(args):

@@ -70,3 +70,16 @@ def test_calls_made_counts_calls_not_the_model_list():
     b = OpenAIBackend("m", "http://127.0.0.1:9/v1", transport=httpx.MockTransport(handle))
     b.chat_many([ChatRequest.make([{"role": "user", "content": f"q{i}"}], 8) for i in range(3)])
     assert seen.count("/v1/models") == 1 and b.attempts == 3  # 3 calls made (the old count said 4)
+
+
+def test_dhp_run_dry_run_of_a_hosted_judge_opens_no_connection(no_network, monkeypatch, tmp_path, capsys):
+    """``dhp run --dry-run`` (one method, the pipeline's entry) plans offline as ``evaluate --dry-run`` does."""
+    from dhp.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-run-dry-no-network-77aa")
+    rc = main(["run", "--dataset", "summeval", "--n-items", "1", "--judge", "openai:gpt-4o-mini", "--mode", "sample",
+               "--n-samples", "2", "--run-dir", str(tmp_path / "run"), "--dry-run"])
+    text = capsys.readouterr().out
+    assert rc == 0 and no_network == [], no_network
+    assert "to make" in text and "model list not checked" in text and "sk-run-dry-no-network-77aa" not in text
+    assert not (tmp_path / "run").exists()
