@@ -129,10 +129,12 @@ def test_sigkill_then_resume_repeats_no_call_and_gives_same_table(tmp_path):
 
 @pytest.fixture(scope="module")
 def handful():
-    """Two real SummEval items, each original with two perturbations (from the data root, through the loader)."""
+    """One real SummEval item, its original and two perturbations (from the data root, through the loader): the
+    second of the seeded pair, on which some logprobs replies stop early (none of the first's do)."""
     from dhp import datasets, perturb
 
     ds = datasets.load_dataset("summeval", n_items=2, seed=0)
+    ds = ds[ds["item_id"] == ds["item_id"].iloc[1]].reset_index(drop=True)
     pt = perturb.perturb(ds, seed=0)
     keep = (pt["status"] == "ok") & (pt["perturbation"].isin(["original", "char_deletion", "sentence_reorder"])
                                      & pt["severity"].isin(["none", "major"]))
