@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import Field, field_validator, model_validator
@@ -722,6 +723,16 @@ def _results_view(df: pd.DataFrame, t: methods.Table) -> pd.DataFrame:
     return df[[c for c in t.columns if c in df.columns] + extra]
 
 
+def _once_across_points(df: pd.DataFrame, sizes: list[int]) -> pd.DataFrame:
+    """``df`` (the points' tables stacked, ``sizes`` rows each) with a row that an earlier point's table already
+    holds left out: a method analyses every judge in its folder, so the recorded judges it sets beside the live one
+    (bias's LLMBar judges) come out alike from every point. Repeats within one point's table stay."""
+    point = np.repeat(np.arange(len(sizes)), sizes)
+    row = pd.util.hash_pandas_object(df, index=False).to_numpy()
+    first = pd.Series(point).groupby(row).transform("min").to_numpy()
+    return df[point == first].reset_index(drop=True)
+
+
 def aggregate(done: list[Point], results_dir, report: Report) -> dict[str, Path]:
     """Stack each method's result tables over the points that succeeded into results_dir (CSV). Every table carries
     judge and mode columns, so the report card tells judges apart; a table without them is a failure, left out."""
@@ -753,6 +764,8 @@ def aggregate(done: list[Point], results_dir, report: Report) -> dict[str, Path]
                 df = pd.concat(parts, ignore_index=True)
                 if not {"judge", "mode"} & set(t.partition):
                     df = df.drop_duplicates(ignore_index=True)
+                else:
+                    df = _once_across_points(df, [len(x) for x in parts])
                 keys = [c for c in ("dataset", "judge", "mode") if c in df.columns]
                 df = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
                 stem = Path(t.name).stem

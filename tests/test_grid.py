@@ -537,3 +537,26 @@ def test_publishing_a_view_drawn_in_parts_removes_its_old_whole_figure_only(tmp_
         "discernment_pubmedqa.png", "leaderboard_dhp.pdf", "leaderboard_dhp_d_avg.png", "leaderboard_dhp_d_min.png",
         "leaderboard_frank.png", "leaderboard_hanna.png"]  # (the .pdf: no staged .pdf of that view here)
     assert any(c.endswith("leaderboard_dhp.png") for c in changed)
+
+
+def test_results_hold_a_recorded_judges_rows_once_however_many_points_set_it_beside_theirs(tmp_path):
+    """Every bias point analyses its folder's judges with LLMBar's recorded judges beside them: the same recorded rows
+    come out of each point. results/ keeps them once (the demo's bias_position.csv held each six times); a live
+    judge's rows and a repeat within one point's own table stay."""
+    recorded = {"judge": "GPT-4", "mode": "recorded", "strategy": "Vanilla", "subset": "Natural", "prefer_first": 0.51}
+    points = []
+    for i, judge in enumerate(["embedded:a", "control:first", "control:chance"]):
+        folder = tmp_path / f"p{i}"
+        folder.mkdir()
+        own = {"judge": judge, "mode": "logprobs" if i == 0 else "metric", "strategy": "Vanilla", "subset": "Natural",
+               "prefer_first": 0.1 * (i + 1)}
+        rows = [recorded, own] + ([own] if i == 0 else [])  # point 0 repeats its own row: kept as it is
+        pd.DataFrame(rows).to_csv(folder / "bias_position.csv", index=False)
+        points.append(grid.Point("bias", judge, own["mode"], "summeval", folder, None))
+    report = grid.Report()
+    out = grid.aggregate(points, tmp_path / "results", report)
+    got = pd.read_csv(out["bias_position"])
+    assert not report.failures
+    assert (got["judge"] == "GPT-4").sum() == 1
+    assert got["judge"].value_counts().to_dict() == {"embedded:a": 2, "GPT-4": 1, "control:first": 1,
+                                                     "control:chance": 1}
