@@ -244,14 +244,16 @@ def test_evaluate_quick_through_ray_equals_live_then_resumes_after_sigkill(clust
     for _ in range(3):
         start = time.time()
         have = len(_keys(cache)) if cache.exists() else 0
-        proc = _evaluate(judge, kill_dir, *ray_args, wait=False)
+        # one call a block: each answer committed alone, so three kills at the first new commit leave calls to ask
+        proc = _evaluate(judge, kill_dir, *ray_args, "--ray-batch-size", "1", wait=False)
         try:
             deadline = time.time() + 900
             while proc.poll() is None and time.time() < deadline:
                 if cache.exists() and len(_keys(cache)) > have:
                     break
                 time.sleep(0.2)
-            assert proc.poll() is None, "the run ended before it could be killed"
+            log = (kill_dir.parent / f"{kill_dir.name}.log").read_text()
+            assert proc.poll() is None, f"the run ended before it could be killed: {log[-2000:]}"
         finally:  # no driver outlives the test
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
