@@ -138,3 +138,24 @@ def test_pairwise_strategies_and_the_bias_method_run_a_control():
     bias = get("bias")
     assert "metric" in bias.modes and not bias.refuses("control:first", "metric")
     assert "baseline" in bias.refuses("baseline:chrf_src", "metric")
+
+
+def test_controls_scale_puts_a_good_control_above_chance_with_intervals_and_chance_twice_does_not(tmp_path):
+    """The scale a lesson shows beside its model (methods.controls_scale): LLMBar agreement at the method's control
+    size, a good control's interval above chance's in every view; two chance controls (the failing control of this
+    check) do not separate."""
+    from dhp import methods
+
+    m = methods.get("decompose_aggregate")
+    config = m.config({"run_dir": str(tmp_path / "run"), "strategies": ["direct"]})
+    scale = methods.controls_scale(m, config)
+    assert set(scale["judge"]) == set(methods.LESSON_CONTROLS) and (scale["n"] == m.control_params["n_pairs"]).all()
+    assert (tmp_path / "run" / "controls" / m.name / "pairwise_verdicts.parquet").is_file()
+    for _, view in scale.groupby(["scope", "strategy"]):
+        good, useless = (view[view["judge"] == j].iloc[0] for j in methods.LESSON_CONTROLS)
+        assert good["lo"] > useless["hi"] and good["hi"] > good["lo"]
+    twice = methods.controls_scale(m, m.config({"run_dir": str(tmp_path / "chance")}),
+                                   controls=("control:chance", "control:oracle@0.5"), n_pairs=20)
+    for _, view in twice.groupby(["scope", "strategy"]):
+        a, b = (view[view["judge"] == j].iloc[0] for j in ("control:chance", "control:oracle@0.5"))
+        assert not (a["lo"] > b["hi"] or b["lo"] > a["hi"])  # a weak judge on 20 pairs: not told from chance

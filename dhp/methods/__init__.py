@@ -43,6 +43,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import pandas as pd
 
+from dhp.analysis.leaderboard import leaderboard
 from dhp.analysis.report_card import CARD_COLUMNS, not_run_row, with_kind
 from dhp.backends import Backend, get_backend
 from dhp.backends.base import run_options
@@ -261,6 +262,10 @@ class Method:
     #: Why a baseline cannot run here in mode "metric" where controls can ("": any metric judge can): a method that
     #: hands controls its gold but has no use for a baseline's one surface statistic per text says so here
     metric_controls_only: str = ""
+
+    #: The size a lesson runs the controls at beside its judge (:func:`controls_scale`): the method's units at a size
+    #: where its scale tells a good judge from a useless one, in seconds (a control calls no model). {}: none run
+    control_params: ClassVar[dict[str, Any]] = {}
 
     def refuses(self, judge: str, mode: str) -> str:
         """Why this method cannot run ``judge`` in ``mode`` though it runs that mode ("" when it can): e.g. mode "metric"
@@ -605,6 +610,31 @@ def record(method: Method, config: RunParams, backends: Iterable = (), inputs: I
         if defaulted:
             extra["expert_weights_defaults"] = defaulted
     return write_manifest(config.run_dir, method.name, config.model_dump(), list(backends), inputs, extra=extra)
+
+
+# ---------------------------------------------------------------------------------------------- controls
+
+#: The controls a lesson sets beside its judge: a good one (reads the gold, errs on 20 % of units) and a useless one
+LESSON_CONTROLS = ("control:oracle@0.2", "control:chance")
+
+
+def controls_scale(method: "Method | str", config: RunParams | dict, controls=LESSON_CONTROLS, n_resamples: int = 200,
+                   **values) -> pd.DataFrame:
+    """Where judges of known quality land on ``method``'s scale: each of ``controls`` run at the method's
+    :attr:`Method.control_params` (``values`` beside them) into ``<run_dir>/controls/<method>``, then the method's
+    leaderboard views of those controls alone (dhp.analysis.leaderboard: value, lo, hi, n; seeded by config.seed).
+    A control calls no model: this takes seconds, at a size the lesson's model run could not afford."""
+    method = get(method) if isinstance(method, str) else method
+    if not method.control_params:
+        raise DHPError(f"Method {method.name!r} declares no control size.", "set its control_params.")
+    config = method.config(config)
+    folder = str(Path(config.run_dir) / "controls" / method.name)
+    for judge in controls:
+        run(method.name, method.config(config.model_dump(), **{**method.control_params, **values}, judge=judge,
+                                       mode="metric", run_dir=folder, cache_path=None, figures_dir=None),
+            figures=False)
+    views = method.views(read_tables(method, folder))
+    return leaderboard(views, n_resamples=n_resamples, seed=config.seed)["leaderboard.csv"]
 
 
 # ---------------------------------------------------------------------------------------------- report card

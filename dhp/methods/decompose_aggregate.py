@@ -174,6 +174,7 @@ class DecomposeAggregate(Method):
     power = ("agreement", "n_pairs", "pairs per subset")
 
     metric_controls_only = "a baseline cannot compare two texts"
+    control_params = {"n_pairs": 50, "dhp_items": 0}  # a control has no per-metric DnA weight for the bridge
     Params = DecomposeAggregateParams
     collects = (VERDICTS, COSTS, BRIDGE_SCORES, BRIDGE_COMPARISONS)
     produces = (AGREEMENT, PAIRWISE_D, BRIDGE)

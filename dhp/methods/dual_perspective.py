@@ -98,6 +98,7 @@ class DualPerspective(Method):
     power = ("correlation", "n_targets", "targets per aspect")
 
     metric_controls_only = "a baseline cannot compare two texts"
+    control_params = {"n_targets": 50, "n_sources": 10}
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
     profiles = {"standard": {}, "paper": {}}  # python -m dhp evaluate: its defaults (its own tables)

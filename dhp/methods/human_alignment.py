@@ -122,6 +122,7 @@ class HumanAlignment(Method):
     paper = "G-Eval's layout; Hu et al. 2025 App. A.3; Deutsch et al. 2023 (WMT22 zh-en)"
     notebooks = ("09_dual_perspective",)
     modes = ("logprobs", "sample", "metric")
+    control_params = {"n_docs": 20, "n_segments": 50}
     headline = ("segment_acc_eq_calibrated", "summary_spearman")
     power = ("correlation", "n_docs", "documents")
     Params = HumanAlignmentParams
