@@ -63,7 +63,7 @@ class DecomposeAggregateParams(RunParams):
                                                      "the path of your own .csv/.jsonl file")
     dhp_path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence when dhp_dataset "
                                                    "names one (checked by sha256)")
-    dhp_items: int = Field(2, ge=0, description="items of dhp_dataset the bridge perturbs and judges (0: no bridge)")
+    dhp_items: int = Field(1, ge=0, description="items of dhp_dataset the bridge perturbs and judges (0: no bridge)")
     dhp_perturbations: list[str] | None = Field(["char_typo"], description="the bridge's perturbations, rule-based "
                                                                            "(None: every one of the dataset's task)")
     n_samples: int = Field(5, ge=1, description="replies per prompt when the bridge scores in sample mode")

@@ -44,7 +44,7 @@ TASK = "summarization"
 class DualPerspectiveParams(RunParams):
     """Parameters of a dual-perspective run (python -m dhp run --method dual_perspective; notebook 09)."""
 
-    aspects: list[str] = Field(["coherence", "fluency"], min_length=1,
+    aspects: list[str] = Field(["coherence"], min_length=1,
                                description=f"SummEval aspects to evaluate ({', '.join(SUMMEVAL_ASPECTS)})")
     n_targets: int = Field(6, ge=1, description="global view: agreed-upon targets judged per aspect (a seeded "
                                                 "sample; SummEval has 154-955 per aspect)")
@@ -60,7 +60,7 @@ class DualPerspectiveParams(RunParams):
                                                              "chains start from — a name or the path of your own "
                                                              ".csv/.jsonl file")
     n_sources: int = Field(2, ge=1, description="local view: references turned into error chains")
-    chain_length: int = Field(3, ge=1, description="local view: errors added along each chain (chain_length + 1 "
+    chain_length: int = Field(2, ge=1, description="local view: errors added along each chain (chain_length + 1 "
                                                    "targets; a text that cannot take another error ends early)")
     compare: bool = Field(True, description="local view: also show each adjacent pair side by side, in both orders")
 
@@ -101,7 +101,10 @@ class DualPerspective(Method):
     control_params = {"n_targets": 50, "n_sources": 10}
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
-    profiles = {"standard": {}, "paper": {}}  # python -m dhp evaluate: its defaults (its own tables)
+    # python -m dhp evaluate (its own tables): two aspects, chains of three errors — the defaults are one aspect and
+    # two errors, so that `dhp run` and lesson 09 take minutes on 2 cores
+    profiles = {"standard": {"aspects": ["coherence", "fluency"], "chain_length": 3},
+                "paper": {"aspects": ["coherence", "fluency"], "chain_length": 3}}
     produces = (
         Table("global_kappa.csv", ("judge", "mode", "aspect", "rating_rule", "kappa", "n"),
               "one row per judge × aspect × rating rule: linear weighted κ and the targets it rests on"),

@@ -45,7 +45,7 @@ LP = "zh-en"
 class HumanAlignmentParams(RunParams):
     """Parameters of a human-alignment run (python -m dhp run --method human_alignment; notebook 09)."""
 
-    aspects: list[str] = Field(["coherence", "fluency"], min_length=1,
+    aspects: list[str] = Field(["coherence"], min_length=1,
                                description=f"SummEval aspects to evaluate ({', '.join(SUMMEVAL_ASPECTS)})")
     n_docs: int = Field(2, ge=0, description="SummEval documents whose 12 rated system summaries are judged per "
                                              "aspect (0: none)")
@@ -133,7 +133,8 @@ class HumanAlignment(Method):
 
     # python -m dhp evaluate: WMT22 zh-en segments vs MQM (beside the recorded metrics) and SummEval documents
     profiles = {
-        "standard": {"n_docs": 10, "n_segments": 50},
+        # two aspects (the default is one, so that `dhp run` and lesson 09 take minutes on 2 cores)
+        "standard": {"n_docs": 10, "n_segments": 50, "aspects": ["coherence", "fluency"]},
         # every MQM-rated zh-en segment of every MQM-rated system but the main reference: the recorded metrics' units
         "paper": {"n_docs": 100, "n_segments": 100_000, "mt_systems": None,
                   "aspects": ["coherence", "consistency", "fluency", "relevance"]},
