@@ -263,8 +263,9 @@ class Method:
     #: hands controls its gold but has no use for a baseline's one surface statistic per text says so here
     metric_controls_only: str = ""
 
-    #: The size a lesson runs the controls at beside its judge (:func:`controls_scale`): the method's units at a size
-    #: where its scale tells a good judge from a useless one, in seconds (a control calls no model). {}: none run
+    #: The size and data a lesson runs the controls at beside its judge (:func:`controls_scale`): the method's own
+    #: data (whatever the lesson's data set is) at a size where its scale tells a good judge from a useless one, in
+    #: seconds (a control calls no model). {}: none run
     control_params: ClassVar[dict[str, Any]] = {}
 
     def refuses(self, judge: str, mode: str) -> str:

@@ -154,7 +154,7 @@ class Bias(Method):
     notebooks = ("13_bias",)
     modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls): control:first, control:longer are
     metric_controls_only = "a baseline cannot compare two texts"  # biases of known size
-    control_params = {"n_pairs": 50}
+    control_params = {"subsets": ["Natural", "Adversarial_Neighbor"], "n_pairs": 50}
     headline = ("flip_rate", "prefer_first")
     Params = BiasParams
     collects = (PAIRS, VERDICTS)

@@ -184,7 +184,9 @@ class CriteriaConfusion(Method):
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
 
     metric_controls_only = "a baseline rates no quality criterion"
-    control_params = {"n_items": 30, "aspects": None}  # 93 attack x aspect cells of the nine rule attacks
+    # on the method's own data (SummEval, the rule attacks): 93 attack x aspect cells of the nine rule attacks
+    control_params = {"dataset": "summeval", "path": None, "n_items": 30, "aspects": None, "attacks": None,
+                      "perturber": "rule"}
     profiles = {"standard": {}, "paper": {"n_items": 100}}  # python -m dhp evaluate: its defaults (its own tables)
     produces = (CELLS, SUMMARY, CORRELATIONS)
     extra_stages = (

@@ -174,7 +174,8 @@ class DecomposeAggregate(Method):
     power = ("agreement", "n_pairs", "pairs per subset")
 
     metric_controls_only = "a baseline cannot compare two texts"
-    control_params = {"n_pairs": 50, "dhp_items": 0}  # a control has no per-metric DnA weight for the bridge
+    # LLMBar's Natural and Adversarial_Neighbor pairs (100 and 134); no bridge: a control has no per-metric DnA weight
+    control_params = {"pairs_path": None, "subsets": ["Natural", "Adversarial_Neighbor"], "n_pairs": 50, "dhp_items": 0}
     Params = DecomposeAggregateParams
     collects = (VERDICTS, COSTS, BRIDGE_SCORES, BRIDGE_COMPARISONS)
     produces = (AGREEMENT, PAIRWISE_D, BRIDGE)

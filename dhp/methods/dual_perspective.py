@@ -98,7 +98,7 @@ class DualPerspective(Method):
     power = ("correlation", "n_targets", "targets per aspect")
 
     metric_controls_only = "a baseline cannot compare two texts"
-    control_params = {"n_targets": 50, "n_sources": 10}
+    control_params = {"chain_dataset": "summeval", "n_targets": 50, "n_sources": 10}
     Params = DualPerspectiveParams
     collects = (GLOBAL, CHAINS, COMPARISONS)
     # python -m dhp evaluate (its own tables): two aspects, chains of three errors — the defaults are one aspect and
