@@ -101,7 +101,9 @@ def _run(argv: list[str]) -> int:
             print(f"Dry run: {offline}.")
         return 0
     # one writer per run folder: run and run_stage take it (refusing); --wait takes it first, waiting
-    with runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext(), _engine(args):
+    with (runlock.hold(config.run_dir, wait=True) if args.wait else contextlib.nullcontext(),
+          runlock.hold_cache(config.cache_path, config.run_dir, wait=True) if args.wait else contextlib.nullcontext(),
+          _engine(args)):
         paths = methods.run_stage(m, args.stage, config).paths if args.stage else methods.run(m.name, config)
     for name, path in paths.items():
         print(f"{name}: {path}")
@@ -142,7 +144,8 @@ def _batch(action: str, argv: list[str]) -> int:
         m.check_mode(config)
         collect = lambda: m.collect(config)  # noqa: E731 - the run whose pending calls are exported/imported
         cache, run_dir = config.cache, config.run_dir
-    with runlock.hold(run_dir, wait=args.wait):  # its cache is the run's: one writer at a time
+    # its cache is the run's (or a --cache-path outside it, locked too): one writer at a time
+    with runlock.hold(run_dir, wait=args.wait), runlock.hold_cache(cache, run_dir, wait=args.wait):
         if action == "export":
             n = batch.export_calls(collect, args.out)
             print(f"wrote {n} pending calls to {args.out}" if n else "nothing to export: every call is cached")

@@ -11,6 +11,8 @@
   the fix, or waits (``wait=True``: ``--wait`` on the command line). Re-entrant within a process: ``run`` holds it
   around its stages, and each stage takes it again without blocking itself (flock locks belong to an open file, so a
   second open in the same process would block on the first).
+- :func:`hold_cache`: the same lock for a ``--cache-path`` outside the run folder (``.<name>.dhp-lock`` beside it),
+  so two run folders sharing one cache cannot both ask the same calls.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Iterator
 from dhp.errors import DHPError
 from dhp.io import project_root, resolve
 
-__all__ = ["LOCK_NAME", "check_run_dir", "hold", "holder"]
+__all__ = ["LOCK_NAME", "check_run_dir", "hold", "hold_cache", "holder"]
 
 LOCK_NAME = ".dhp-run.lock"
 #: the repository's published folders (make demo writes them through the grid's publishing step only)
@@ -79,9 +81,9 @@ def _redact(text: str) -> str:
     return re.sub(r"(\w+://)[^/\s@]+@", r"\1***@", text)
 
 
-def _describe(folder: Path) -> str:
+def _describe(folder: Path, name: str = LOCK_NAME) -> str:
     try:
-        info = json.loads((folder / LOCK_NAME).read_text(encoding="utf-8"))
+        info = json.loads((folder / name).read_text(encoding="utf-8"))
         return (f"pid {info['pid']} on {info['host']} since {info['started']} "
                 f"(command: {info['command']})")
     except (OSError, ValueError, KeyError, TypeError):
@@ -104,14 +106,14 @@ def holder(run_dir) -> str | None:
     return None
 
 
-def _open(folder: Path, run_dir) -> int:
+def _open(folder: Path, run_dir, name: str = LOCK_NAME) -> int:
     """The lock file's descriptor; creating the folder and the file is the check that the folder is writable (as
     root, os.access says yes to a read-only mount, so only a real write tells)."""
     try:
         for _ in range(100):  # another run may remove the empty folder it made between our mkdir and open
             folder.mkdir(parents=True, exist_ok=True)
             try:
-                return os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                return os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             except FileNotFoundError:
                 continue
         raise FileNotFoundError(errno.ENOENT, "the folder keeps disappearing")
@@ -123,23 +125,26 @@ def _open(folder: Path, run_dir) -> int:
                        f"pass a --run-dir you can write to ({hint} cannot hold a run).") from None
 
 
-def _acquire(folder: Path, run_dir, wait: bool, out) -> int:
+def _acquire(folder: Path, run_dir, wait: bool, out, name: str = LOCK_NAME) -> int:
     """The descriptor of the lock file, exclusively locked and still the one at its path (written: who holds it)."""
+    cache = name != LOCK_NAME
     while True:
-        fd = _open(folder, run_dir)
+        fd = _open(folder, run_dir, name)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                who = _describe(folder)
+                who = _describe(folder, name)
+                what = f"The cache {run_dir}" if cache else f"The run folder {run_dir}"
                 if not wait:
-                    raise DHPError(f"The run folder {run_dir} is in use by another run: {who}.",
+                    raise DHPError(f"{what} is in use by another run: {who}.",
                                    "wait for that run to finish (or pass --wait to wait for it), or use another "
-                                   "--run-dir.") from None
-                print(f"waiting for the run folder {run_dir}: in use by {who}", file=out or sys.stderr, flush=True)
+                                   + ("--cache-path (or none: each run folder has its own cache)." if cache
+                                      else "--run-dir.")) from None
+                print(f"waiting for {what[0].lower()}{what[1:]}: in use by {who}", file=out or sys.stderr, flush=True)
                 fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                current = os.stat(folder / LOCK_NAME).st_ino
+                current = os.stat(folder / name).st_ino
             except FileNotFoundError:
                 current = None
             if current != os.fstat(fd).st_ino:  # its holder removed it as it finished: lock the new one
@@ -161,29 +166,60 @@ def hold(run_dir, wait: bool = False, out=None) -> Iterator[Path]:
     """Hold ``run_dir``'s one-writer lock for the ``with`` block (after :func:`check_run_dir`). Another process
     holding it: a DHPError naming it, or (``wait``) wait until it is done. Yields the resolved folder."""
     folder = check_run_dir(run_dir)
+    with _locked(folder, LOCK_NAME, run_dir, wait, out):
+        yield folder
+
+
+def _cache_name(cache_file: Path) -> str:
+    return f".{cache_file.name}.dhp-lock"
+
+
+@contextlib.contextmanager
+def hold_cache(cache_path, run_dir, wait: bool = False, out=None) -> Iterator[Path | None]:
+    """Hold a cache file's one-writer lock when it lies outside the run folder (``--cache-path`` shared by several
+    run folders): two runs on one cache would each ask what the other is asking (a request sent twice, a doubled
+    bill). A cache inside the run folder is covered by :func:`hold`; None/'' (the run folder's own) holds nothing.
+    The lock file ``.<cache name>.dhp-lock`` sits beside the cache. Yields the resolved cache path (or None)."""
+    if cache_path is None or not str(cache_path).strip():
+        yield None
+        return
+    cache = _real(resolve(cache_path))
+    if run_dir is not None and str(run_dir).strip() and cache.is_relative_to(_real(resolve(run_dir))):
+        yield cache
+        return
+    if cache.exists() and not cache.is_file():
+        raise DHPError(f"The cache {cache_path} is a folder, not a file.",
+                       "name a file with --cache-path, e.g. --cache-path caches/judge.sqlite.")
+    with _locked(cache.parent, _cache_name(cache), cache_path, wait, out):
+        yield cache
+
+
+@contextlib.contextmanager
+def _locked(folder: Path, name: str, label, wait: bool, out) -> Iterator[None]:
+    key = folder / name
     made: list[Path] = []
     with _mutex:
-        mine = _held.get(folder)
+        mine = _held.get(key)
         if mine is not None:  # this process holds it already (a stage inside run): go on
             mine[1] += 1
     if mine is None:
         made = [d for d in (folder, *folder.parents) if not d.exists()]  # removed again if left empty
-        fd = _acquire(folder, run_dir, wait, out)
+        fd = _acquire(folder, label, wait, out, name)
         with _mutex:
-            _held[folder] = mine = [fd, 1]
+            _held[key] = mine = [fd, 1]
     try:
-        yield folder
+        yield
     finally:
         with _mutex:
             mine[1] -= 1
             last = mine[1] == 0
             if last:
-                del _held[folder]
+                del _held[key]
         if last:
             # the file goes while still locked (a run leaves nothing behind); one who opened it meanwhile sees
             # that it is gone once it gets the lock, and takes a new one (_acquire)
             with contextlib.suppress(OSError):
-                os.unlink(folder / LOCK_NAME)
+                os.unlink(key)
             os.close(mine[0])  # closing the file releases the flock
             for d in made:  # a run that failed before writing anything leaves no folder either
                 try:

@@ -186,6 +186,42 @@ def test_the_lock_file_never_holds_a_urls_credentials(tmp_path, monkeypatch):
     assert "user:pw" not in text and "http://***@127.0.0.1:9/v1" in text
 
 
+_CACHE_HOLDER = """
+import sys
+from dhp import runlock
+with runlock.hold(sys.argv[2]), runlock.hold_cache(sys.argv[1], sys.argv[2]):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_cache_path_shared_by_two_run_folders_has_one_writer(tmp_path, capsys):
+    """``--cache-path`` outside the run folder: a second run in ANOTHER folder on the same cache is refused with the
+    holder's pid before any call (it would ask what the first asks); the run folder's own cache needs no second
+    lock, and the lock goes with its run."""
+    cache = tmp_path / "shared" / "judge.sqlite"
+    p = subprocess.Popen([sys.executable, "-c", _CACHE_HOLDER, str(cache), str(tmp_path / "first")], env=_env(),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        rc = cli_main(["run", "--method", "dhp", "--judge", "control:chance", "--n-items", "1", "--perturbations",
+                       "char_typo", "--metrics", "coherence", "--stage", "collect",
+                       "--run-dir", str(tmp_path / "second"), "--cache-path", str(cache)])
+        err = capsys.readouterr().err
+        assert rc == 2, err
+        assert f"The cache {cache} is in use by another run: pid {p.pid}" in err and "--cache-path" in err
+        assert not (tmp_path / "second").exists()  # refused before anything was written
+        with runlock.hold_cache(tmp_path / "second" / "cache.sqlite", tmp_path / "second"):
+            pass  # inside its own run folder: the folder's lock covers it, nothing else to take
+    finally:
+        p.stdin.write("\n")
+        p.stdin.flush()
+        p.wait()
+    with runlock.hold_cache(cache, tmp_path / "third"):  # released with its holder
+        assert (cache.parent / f".{cache.name}.dhp-lock").exists()
+    assert not (cache.parent / f".{cache.name}.dhp-lock").exists()
+
+
 # ------------------------------------------------------------------------------------------ forbidden folders
 
 def _bad_run_dirs(tmp_path: Path) -> dict:

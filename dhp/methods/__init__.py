@@ -507,7 +507,7 @@ def run_stage(method: "Method | str", stage: str, config: RunParams | dict | Non
     if write and stage == "figures":
         runlock.check_run_dir(config.figures, "figures_dir")  # never the published figures/
     # one writer per run folder (re-entrant: run() holds it around its stages); refused before any call
-    with runlock.hold(config.run_dir):
+    with runlock.hold(config.run_dir), runlock.hold_cache(config.cache_path, config.run_dir):
         return _run_stage(method, stage, st, stages, config, backend, tables, write)
 
 
@@ -587,7 +587,8 @@ def run(name: str, config: RunParams | dict | None = None, figures: bool = True,
     backend = method.backend(config, backend)
     if not recorded and isinstance(backend, Backend):
         backend.check_mode(config.mode)  # a mode the backend cannot serve: refused before any call
-    with runlock.hold(config.run_dir):  # the whole run is one writer's: no other run between its stages
+    # the whole run is one writer's (its folder, and a --cache-path outside it): no other run between its stages
+    with runlock.hold(config.run_dir), runlock.hold_cache(config.cache_path, config.run_dir):
         return _run(method, config, figures, backend, recorded)
 
 
