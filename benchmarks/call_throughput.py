@@ -16,8 +16,12 @@ than wall-clock rates. It prints, last, the ratios ``engine/raw``, ``evaluate/ra
 (goal >= 0.8), then the paper profile's wall time at the stub's speed, with the machine's facts (CPU model, cores,
 load average before and after, date).
 
+With ``--model-server`` it also measures the raw loop and the engine against a served model (llama_cpp.server with the
+embedded SmolLM2 on loopback, the same prompts for both, max_tokens 8) and prints ``engine/raw_model_server``: what
+the client's own cost is worth beside a model's, on real sockets.
+
 Usage: python benchmarks/call_throughput.py [--n 1000] [--rounds 5] [--evaluate-runs 2] [--concurrency 8]
-       [--skip-evaluate]
+       [--skip-evaluate] [--model-server [--model-n 48] [--model-rounds 3]]
 Not a test: numbers depend on the machine and its load (printed with them).
 """
 
@@ -164,9 +168,10 @@ def _messages(i: int) -> list[dict]:
                                         f"# Output (b):\nB {i}.\n# Which is better, Output (a) or Output (b)?"}]
 
 
-def measure_raw(base_url: str, n: int, concurrency: int, bodies: list[dict] | None = None) -> float:
+def measure_raw(base_url: str, n: int, concurrency: int, bodies: list[dict] | None = None, offset: int = 0,
+                max_tokens: int = 16, model: str = MODEL) -> float:
     """Seconds for a bare httpx.AsyncClient loop to send ``n`` chat requests, ``concurrency`` in flight (``bodies``:
-    these requests instead, e.g. the ones evaluate sent)."""
+    these requests instead, e.g. the ones evaluate sent; ``offset``: the first prompt's number)."""
     import httpx
 
     if bodies is not None:
@@ -179,8 +184,10 @@ def measure_raw(base_url: str, n: int, concurrency: int, bodies: list[dict] | No
             async def one(i: int) -> None:
                 async with sem:
                     r = await client.post("/chat/completions", json=bodies[i] if bodies is not None else {
-                        "model": MODEL, "messages": _messages(i), "max_tokens": 16, "temperature": 0.0})
-                    assert r.json()["choices"][0]["message"]["content"] == REPLY
+                        "model": model, "messages": _messages(offset + i), "max_tokens": max_tokens,
+                        "temperature": 0.0})
+                    text = r.json()["choices"][0]["message"]["content"]
+                    assert text == REPLY or model != MODEL and isinstance(text, str), text
 
             t0 = time.perf_counter()
             await asyncio.gather(*(one(i) for i in range(n)))
@@ -189,18 +196,19 @@ def measure_raw(base_url: str, n: int, concurrency: int, bodies: list[dict] | No
     return asyncio.run(main())
 
 
-def measure_engine(base_url: str, n: int, concurrency: int, offset: int) -> tuple[float, int]:
+def measure_engine(base_url: str, n: int, concurrency: int, offset: int, max_tokens: int = 16,
+                   model: str = MODEL) -> tuple[float, int]:
     """Seconds for dhp.calls (plan + run, SQLite cache file) to make ``n`` new chat calls; and the rows it stored."""
     from dhp.backends import ChatRequest, OpenAIBackend
     from dhp.cache import Cache
     from dhp.calls import plan_chat, run
 
-    backend = OpenAIBackend(MODEL, base_url, concurrency=concurrency)
+    backend = OpenAIBackend(model, base_url, concurrency=concurrency)
     with tempfile.TemporaryDirectory() as tmp:
         store = Cache(Path(tmp) / "cache.sqlite")
         t0 = time.perf_counter()
         calls = [plan_chat(backend, ChatRequest(tuple((m["role"], m["content"]) for m in _messages(offset + i)),
-                                                max_tokens=16, temperature=0.0)) for i in range(n)]
+                                                max_tokens=max_tokens, temperature=0.0)) for i in range(n)]
         report = run(backend, calls, store, progress=False)
         seconds = time.perf_counter() - t0
         rows = len(store)
@@ -253,6 +261,26 @@ def measure_client_cpu(n: int, concurrency: int) -> tuple[float, float]:
     return best[raw], best[backend]
 
 
+def measure_model_server(n: int, rounds: int, concurrency: int, max_tokens: int) -> tuple[list, list]:
+    """Raw loop and engine against a served model: llama_cpp.server with the embedded SmolLM2 GGUF on loopback (the
+    test suite's server helper). Each round sends both sides the same ``n`` new prompts (temperature 0: the same
+    replies), raw first; returns each side's seconds per round."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from servers import start_llama_server  # the tests' loopback helper: one way to start the server
+
+    raw, eng = [], []
+    with start_llama_server(model_alias="smollm2") as server:
+        measure_raw(server.base_url, 4, concurrency, offset=-100, max_tokens=max_tokens, model="smollm2")  # warm up
+        for k in range(rounds):
+            raw.append(measure_raw(server.base_url, n, concurrency, offset=10_000 + k * n, max_tokens=max_tokens,
+                                   model="smollm2"))
+            seconds, stored = measure_engine(server.base_url, n, concurrency, offset=10_000 + k * n,
+                                             max_tokens=max_tokens, model="smollm2")
+            assert stored == n, f"engine stored {stored} rows for {n} calls"
+            eng.append(seconds)
+    return raw, eng
+
+
 def measure_evaluate(stub: Stub, concurrency: int) -> dict:
     """The evaluate command on LLMBar's Vanilla protocol at the paper profile, in a fresh run folder and cache."""
     stub.reset()
@@ -296,6 +324,11 @@ def main() -> None:
                     "machine the best of 3 still moved the ratio by ~0.1 from run to run)")
     ap.add_argument("--evaluate-runs", type=int, default=2, help="evaluate runs (each ~10-30 s); the best counts")
     ap.add_argument("--skip-evaluate", action="store_true", help="measure the raw loop and the engine only")
+    ap.add_argument("--model-server", action="store_true",
+                    help="also measure both against a served model (llama_cpp.server with the embedded SmolLM2 on "
+                         "loopback): prints engine/raw_model_server")
+    ap.add_argument("--model-n", type=int, default=48, help="calls per round against the served model (default 48)")
+    ap.add_argument("--model-rounds", type=int, default=3, help="rounds against the served model (default 3)")
     ap.add_argument("--paper-calls", type=int, default=42_287,
                     help="calls of a full paper-profile evaluate, for the wall-time estimate (default 42287)")
     args = ap.parse_args()
@@ -344,8 +377,20 @@ def main() -> None:
                   f"{walls} s (llmbar:Vanilla, --profile paper)")
             print(f"raw       the same {len(ev['bodies'])} requests replayed x {len(replays)}: "
                   f"best {min(replays):6.2f} s  {replay_rate:7.1f} calls/s")
+    ms_ratio = None
+    if args.model_server:
+        m_raw, m_eng = measure_model_server(args.model_n, args.model_rounds, args.concurrency, max_tokens=8)
+        ms_ratio = min(m_raw) / min(m_eng)
+        print(f"model_server raw     {args.model_n} calls x {args.model_rounds}: best {min(m_raw):6.2f} s  "
+              f"{args.model_n / min(m_raw):6.1f} calls/s  (all: {', '.join(f'{w:.2f}' for w in m_raw)} s; "
+              "llama_cpp.server, SmolLM2-135M, max_tokens 8)")
+        print(f"model_server engine  {args.model_n} calls x {args.model_rounds}: best {min(m_eng):6.2f} s  "
+              f"{args.model_n / min(m_eng):6.1f} calls/s  (all: {', '.join(f'{w:.2f}' for w in m_eng)} s; the same "
+              "prompts, SQLite cache file)")
     print(f"load_after={load()}")
     print(f"engine/raw {eng_rate / raw_rate:.3f}")
+    if ms_ratio is not None:
+        print(f"engine/raw_model_server {ms_ratio:.3f}")
     if ev is not None:
         print(f"evaluate/raw {ev_rate / raw_rate:.3f}")
         print(f"evaluate/raw_same_requests {ev_rate / replay_rate:.3f}")
