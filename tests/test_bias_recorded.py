@@ -95,3 +95,37 @@ def test_hanna_partial_length_correlation_textbook(tmp_path):
         assert row["n"] == ok.sum()
         assert row["partial_r"] == pytest.approx(textbook, abs=1e-9)
         assert row["partial_r_lo"] < row["partial_r"] < row["partial_r_hi"]
+
+
+def test_mt_bench_prefer_longer_from_the_raw_files(tmp_path):
+    """LLMBar's re-processed MT-Bench pairs (200, human preferences) with GPT-4's recorded Vanilla_NoRules verdicts:
+    the share of verdicts for the longer output (both orders, pairs of unequal length answered in both) — MT-Bench's
+    verbosity number — equals a count straight from the raw result.json; so does each conditional share."""
+    import re
+
+    from dhp.methods.bias import Bias, BiasParams
+
+    import_judgments("llmbar", DATA / "llmbar_judgments" / "Processed" / "MT-Bench", tmp_path / "run")
+    verdicts = pd.read_parquet(tmp_path / "run" / "pairwise_verdicts.parquet")
+    lengths = Bias().collect_reference(BiasParams(data_dir=str(DATA)))["bias_pairs.parquet"]
+    table = ba.length_table(verdicts, lengths, n_boot=50)
+    row = table.set_index(["subset", "judge", "strategy"]).loc[("Processed_MT-Bench", "GPT-4", "Vanilla_NoRules")]
+
+    words = lambda t: len(re.findall(r"\w+", t))  # noqa: E731 - runs of word characters, the views' length
+    items = json.loads((DATA / "llmbar_judgments" / "Processed" / "MT-Bench" / "evaluators" / "GPT-4"
+                        / "Vanilla_NoRules" / "result.json").read_text())
+    shares = {True: [], False: []}
+    for it in items:
+        w1, w2 = words(it["output_1"]), words(it["output_2"])
+        last = it["results"][-1]
+        a, b = last["swap = False"]["winner"], last["swap = True"]["winner"]
+        if w1 == w2 or a is None or b is None:
+            continue
+        longer = "1" if w1 > w2 else "2"
+        shares[str(it["label"]) == longer].append(((a == longer) + (b == longer)) / 2)
+    every = shares[True] + shares[False]
+    assert len(every) == 195 and (row["n_gold_longer"], row["n_gold_shorter"]) == (len(shares[True]), len(shares[False]))
+    assert row["p_longer"] == pytest.approx(sum(every) / len(every))  # 0.697: GPT-4 picks the longer ~70 %
+    assert row["p_longer_gold_longer"] == pytest.approx(np.mean(shares[True]))
+    assert row["p_longer_gold_shorter"] == pytest.approx(np.mean(shares[False]))
+    assert row["p_longer_lo"] < row["p_longer"] < row["p_longer_hi"]

@@ -68,7 +68,8 @@ POSITION_COLUMNS = ["judge", "mode", "strategy", "protocol", "subset", "n_pairs"
                     "equal_llmbar", "equal_count", "status"]
 LENGTH_COLUMNS = ["judge", "mode", "strategy", "protocol", "subset", "n_gold_longer", "p_longer_gold_longer",
                   "p_longer_gold_longer_lo", "p_longer_gold_longer_hi", "n_gold_shorter", "p_longer_gold_shorter",
-                  "p_longer_gold_shorter_lo", "p_longer_gold_shorter_hi", "length_bias", "length_bias_lo",
+                  "p_longer_gold_shorter_lo", "p_longer_gold_shorter_hi", "p_longer", "p_longer_lo", "p_longer_hi",
+                  "length_bias", "length_bias_lo",
                   "length_bias_hi", "n_verdicts", "length_coef", "length_coef_lo", "length_coef_hi", "status"]
 CUE_COLUMNS = ["judge", "mode", "strategy", "cue", "order", "n", "robustness", "robustness_lo", "robustness_hi",
                "toward_cue", "toward_cue_lo", "toward_cue_hi", "status"]
@@ -273,6 +274,8 @@ def length_table(verdicts: pd.DataFrame, lengths: pd.DataFrame, n_boot: int = 10
         gl, gs = g[g["gold_longer"]], g[~g["gold_longer"]]
         a, alo, ahi = bootstrap_mean(gl["prefers_longer"], n_boot, seed)
         b, blo, bhi = bootstrap_mean(gs["prefers_longer"], n_boot, seed + 1)
+        # whatever the gold says: the share alpaca_eval calls "proba. prefer longer" (MT-Bench's verbosity number)
+        c, clo_, chi_ = bootstrap_mean(g["prefers_longer"], n_boot, seed + 2)
         few = len(gl) < MIN_UNITS or len(gs) < MIN_UNITS
         bias, lo, hi = _length_bias(g, n_boot, seed)
         if few:  # no value, so no interval either
@@ -284,6 +287,7 @@ def length_table(verdicts: pd.DataFrame, lengths: pd.DataFrame, n_boot: int = 10
                      "n_gold_longer": len(gl), "p_longer_gold_longer": a, "p_longer_gold_longer_lo": alo,
                      "p_longer_gold_longer_hi": ahi, "n_gold_shorter": len(gs), "p_longer_gold_shorter": b,
                      "p_longer_gold_shorter_lo": blo, "p_longer_gold_shorter_hi": bhi,
+                     "p_longer": c, "p_longer_lo": clo_, "p_longer_hi": chi_,
                      "length_bias": math.nan if few else bias, "length_bias_lo": lo, "length_bias_hi": hi,
                      "n_verdicts": nv, "length_coef": coef, "length_coef_lo": clo, "length_coef_hi": chi,
                      "status": TOO_FEW if few else "ok"})

@@ -21,7 +21,7 @@ import pandas as pd
 from dhp.errors import DHPError
 from dhp.datasets import declared_files
 
-__all__ = ["SUBSETS", "load_llmbar", "load_pairwise"]
+__all__ = ["SUBSETS", "PROCESSED", "load_llmbar", "load_processed", "load_pairwise"]
 
 #: subset -> sha256 of its dataset.json (upstream commit 900616b)
 SUBSETS = {
@@ -71,6 +71,27 @@ def load_llmbar(subsets=("Natural",), n_items: int | None = None, seed: int = 0,
         idx = _sample(len(recs), n_items, seed)
         rows += [("llmbar", sub, f"{sub}-{i}", recs[i]["input"], recs[i]["output_1"], recs[i]["output_2"],
                   str(recs[i]["label"])) for i in idx]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+#: LLMBar's re-processed earlier meta-evaluation sets (FairEval 66 pairs, LLMEval^2 200, MT-Bench 200: human
+#: preferences, no ties), whose pairs its recorded judges also ran: ``Dataset/Processed/<name>/dataset.json`` in the
+#: llmbar_judgments set (declared with its sha256, fetched on first need). Subset ids as dhp.recorded.llmbar names them.
+PROCESSED = ("FairEval", "LLMEval^2", "MT-Bench")
+
+
+def load_processed(names=PROCESSED, data_dir=None) -> pd.DataFrame:
+    """Pairs of LLMBar's re-processed sets (:data:`PROCESSED`): subset ``Processed_<name>``, item_id
+    ``Processed_<name>-<index in the file>`` (the ids of the recorded verdicts), the same columns as load_llmbar."""
+    rows = []
+    for name in ([names] if isinstance(names, str) else list(names)):
+        if name not in PROCESSED:
+            raise DHPError(f"Unknown re-processed LLMBar set {name!r}.", f"use one of {list(PROCESSED)}.")
+        rel = f"llmbar_judgments/Processed/{name}/dataset.json"
+        recs = json.loads((declared_files.ensure([rel], data_dir) / rel).read_bytes())  # checked by its sha256
+        sub = f"Processed_{name}"
+        rows += [("llmbar", sub, f"{sub}-{i}", r["input"], r["output_1"], r["output_2"], str(r["label"]))
+                 for i, r in enumerate(recs)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

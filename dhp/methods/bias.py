@@ -32,7 +32,7 @@ from dhp.analysis.recorded_views import HANNA_EXCLUDED_SYSTEM, HANNA_HEADLINE_ME
 from dhp.analysis.report_card import CARD_COLUMNS, card_row
 from dhp.backends import Backend
 from dhp.config import RunParams
-from dhp.datasets.llmbar import SUBSETS, load_llmbar
+from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_processed
 from dhp.errors import DHPError
 from dhp import calls
 from dhp.judging.strategies import STRATEGIES, llmbar_plan_jobs, llmbar_protocol, run_strategies
@@ -100,8 +100,9 @@ class BiasParams(RunParams):
 
 
 PAIRS = Table("bias_pairs.parquet", ("subset", "item_id", "label", "words_1", "words_2", "longer"),
-              "one row per LLMBar pair (all 419): the gold label, each output's words and the longer one ('' when "
-              "equal) — numbers, no text", partition=("subset",))
+              "one row per LLMBar pair (all 419, and the 466 of the re-processed FairEval, LLMEval^2, MT-Bench): the "
+              "gold label, each output's words and the longer one ('' when equal) — numbers, no text",
+              partition=("subset",))
 VERDICTS = Table("bias_verdicts.parquet", ("judge", "mode", *VERDICT_KEEP, "source", "cue", "cued_output", "repeat"),
                  "one row per live judge × pair × strategy × order × cue × repeat: the verdict ('1', '2', 'tie' or "
                  "None with its reason in failure); cue 'none' = the plain pair, else the cue planted on output "
@@ -174,8 +175,11 @@ class Bias(Method):
         return load_llmbar(config.subsets, n_items=config.n_pairs, seed=config.seed, data_dir=config.data_dir)
 
     def collect_reference(self, config: BiasParams) -> dict[str, pd.DataFrame]:
-        """The lengths of all 419 LLMBar pairs (the recorded judges' units): no model call."""
-        return {PAIRS.name: ba.pair_lengths(load_llmbar(list(ba.LLMBAR_SUBSETS), data_dir=config.data_dir))}
+        """The lengths of all 419 LLMBar pairs and of LLMBar's re-processed FairEval, LLMEval^2 and MT-Bench pairs
+        (the recorded judges' units): no model call."""
+        pairs = pd.concat([load_llmbar(list(ba.LLMBAR_SUBSETS), data_dir=config.data_dir),
+                           load_processed(data_dir=config.data_dir)], ignore_index=True)
+        return {PAIRS.name: ba.pair_lengths(pairs)}
 
     @staticmethod
     def cued_pairs(pairs: pd.DataFrame, cue: str) -> pd.DataFrame:
