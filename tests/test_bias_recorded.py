@@ -129,3 +129,37 @@ def test_mt_bench_prefer_longer_from_the_raw_files(tmp_path):
     assert row["p_longer_gold_longer"] == pytest.approx(np.mean(shares[True]))
     assert row["p_longer_gold_shorter"] == pytest.approx(np.mean(shares[False]))
     assert row["p_longer_lo"] < row["p_longer"] < row["p_longer_hi"]
+
+
+def test_pointwise_length_on_summeval_and_wmt_tells_a_length_judge_from_an_oracle(tmp_path):
+    """Judges of known length bias on human_alignment's SummEval summaries and WMT22 translations, read by the bias
+    method's pointwise view in the same run folder: ``baseline:length_ratio`` (a score that IS length) has a clearly
+    positive partial correlation with length given the experts' rating, ``control:oracle@0.2`` (the rating plus
+    noise) none — the two intervals apart; the value equals the textbook formula on the raw tables."""
+    from dhp import methods
+
+    ha, bias = methods.get("human_alignment"), methods.get("bias")
+    run = tmp_path / "run"
+    for judge in ("baseline:length_ratio", "control:oracle@0.2"):
+        methods.run_stage(ha, "collect", ha.config(judge=judge, mode="metric", n_docs=20, n_segments=10,
+                                                    run_dir=str(run), data_dir=str(DATA)))
+    out = methods.run_stage(bias, "analyze", bias.config(judge="control:oracle@0.2", mode="metric", run_dir=str(run),
+                                                        data_dir=str(DATA), n_boot=200))
+    pw = out["bias_pointwise.csv"].set_index(["dataset", "judge", "criterion"])
+    length, oracle = (pw.loc[("summeval", j, "coherence")] for j in ("baseline:length_ratio", "control:oracle@0.2"))
+    assert length["n"] == oracle["n"] == 240 and length["status"] == oracle["status"] == "ok"
+    assert length["partial_r"] > 0.3 and oracle["partial_r_hi"] < length["partial_r_lo"]
+    assert oracle["partial_r_lo"] < 0.05 and oracle["partial_r_hi"] > -0.3  # near 0: the rating explains its length
+    # WMT22: the oracle on its 10 segments' outputs; length_ratio scores no Chinese-source translation: no number
+    wmt = pw.loc[("wmt22 zh-en", "control:oracle@0.2", "MQM")]
+    assert wmt["status"] == "ok" and wmt["n"] >= 30
+    assert pw.loc[("wmt22 zh-en", "baseline:length_ratio", "MQM"), "status"] == "no usable scores"
+    # the textbook formula on the raw tables (not this code's least squares)
+    t = pd.read_parquet(run / "summary_targets.parquet")
+    t = t[t["judge"] == "baseline:length_ratio"]
+    ln = pd.read_parquet(run / "output_lengths.parquet")
+    ln = ln[ln["dataset"] == "summeval"].rename(columns={"item": "doc_id"})
+    j = t.merge(ln, on=["doc_id", "system"])
+    r = np.corrcoef(np.vstack([j["judge_score"], j["words"], j["human"]]).astype(float))
+    rsl, rsh, rlh = r[0, 1], r[0, 2], r[1, 2]
+    assert length["partial_r"] == pytest.approx((rsl - rsh * rlh) / math.sqrt((1 - rsh ** 2) * (1 - rlh ** 2)))

@@ -411,7 +411,8 @@ def pointwise_length_table(rows: pd.DataFrame, n_boot: int = 1000, seed: int = 0
         lo = hi = math.nan
         if n >= MIN_UNITS and math.isfinite(r):
             lo, hi = _interval(_weighted_partial(s, l, h, _draws(n, n_boot, seed)), n)
-        status = TOO_FEW if n < MIN_UNITS else ("ok" if math.isfinite(r) else "undefined (constant scores)")
+        status = ("no usable scores" if n == 0 else TOO_FEW if n < MIN_UNITS
+                  else "ok" if math.isfinite(r) else "undefined (constant scores)")
         out.append({**dict(zip(["dataset", "judge", "mode", "criterion"], key)), "n": n,
                     "partial_r": r if n >= MIN_UNITS else math.nan, "partial_r_lo": lo, "partial_r_hi": hi,
                     "status": status})

@@ -33,6 +33,7 @@ methods through the ``dhp.methods`` entry-point group.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import hashlib
@@ -43,7 +44,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import pandas as pd
 
-from dhp.analysis.leaderboard import leaderboard
+from dhp.analysis.leaderboard import LEADERBOARD_COLUMNS, leaderboard
 from dhp.analysis.report_card import CARD_COLUMNS, not_run_row, with_kind
 from dhp.backends import Backend, get_backend
 from dhp.backends.base import run_options
@@ -635,8 +636,22 @@ def controls_scale(method: "Method | str", config: RunParams | dict, controls=LE
         run(method.name, method.config(config.model_dump(), **{**method.control_params, **values}, judge=judge,
                                        mode="metric", run_dir=folder, cache_path=None, figures_dir=None),
             figures=False)
-    views = method.views(read_tables(method, folder))
-    return leaderboard(views, n_resamples=n_resamples, seed=config.seed)["leaderboard.csv"]
+    return controls_board(method, folder, controls, n_resamples, config.seed)
+
+
+def controls_board(method: "Method | str", folder, controls=LESSON_CONTROLS, n_resamples: int = 200,
+                   seed: int = 0) -> pd.DataFrame:
+    """The leaderboard rows of ``controls`` on ``method``'s views of the tables in ``folder`` (where
+    :func:`controls_scale` ran them, or any run folder holding them beside other judges): no run, seconds."""
+    method = get(method) if isinstance(method, str) else method
+    views = []
+    for v in method.views({**read_tables(method, folder), **read_uses(method, folder)}):
+        data = v.data[v.data["judge"].isin(controls)]
+        if data[["judge", "mode"]].drop_duplicates().shape[0] >= 2:
+            views.append(dataclasses.replace(v, data=data.reset_index(drop=True)))
+    if not views:
+        return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
+    return leaderboard(views, n_resamples=n_resamples, seed=seed)["leaderboard.csv"]
 
 
 # ---------------------------------------------------------------------------------------------- report card

@@ -7,7 +7,9 @@ and on the leaderboard with paired tests, Holm's adjustment and clusters.
 - Length (observed): P(prefers the longer | gold longer) vs P(prefers the longer | gold shorter), the length bias
   index (their sum − 1) and the length coefficient of a logistic verdict ~ gold + order + log length ratio;
   pointwise: the partial correlation of a judge's score with the output's length given the human score (HANNA's
-  recorded judges, with HANNA's own "Text length" metric as the length);
+  recorded judges, with HANNA's own "Text length" metric as the length; where human_alignment ran in the same run
+  folder, its judges on SummEval's summaries and on WMT22's translations, with the recorded WMT22 metrics on the same
+  outputs);
 - Planted cues (live): the gold-worse output rewritten by a cue perturbation (dhp.perturb.cues: verbosity,
   authority, bandwagon, and a no-cue control), both orders; robustness and flips toward the cued output;
 - Repeatability (live, ``repeats`` ≥ 2): Fleiss' κ of the verdicts of the same requests run with other seeds.
@@ -25,8 +27,9 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+from dhp.analysis import alignment as al
 from dhp.analysis import bias as ba
-from dhp.analysis.leaderboard import View
+from dhp.analysis.leaderboard import RECORDED_MODE, View
 from dhp.analysis.decomposition import view_strategy
 from dhp.analysis.recorded_views import HANNA_EXCLUDED_SYSTEM, HANNA_HEADLINE_METRICS
 from dhp.analysis.report_card import CARD_COLUMNS, card_row
@@ -146,6 +149,46 @@ def hanna_length_rows(scores: pd.DataFrame, human: pd.DataFrame, judges=None) ->
     return out[["dataset", "judge", "mode", "criterion", "unit", "score", "length", "human"]]
 
 
+POINTWISE_ROWS = ["dataset", "judge", "mode", "criterion", "unit", "score", "length", "human"]
+
+
+def summeval_length_rows(targets: pd.DataFrame | None, lengths: pd.DataFrame | None) -> pd.DataFrame:
+    """The SummEval summaries the judges scored (human_alignment's summary_targets: live judges, baselines,
+    controls) with the summary's length in words (output_lengths) and the experts' mean rating of the aspect:
+    POINTWISE_ROWS, one per judge × mode × aspect × summary (unit: document:system)."""
+    if targets is None or lengths is None or not len(targets) or not len(lengths):
+        return pd.DataFrame(columns=POINTWISE_ROWS)
+    ln = lengths[lengths["dataset"] == "summeval"].rename(columns={"item": "doc_id", "words": "length"})
+    t = targets.astype({"doc_id": str, "system": str}).merge(ln[["doc_id", "system", "length"]],
+                                                               on=["doc_id", "system"])
+    return pd.DataFrame({"dataset": "summeval", "judge": t["judge"], "mode": t["mode"], "criterion": t["aspect"],
+                         "unit": t["doc_id"] + ":" + t["system"], "score": t["judge_score"].astype(float),
+                         "length": t["length"].astype(float), "human": t["human"].astype(float)})[POINTWISE_ROWS]
+
+
+def wmt_length_rows(scores: pd.DataFrame | None, human: pd.DataFrame | None,
+                    lengths: pd.DataFrame | None) -> pd.DataFrame:
+    """The WMT22 translations a judge of the run scored (mode not "recorded": live judges, GEMBA run live,
+    baselines, controls), and every recorded judge (WMT22's metrics, GEMBA's recorded scores) on the same outputs —
+    the segment view's main variants (dhp.analysis.alignment.segment_rows) — with the translation's length in words
+    and its MQM score: POINTWISE_ROWS (dataset "wmt22 <lp>", criterion "MQM", unit system:segment). Recorded judges
+    alone give no rows: their 30,000 outputs per metric are the human_alignment method's segment view."""
+    if scores is None or human is None or lengths is None or not len(scores) or not len(human):
+        return pd.DataFrame(columns=POINTWISE_ROWS)
+    rows = al.segment_rows(scores, human)
+    live = rows[rows["mode"] != RECORDED_MODE][["lp", "system", "seg_id"]].drop_duplicates()
+    if live.empty:
+        return pd.DataFrame(columns=POINTWISE_ROWS)
+    rows = rows.merge(live, on=["lp", "system", "seg_id"])
+    ln = lengths[lengths["dataset"] == "wmt22"]
+    ln = pd.DataFrame({"lp": ln["lp"].astype(str), "system": ln["system"].astype(str),
+                       "seg_id": ln["item"].astype("int64"), "length": ln["words"].astype(float)})
+    r = rows.astype({"lp": str, "system": str, "seg_id": "int64"}).merge(ln, on=["lp", "system", "seg_id"])
+    return pd.DataFrame({"dataset": "wmt22 " + r["lp"], "judge": r["judge"], "mode": r["mode"], "criterion": "MQM",
+                         "unit": r["system"] + ":" + r["seg_id"].astype(str), "score": r["score"].astype(float),
+                         "length": r["length"], "human": r["mqm"].astype(float)})[POINTWISE_ROWS]
+
+
 @register
 class Bias(Method):
     name = "bias"
@@ -160,8 +203,16 @@ class Bias(Method):
     Params = BiasParams
     collects = (PAIRS, VERDICTS)
     produces = (POSITION, LENGTH, CUE, POINTWISE, REPEAT)
-    # recorded judges: LLMBar's verdicts (decompose_aggregate's table) and HANNA's rated stories
-    uses = ("pairwise_verdicts.parquet", "item_scores.parquet", "item_human.parquet")
+    # recorded judges: LLMBar's verdicts (decompose_aggregate's table) and HANNA's rated stories; the pointwise
+    # length view also reads human_alignment's SummEval and WMT22 scores and the outputs' lengths, where it ran here
+    uses = ("pairwise_verdicts.parquet", "item_scores.parquet", "item_human.parquet", "summary_targets.parquet",
+            "segment_scores.parquet", "segment_human.parquet", "output_lengths.parquet")
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """Its own verdicts, and the other tables its views read judges from (recorded, or human_alignment's)."""
+        return (VERDICTS.name, "pairwise_verdicts.parquet", "item_scores.parquet", "summary_targets.parquet",
+                "segment_scores.parquet")
 
     profiles = {
         "standard": {"subsets": ["Natural", "Adversarial"], "n_pairs": 20, "strategies": ["llmbar:Vanilla"],
@@ -280,11 +331,17 @@ class Bias(Method):
             plain = mine[mine["cue"] == "none"]
             if plain["repeat"].nunique() >= 2:
                 repeat = ba.repeatability_table(plain, config.n_boot, config.seed)
-        pointwise = None
+        parts = []
         scores, human = tables.get("item_scores.parquet"), tables.get("item_human.parquet")
         if scores is not None and human is not None:
-            rows = hanna_length_rows(scores, human, self._hanna_judges(scores))
-            pointwise = ba.pointwise_length_table(rows, config.n_boot, config.seed) if len(rows) else None
+            parts.append(hanna_length_rows(scores, human, self._hanna_judges(scores)))
+        lengths_out = tables.get("output_lengths.parquet")
+        parts.append(summeval_length_rows(tables.get("summary_targets.parquet"), lengths_out))
+        parts.append(wmt_length_rows(tables.get("segment_scores.parquet"), tables.get("segment_human.parquet"),
+                                     lengths_out))
+        parts = [p[POINTWISE_ROWS] for p in parts if len(p)]
+        rows = pd.concat(parts, ignore_index=True) if parts else None
+        pointwise = ba.pointwise_length_table(rows, config.n_boot, config.seed) if rows is not None else None
         empty = lambda t: pd.DataFrame(columns=list(t.columns))  # noqa: E731 - no input: no row, never a 0
         return {POSITION.name: position if position is not None else empty(POSITION),
                 LENGTH.name: length if length is not None else empty(LENGTH),

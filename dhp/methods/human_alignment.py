@@ -17,6 +17,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from dhp.analysis import alignment as al
+from dhp.analysis.bias import word_count
 from dhp.analysis.leaderboard import RECORDED_MODE, View
 from dhp.analysis.system_level import system_accuracy_view
 from dhp.analysis.report_card import alignment_rows
@@ -88,6 +89,23 @@ HUMAN = Table("segment_human.parquet", ("lp", "system", "seg_id", "mqm", "da_z")
               "z-score (NaN where not rated)", partition=("lp",), results="none")
 
 
+LENGTHS = Table("output_lengths.parquet", ("dataset", "lp", "system", "item", "words"),
+                "one row per rated output: its length in words — SummEval's 1,600 summaries (item: the document) and "
+                "WMT22 zh-en's translations (item: the segment) — numbers, no text; the bias method's pointwise "
+                "length view reads it", partition=("dataset",), results="none")
+
+
+def output_lengths(targets: pd.DataFrame, mqm: pd.DataFrame) -> pd.DataFrame:
+    """LENGTHS of SummEval's summaries (``targets``: doc_id, system, candidate) and WMT22 zh-en's translations
+    (``mqm``: system, seg_id, target)."""
+    summ = pd.DataFrame({"dataset": "summeval", "lp": "", "system": targets["system"].astype(str),
+                         "item": targets["doc_id"].astype(str), "words": targets["candidate"].map(word_count)})
+    wmt = pd.DataFrame({"dataset": "wmt22", "lp": LP, "system": mqm["system"].astype(str),
+                        "item": mqm["seg_id"].astype(str), "words": mqm["target"].map(word_count)})
+    out = pd.concat([summ, wmt], ignore_index=True).drop_duplicates(["dataset", "lp", "system", "item"])
+    return out.astype({"words": "int64"}).sort_values(["dataset", "system", "item"]).reset_index(drop=True)
+
+
 def _protocols(*tables: pd.DataFrame) -> dict[tuple[str, str], str]:
     """{(judge, mode): protocol} of the segment rows that name one (a live GEMBA run's rows, GEMBA's recorded rows);
     recorded GEMBA rows imported before they carried one get theirs from dhp.recorded.gemba.PROTOCOLS."""
@@ -126,7 +144,7 @@ class HumanAlignment(Method):
     headline = ("segment_acc_eq_calibrated", "summary_spearman")
     power = ("correlation", "n_docs", "documents")
     Params = HumanAlignmentParams
-    collects = (TARGETS, SEGMENTS, HUMAN)
+    collects = (TARGETS, SEGMENTS, HUMAN, LENGTHS)
     produces = (Table("alignment.csv", tuple(al.ALIGNMENT_COLUMNS),
                       "one row per judge × view × aspect × statistic: the correlation (or segment accuracy) with its "
                       "bootstrap interval and n; epsilon: acc*_eq's tie threshold"),)
@@ -245,11 +263,14 @@ class HumanAlignment(Method):
                              max_consecutive_failures=config.max_consecutive_failures)
 
     def collect_reference(self, config: HumanAlignmentParams) -> dict[str, pd.DataFrame]:
-        """The human scores of the segment view (MQM and DA for WMT22 zh-en): no model call."""
-        mqm = wh.load_mqm_zh_en(config.data_dir)[["seg_id", "system", "mqm"]]
+        """The human scores of the segment view (MQM and DA for WMT22 zh-en), and every rated output's length in
+        words (SummEval's summaries, the translations): no model call."""
+        texts = wh.load_mqm_zh_en(config.data_dir)
+        mqm = texts[["seg_id", "system", "mqm"]]
         da = wh.load_da(LP, config.data_dir).groupby(["seg_id", "system"], as_index=False)["z"].mean()
         human = mqm.merge(da.rename(columns={"z": "da_z"}), on=["seg_id", "system"], how="left").assign(lp=LP)
-        return {HUMAN.name: human[list(HUMAN.columns)].sort_values(["system", "seg_id"]).reset_index(drop=True)}
+        return {HUMAN.name: human[list(HUMAN.columns)].sort_values(["system", "seg_id"]).reset_index(drop=True),
+                LENGTHS.name: output_lengths(sa.load_targets(config.data_dir), texts)}
 
     def collect_targets(self, config: HumanAlignmentParams, backend: Backend) -> Judged:
         """Every rated system summary of ``n_docs`` seeded SummEval documents per aspect, judged on that aspect."""
