@@ -782,7 +782,9 @@ def run_grid(g: GridParams) -> Report:
     for p in pts:  # a point folder inside results/ or figures/ (runs_dir: results) is refused before any run
         runlock.check_run_dir(p.folder, "runs_dir")
     # one grid per run_id at a time (its staging folder and stamps); each point's notebook holds its own folder
-    with runlock.hold(resolve(g.runs_dir) / g.run_id), _engine(g):
+    # a cache shared by its points (params: cache_path) is the grid's: held here, its notebook kernels go in
+    caches = [p.config.cache_path for p in pts if getattr(p.config, "cache_path", None)]
+    with runlock.hold(resolve(g.runs_dir) / g.run_id), runlock.hold_caches(caches), _engine(g):
         return _run_grid(g, pts, report)
 
 

@@ -33,9 +33,11 @@ from typing import Iterator
 from dhp.errors import DHPError
 from dhp.io import project_root, resolve
 
-__all__ = ["LOCK_NAME", "check_run_dir", "hold", "hold_cache", "holder"]
+__all__ = ["LOCK_NAME", "HELD_ENV", "check_run_dir", "hold", "hold_cache", "hold_caches", "holder"]
 
 LOCK_NAME = ".dhp-run.lock"
+#: the caches a parent process (a grid) holds for its children, os.pathsep-separated resolved paths
+HELD_ENV = "DHP_HELD_CACHES"
 #: the repository's published folders (make demo writes them through the grid's publishing step only)
 PUBLISHED = ("results", "figures")
 
@@ -187,11 +189,33 @@ def hold_cache(cache_path, run_dir, wait: bool = False, out=None) -> Iterator[Pa
     if run_dir is not None and str(run_dir).strip() and cache.is_relative_to(_real(resolve(run_dir))):
         yield cache
         return
+    if str(cache) in os.environ.get(HELD_ENV, "").split(os.pathsep):
+        yield cache  # the grid that started this process holds it for all its points (hold_caches)
+        return
     if cache.exists() and not cache.is_file():
         raise DHPError(f"The cache {cache_path} is a folder, not a file.",
                        "name a file with --cache-path, e.g. --cache-path caches/judge.sqlite.")
     with _locked(cache.parent, _cache_name(cache), cache_path, wait, out):
         yield cache
+
+
+@contextlib.contextmanager
+def hold_caches(cache_paths, wait: bool = False, out=None) -> Iterator[list[Path]]:
+    """Hold every cache of ``cache_paths`` for a grid whose points (notebook kernels, its children) share them: the
+    grid is their one writer against other runs, and its children find the caches in DHP_HELD_CACHES, so they do not
+    refuse each other."""
+    with contextlib.ExitStack() as stack:
+        held = [c for c in (stack.enter_context(hold_cache(p, None, wait, out)) for p in dict.fromkeys(cache_paths))
+                if c is not None]
+        before = os.environ.get(HELD_ENV)
+        os.environ[HELD_ENV] = os.pathsep.join([*(before.split(os.pathsep) if before else []), *map(str, held)])
+        try:
+            yield held
+        finally:
+            if before is None:
+                os.environ.pop(HELD_ENV, None)
+            else:
+                os.environ[HELD_ENV] = before
 
 
 @contextlib.contextmanager

@@ -222,6 +222,21 @@ def test_a_cache_path_shared_by_two_run_folders_has_one_writer(tmp_path, capsys)
     assert not (cache.parent / f".{cache.name}.dhp-lock").exists()
 
 
+def test_a_grid_holds_its_shared_cache_and_its_points_go_in_while_another_run_is_refused(tmp_path):
+    """make demo's points share one cache: the grid holds it (runlock.hold_caches) and its notebook kernels, its
+    children, find it in DHP_HELD_CACHES; a process that is not its child is refused as before."""
+    cache = tmp_path / "demo" / "cache.sqlite"
+    code = "import sys\nfrom dhp import runlock\nwith runlock.hold_cache(sys.argv[1], sys.argv[2]):\n    print('in')"
+    cmd = [sys.executable, "-c", code, str(cache), str(tmp_path / "point")]
+    with runlock.hold_caches([cache, cache]):
+        child = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+        stranger = subprocess.run(cmd, env={k: v for k, v in _env().items() if k != runlock.HELD_ENV},
+                                  capture_output=True, text=True)
+    assert child.returncode == 0 and child.stdout.strip() == "in", child.stderr
+    assert stranger.returncode != 0 and f"pid {os.getpid()}" in stranger.stderr, stranger.stderr
+    assert runlock.HELD_ENV not in os.environ and not (cache.parent / f".{cache.name}.dhp-lock").exists()
+
+
 # ------------------------------------------------------------------------------------------ forbidden folders
 
 def _bad_run_dirs(tmp_path: Path) -> dict:
