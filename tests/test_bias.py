@@ -169,6 +169,20 @@ def test_views_stand_judges_and_baselines_on_the_leaderboard():
         ("position_consistency", "baseline:always_first"), "cluster"]
 
 
+def test_the_pooled_views_units_are_llmbars_own_pairs_whatever_else_has_lengths():
+    """bias_pairs also holds the re-processed sets' lengths (FairEval, LLMEval^2, MT-Bench): the baselines of the
+    pooled LLMBar views stand on LLMBar's pairs only, so a judge is not measured against units it cannot have (the
+    demo's live judge read "too few units (4 of 857)" when they counted)."""
+    lengths = _pairs(40)
+    other = _pairs(30, seed=1).assign(subset="Processed_MT-Bench")
+    other["item_id"] = [f"Processed_MT-Bench-{i}" for i in range(len(other))]
+    gold = _judge(lengths, "gold", lambda r, o: r.label)
+    views = methods.get("bias").views({"pairwise_verdicts.parquet": gold,
+                                       "bias_pairs.parquet": pd.concat([lengths, other], ignore_index=True)})
+    for v in views:
+        assert v.data["unit"].str.startswith("Natural:").all() and v.data["unit"].nunique() == 40, v.measure
+
+
 def test_too_few_units_is_nan_with_its_reason():
     lengths = _pairs(3)
     pos = ba.position_table(_judge(lengths, "j", lambda r, o: r.label))

@@ -361,7 +361,7 @@ class Bias(Method):
         LLMBar pairs: prefer-first, flip rate and length bias per judge with intervals, the baselines beside them
         (dhp.plots.bias)."""
 
-        pos, ln, lengths = tables.get(POSITION.name), tables.get(LENGTH.name), tables.get(PAIRS.name)
+        pos, ln, lengths = tables.get(POSITION.name), tables.get(LENGTH.name), _llmbar_pairs(tables.get(PAIRS.name))
         if pos is None or pos.empty:
             return {}
         pooled = pos[(pos["subset"] == ba.LLMBAR_SCOPE)]
@@ -420,7 +420,7 @@ class Bias(Method):
         verdicts = self._verdicts(tables)
         if verdicts.empty:
             return []
-        lengths = tables.get(PAIRS.name)
+        lengths = _llmbar_pairs(tables.get(PAIRS.name))  # the views' units: LLMBar's own 419 pairs
         u = ba.pair_units(verdicts)
         u = u[u["subset"].isin(ba.LLMBAR_SUBSETS) & ba.both_orders(u)]
         out = []
@@ -468,6 +468,12 @@ class Bias(Method):
                 out.append(View("bias_cue", f"planted cue: {cue}", "cue_robustness", "mean", data,
                                 strategy=strategy, notes={"units": "pair x order"}))
         return out
+
+
+def _llmbar_pairs(lengths: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The lengths of LLMBar's own pairs (the pooled scope's), without the re-processed sets': the baselines stand on
+    the pooled views' units only."""
+    return None if lengths is None else lengths[lengths["subset"].isin(ba.LLMBAR_SUBSETS)]
 
 
 def _balance(rows: pd.DataFrame) -> float:
