@@ -123,6 +123,9 @@ def _open(folder: Path, run_dir, name: str = LOCK_NAME) -> int:
         why = os.strerror(e.errno) if e.errno else str(e)
         hint = ("a read-only folder" if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else
                 "a path under a file" if e.errno in (errno.ENOTDIR, errno.EEXIST) else "it")
+        if name != LOCK_NAME:  # a --cache-path's lock, beside the cache
+            raise DHPError(f"Cannot write beside the cache {run_dir} (its lock, in {folder}): {why}.",
+                           f"pass a --cache-path in a folder you can write to ({hint} cannot hold it).") from None
         raise DHPError(f"Cannot write the run folder {run_dir}: {why}.",
                        f"pass a --run-dir you can write to ({hint} cannot hold a run).") from None
 

@@ -217,6 +217,10 @@ def test_a_cache_path_shared_by_two_run_folders_has_one_writer(tmp_path, capsys)
         p.stdin.write("\n")
         p.stdin.flush()
         p.wait()
+    (tmp_path / "a_file").write_text("x")  # a cache under a file: its own clear error, not the run folder's
+    with pytest.raises(DHPError, match=r"Cannot write beside the cache .*pass a --cache-path"):
+        with runlock.hold_cache(tmp_path / "a_file" / "c.sqlite", tmp_path / "fourth"):
+            pass
     with runlock.hold_cache(cache, tmp_path / "third"):  # released with its holder
         assert (cache.parent / f".{cache.name}.dhp-lock").exists()
     assert not (cache.parent / f".{cache.name}.dhp-lock").exists()

@@ -90,7 +90,7 @@ HUMAN = Table("segment_human.parquet", ("lp", "system", "seg_id", "mqm", "da_z")
 
 
 LENGTHS = Table("output_lengths.parquet", ("dataset", "lp", "system", "item", "words"),
-                "one row per rated output: its length in words — SummEval's 1,600 summaries (item: the document) and "
+                "one row per rated output: its length in words — SummEval's rated summaries (item: the document) and "
                 "WMT22 zh-en's translations (item: the segment) — numbers, no text; the bias method's pointwise "
                 "length view reads it", partition=("dataset",), results="none")
 
