@@ -92,9 +92,9 @@ def test_criteria_confusion_control_lowers_the_damaged_criteria_only():
     assert all(got[("", a)] == 5.0 for a in aspects)
     assert all(got[(attack, a)] == (3.0 if a in damaged else 5.0) for a in aspects)
     assert out["n_valid"].eq(1).all() and (out["judge"] == "control:oracle@0").all()
-    # a baseline cannot run there in mode metric: one clear error, and the grid leaves it out
-    assert m.refuses("baseline:chrf_src", "metric") and not m.refuses("control:chance", "metric")
-    with pytest.raises(DHPError):
+    # a baseline runs there too (tests/test_baselines_everywhere.py), on the texts: without them, one clear error
+    assert not m.refuses("baseline:chrf_src", "metric") and not m.refuses("control:chance", "metric")
+    with pytest.raises(DHPError, match="source"):
         m.collect_scores(m.Params(judge="baseline:chrf_src", mode="metric", run_dir="/tmp/unused"), prompts)
 
 
@@ -137,7 +137,8 @@ def test_pairwise_strategies_and_the_bias_method_run_a_control():
     assert list(longer["verdict"]) == ["1", "1", "2", "2", "2", "2"]  # the longer output whichever order
     bias = get("bias")
     assert "metric" in bias.modes and not bias.refuses("control:first", "metric")
-    assert "baseline" in bias.refuses("baseline:chrf_src", "metric")
+    assert not bias.refuses("baseline:chrf_src", "metric")  # a baseline: the higher score wins
+    assert "baseline" in get("dual_perspective").refuses("baseline:chrf_src", "metric")
 
 
 def test_controls_scale_puts_a_good_control_above_chance_with_intervals_and_chance_twice_does_not(tmp_path):

@@ -17,9 +17,10 @@ from importlib import metadata
 from typing import Callable
 
 from dhp.backends.base import Backend, MetricScore, register_backend
+from dhp.backends.control import is_control_backend
 from dhp.errors import DHPError
 
-__all__ = ["BaselineBackend", "BASELINES"]
+__all__ = ["BaselineBackend", "BASELINES", "is_metric_backend"]
 
 #: Tasks whose source is in another language than the candidate.
 CROSS_LINGUAL = ("translation",)
@@ -57,6 +58,13 @@ BASELINES: dict[str, tuple[Callable[[str, str], float], str, str]] = {
     "chrf_src": (_chrf, "sacrebleu", "chrF of the candidate against its source"),
     "length_ratio": (_length_ratio, "", "the candidate's words over its source's words"),
 }
+
+
+def is_metric_backend(backend) -> bool:
+    """A judge that scores one text at a time and reads no prompt (a baseline: mode "metric" only); a
+    method hands it texts, where a control is handed gold labels."""
+    return bool(backend.supports_metric and not backend.supports_chat and not backend.supports_logprobs
+                and not backend.supports_loglikelihood and not is_control_backend(backend))
 
 
 class BaselineBackend(Backend):

@@ -81,9 +81,11 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
                              "prompt": fill(template, {"unit": unit, "unit_title": unit.capitalize(),
                                                        "mitigation": INSTRUCTIONS[instruction],
                                                        "task_description": task, "aspect_description": text,
-                                                       "source": source, "candidate": r.text})})
+                                                       "source": source, "candidate": r.text}),
+                             "source": source, "candidate": r.text})
+    # source and candidate ride along for a judge that reads the texts, not the prompt (a baseline, mode "metric")
     return pd.DataFrame(rows, columns=["dataset", "item_id", "attack", "variant", "method", "aspect",
-                                       "description_type", "instruction", "prompt"])
+                                       "description_type", "instruction", "prompt", "source", "candidate"])
 
 
 def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample", n_samples: int = N_SAMPLES,
@@ -123,7 +125,7 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     if dry_run:
         return scored
     scored, stats = scored
-    out = ordered.drop(columns="prompt").assign(judge=backend.identity, mode=mode, score=scored["score"].values,
+    out = ordered.drop(columns=["prompt", "source", "candidate"], errors="ignore").assign(judge=backend.identity, mode=mode, score=scored["score"].values,
                                                 n_valid=scored["n_valid"].values, n_failed=scored["n_failed"].values,
                                                 failure=scored["failure"].values)
     return Judged(out[ASPECT_SCORE_COLUMNS], stats)

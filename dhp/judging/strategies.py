@@ -59,6 +59,7 @@ from dhp import calls
 from dhp.analysis.decomposition import (LLMBAR_COMMIT, LLMBAR_OWN_DECODING_TEXT, LLMBAR_OWN_FORMAT,  # one source
                                         LLMBAR_OWN_RULE_TEXT, llmbar_identity)  # of the identity and its words
 from dhp.backends import ChatRequest, get_backend
+from dhp.backends.baseline import is_metric_backend
 from dhp.backends.control import is_control_backend, prefer_rows
 from dhp.datasets import declared_files
 from dhp.errors import DHPError
@@ -875,6 +876,8 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     backend = get_backend(judge)
     if is_control_backend(backend):
         return _control_verdicts(items, strategies, backend)
+    if is_metric_backend(backend):
+        return _metric_verdicts(items, strategies, backend, cache, progress)
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}
     for name in strategies:
@@ -884,6 +887,34 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
         costs.append({"strategy": name, "calls": ctx.calls, "prompt_tokens": ctx.prompt_tokens,
                       "protocol": ctx.protocol})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS), pd.DataFrame(costs)
+
+
+def _metric_verdicts(items: pd.DataFrame, strategies, backend, cache, progress) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """run_strategies for a baseline (dhp.backends.baseline): each output scored once against the instruction (its
+    source; cached calls), the higher score wins, equal scores are a tie, a missing score is no verdict with its
+    reason. The floor a pairwise LLM judge must clear; it reads no prompt, so it has no strategy (each strategy gets
+    the same verdicts, no tokens) and no position: both orders get the same verdict."""
+    texts = pd.DataFrame([{"prompt": "", "source": str(r["instruction"] or ""), "candidate": str(r[f"output_{k}"] or ""),
+                           "task": "", "_item": r["item_id"], "_k": k}
+                          for r in items.to_dict("records") for k in ("1", "2")],
+                         columns=["prompt", "source", "candidate", "task", "_item", "_k"])
+    scored = (score_prompts(texts, judge=backend, mode="metric", cache=cache, progress=progress).table
+              if len(texts) else texts.assign(score=[], failure=[]))
+    got = {(i, k): (s, f) for i, k, s, f in zip(scored["_item"], scored["_k"], scored["score"], scored["failure"])}
+    rows = []
+    for r in items.to_dict("records"):
+        (s1, f1), (s2, f2) = got[(r["item_id"], "1")], got[(r["item_id"], "2")]
+        if not (np.isfinite(s1) and np.isfinite(s2)):
+            verdict, failure = None, f1 or f2 or "no score"
+        else:
+            verdict, failure = ("1" if s1 > s2 else "2" if s2 > s1 else "tie"), ""
+        for order in ORDERS:
+            rows.append({"item_id": r["item_id"], "subset": r.get("subset", ""), "order": order,
+                         "label": str(r["label"]), "verdict": verdict, "failure": failure})
+    base = pd.DataFrame(rows, columns=["item_id", "subset", "order", "label", "verdict", "failure"])
+    out = pd.concat([base.assign(strategy=s) for s in strategies], ignore_index=True)
+    costs = pd.DataFrame({"strategy": list(strategies), "calls": len(texts), "prompt_tokens": 0, "protocol": ""})
+    return out.reindex(columns=VERDICT_COLUMNS), costs
 
 
 def _control_verdicts(items: pd.DataFrame, strategies, backend) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -196,8 +196,9 @@ class Bias(Method):
     paper = ("Zheng et al. 2023 (position, verbosity); alpaca_eval length control; Ye et al. 2024, CALM (cues); "
              "LLMBar's positional agreement (Zeng et al. 2023)")
     notebooks = ("13_bias",)
-    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls): control:first, control:longer are
-    metric_controls_only = "a baseline cannot compare two texts"  # biases of known size
+    # metric: a control (dhp.controls; control:first, control:longer are biases of known size) or a baseline (the
+    # output with the higher surface score wins)
+    modes = ("logprobs", "sample", "metric")
     control_params = {"subsets": ["Natural", "Adversarial_Neighbor"], "n_pairs": 50}
     headline = ("flip_rate", "prefer_first")
     Params = BiasParams

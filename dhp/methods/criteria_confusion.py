@@ -26,12 +26,14 @@ from dhp.analysis import confusion as cf
 from dhp.analysis.leaderboard import View
 from dhp.analysis.report_card import confusion_rows
 from dhp.backends import Backend
+from dhp.backends.baseline import is_metric_backend
 from dhp.backends.control import is_control_backend, score_rows
 from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.criteria_hu2024 import ASPECTS, DESCRIPTION_TYPES, load_criteria, load_expectations
 from dhp.errors import DHPError
 from dhp.judging import aspects as aj
+from dhp.judging.pointwise import score_prompts
 from dhp.methods import Method, Stage, StageResult, Table, register, run_rows
 from dhp.perturb import perturb, resolve_perturber
 from dhp.perturb.hu2024 import CONFUSION_ATTACKS
@@ -177,13 +179,12 @@ class CriteriaConfusion(Method):
     paper = ("Hu et al. 2024, Are LLM-based evaluators confusing NLG quality criteria? (ACL 2024), §3-§6, "
              "Tables 2, 18, 19")
     notebooks = ("07_criteria_confusion",)
-    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls); a baseline rates no aspect
+    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls) or a baseline (one score, every aspect)
     headline = "confusion_index"
     power = ("agreement", "n_items", "items")
     Params = CriteriaConfusionParams
     collects = (ITEMS, VARIANTS, SCORES, EXPECTATIONS)
 
-    metric_controls_only = "a baseline rates no quality criterion"
     # on the method's own data (SummEval, the rule attacks): 93 attack x aspect cells of the nine rule attacks
     control_params = {"dataset": "summeval", "path": None, "n_items": 30, "aspects": None, "attacks": None,
                       "perturber": "rule"}
@@ -258,6 +259,8 @@ class CriteriaConfusion(Method):
         backend = self._live(config, judge)
         if is_control_backend(backend):
             return self._control_scores(config, prompts, backend)
+        if is_metric_backend(backend):
+            return self._metric_scores(config, prompts, backend)
         scores, judge_stats = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
                                                temperature=config.temperature, max_tokens=config.max_tokens,
                                                seed=config.seed, cache=config.cache, progress=config.progress,
@@ -290,6 +293,17 @@ class CriteriaConfusion(Method):
         # the columns a model's scores have (score_aspects), failure included: the table written keeps SCORE_COLUMNS
         return StageResult({SCORES.name: out[aj.ASPECT_SCORE_COLUMNS].reset_index(drop=True)},
                            stats={SCORES.name: {**calls_mod.run_stats(backend.identity, len(out)), "rows": len(out)}})
+
+    def _metric_scores(self, config: CriteriaConfusionParams, prompts: pd.DataFrame, backend) -> StageResult:
+        """A baseline's aspect scores: its one surface score of the text against the source (cached calls), the same
+        number whatever the criterion — a judge that cannot tell criteria apart by construction, the floor of the
+        method's scale (what its confusion index reads for a score that moves every criterion together)."""
+        rows = prompts.assign(task=prompts["dataset"].astype(str).map(DATASET_TASK).fillna(""))
+        scored, stats = score_prompts(rows, judge=backend, mode="metric", cache=config.cache, progress=config.progress,
+                                      max_consecutive_failures=config.max_consecutive_failures)
+        out = scored.assign(judge=backend.identity, mode=config.mode)
+        return StageResult({SCORES.name: out[aj.ASPECT_SCORE_COLUMNS].reset_index(drop=True)},
+                           stats={SCORES.name: stats})
 
     def collect(self, config: CriteriaConfusionParams, judge: "str | Backend | None" = None) -> StageResult:
         backend = self._live(config, judge)  # a bad judge spec or an exposed key fails before any work
@@ -327,10 +341,6 @@ class CriteriaConfusion(Method):
             raise DHPError("Judge 'recorded' calls no model, so it collects no scores.",
                            "analyze the confusion_scores.parquet already in the run folder with dhp.methods.run "
                            "(python -m dhp run --method criteria_confusion --judge recorded), or name a live judge.")
-        if config.mode == "metric" and not is_control_backend(backend):
-            raise DHPError(f"{backend.identity} scores a text, not a quality criterion: mode 'metric' runs controls "
-                           "only here.", "run criteria_confusion with an LLM judge (mode logprobs or sample) or a "
-                                         "control (control:oracle@0.2, mode metric).")
         return backend
 
     def inputs(self, config: CriteriaConfusionParams) -> list[Path]:

@@ -30,6 +30,7 @@ from dhp.config import RunParams
 from dhp.datasets import CUSTOM_SUFFIXES, DATASETS, DatasetName, is_own_file, load_items
 from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_pairwise
 from dhp.errors import DHPError
+from dhp.backends.baseline import is_metric_backend
 from dhp.backends.control import is_control_backend
 from dhp.judging import score_perturbed
 from dhp.judging.pairwise import compare_pairs
@@ -169,11 +170,10 @@ class DecomposeAggregate(Method):
     paper = ("Li et al., DnA-Eval (decompose and aggregate), §3-4; Zeng et al. 2023, LLMBar (arXiv:2310.07641); "
              "bridge: DHP §4.3")
     notebooks = ("08_decompose_aggregate",)
-    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls); a baseline compares no pair
+    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls) or a baseline (the higher score wins)
     headline = "agreement"
     power = ("agreement", "n_pairs", "pairs per subset")
 
-    metric_controls_only = "a baseline cannot compare two texts"
     # LLMBar's Natural and Adversarial_Neighbor pairs (100 and 134); no bridge: a control has no per-metric DnA weight
     control_params = {"pairs_path": None, "subsets": ["Natural", "Adversarial_Neighbor"], "n_pairs": 50, "dhp_items": 0}
     Params = DecomposeAggregateParams
@@ -277,9 +277,9 @@ class DecomposeAggregate(Method):
         their calls, for judge_stats.json), and every perturbed copy compared with its original in both orders.
         Empty with dhp_items 0."""
         backend = self._live(config, judge)
-        if is_control_backend(backend):
-            # a control scores each text once (metric "text"), which the bridge's DnA aggregation over the task's
-            # metrics has no weight for; its pairwise verdicts are what it stands for here
+        if is_control_backend(backend) or is_metric_backend(backend):
+            # a control or a baseline scores each text once (metric "text"), which the bridge's DnA aggregation over
+            # the task's metrics has no weight for; its pairwise verdicts are what it stands for here
             return StageResult({})
         inputs = inputs if inputs is not None else self.bridge_inputs(config)
         if inputs is None:
@@ -305,10 +305,6 @@ class DecomposeAggregate(Method):
     def _live(self, config: DecomposeAggregateParams, judge) -> Backend:
         self.check_mode(config)
         backend = self.backend(config, judge)
-        if backend is not None and config.mode == "metric" and not is_control_backend(backend):
-            raise DHPError(f"{backend.identity} scores one text at a time: it cannot say which of two is better.",
-                           "run decompose_aggregate with an LLM judge (mode logprobs or sample) or a control "
-                           "(control:oracle@0.2, mode metric).")
         if backend is None:
             raise DHPError("Judge 'recorded' calls no model, so it collects nothing.",
                            "analyze recorded verdicts with dhp.methods.run (python -m dhp run --method "
