@@ -25,7 +25,7 @@ def cohen_kappa_score(*args, **kwargs) -> float:
     return _sklearn_metrics.cohen_kappa_score(*args, **kwargs)
 
 
-__all__ = ["to_rating", "RATING_RULES", "default_rating_rule", "global_kappa", "adjacent_accuracy", "local_pairs",
+__all__ = ["to_rating", "RATING_RULES", "default_rating_rule", "global_kappa", "linear_kappa", "adjacent_accuracy", "local_pairs",
            "pair_matrix", "comparison_accuracy", "table1", "rank_judges", "dual_tables", "TABLE1_CORRELATIONS"]
 
 LABELS = [1, 2, 3, 4, 5]
@@ -79,13 +79,20 @@ def global_kappa(targets: pd.DataFrame) -> pd.DataFrame:
     keys = _keys(targets, "aspect") + (["rating_rule"] if "rating_rule" in targets.columns else [])
     rows = []
     for key, g in targets.groupby(keys, sort=True):
-        g = g[np.isfinite(g["judge_rating"].astype(float))]
-        h, j = g["human_rating"].astype(int).to_numpy(), g["judge_rating"].astype(int).to_numpy()
-        k = math.nan
-        if len(g) >= 2 and len(set(h) | set(j)) > 1:
-            k = float(cohen_kappa_score(h, j, weights="linear", labels=LABELS))
-        rows.append({**dict(zip(keys, key)), "kappa": k, "n": int(len(g))})
+        k, n = linear_kappa(g["human_rating"].to_numpy(), g["judge_rating"].to_numpy())
+        rows.append({**dict(zip(keys, key)), "kappa": k, "n": n})
     return pd.DataFrame(rows, columns=[*keys, "kappa", "n"])
+
+
+def linear_kappa(human, judge) -> tuple[float, int]:
+    """(κ, n): global_kappa's linear weighted κ of one judge's ratings against the human ones, the targets with no
+    judge rating (NaN) left out of it and of n; NaN below two targets or when no rating varies."""
+    ok = np.isfinite(np.asarray(judge, dtype=float))
+    h, j = np.asarray(human)[ok].astype(int), np.asarray(judge, dtype=float)[ok].astype(int)
+    k = math.nan
+    if len(h) >= 2 and len(set(h) | set(j)) > 1:
+        k = float(cohen_kappa_score(h, j, weights="linear", labels=LABELS))
+    return k, int(len(h))
 
 
 def local_pairs(step_scores: pd.DataFrame) -> pd.DataFrame:

@@ -267,5 +267,5 @@ class DualPerspective(Method):
 
 def _kappa(rows: pd.DataFrame) -> float:
     """Linear weighted κ of one judge's targets (NaN below two rated targets or without variation)."""
-    k = dp.global_kappa(rows.drop(columns=["judge", "mode"], errors="ignore").assign(aspect="a"))
-    return float(k["kappa"].iloc[0]) if len(k) else float("nan")
+    return dp.linear_kappa(rows["human_rating"].to_numpy(), rows["judge_rating"].to_numpy())[0] if len(rows) else \
+        float("nan")
