@@ -160,3 +160,30 @@ def test_controls_scale_puts_a_good_control_above_chance_with_intervals_and_chan
     for _, view in twice.groupby(["scope", "strategy"]):
         a, b = (view[view["judge"] == j].iloc[0] for j in ("control:chance", "control:oracle@0.5"))
         assert not (a["lo"] > b["hi"] or b["lo"] > a["hi"])  # a weak judge on 20 pairs: not told from chance
+
+
+def test_controls_apart_sets_the_good_and_useless_control_side_by_side_and_marks_bias_measures():
+    """What lessons 10 and 11 assert on (methods.controls_apart / lesson_scale): intervals that do not overlap are
+    apart, touching or overlapping ones are not; a bias measure is marked leaning; a view only one control has is
+    left out."""
+    from dhp.methods import controls_apart, lesson_scale
+
+    row = lambda j, view, measure, v, lo, hi, strategy=None: {  # noqa: E731
+        "view": view, "scope": "s", "measure": measure, "strategy": strategy, "judge": j, "mode": "metric",
+        "value": v, "lo": lo, "hi": hi, "n": 50, "status": "ok"}
+    good, bad = "control:oracle@0.2", "control:chance"
+    board = pd.DataFrame([row(good, "a", "agreement", 0.9, 0.8, 0.95), row(bad, "a", "agreement", 0.5, 0.4, 0.6),
+                          row(good, "b", "kappa", 0.3, 0.1, 0.5), row(bad, "b", "kappa", 0.0, -0.1, 0.1),
+                          row(good, "c", "position_balance", 0.9, 0.8, 1.0), row(bad, "c", "position_balance", 0.95,
+                                                                                   0.9, 1.0),
+                          row(good, "d", "agreement", 0.9, 0.8, 1.0),
+                          row("embedded:x", "a", "agreement", 0.6, 0.5, 0.7),
+                          {**row(bad, "e", "agreement", 0.5, 0.4, 0.6), "status": "too few units"}])
+    scale = lesson_scale(board, "/nonexistent")
+    assert set(scale["judge"]) == {good, bad} and (scale["status"] == "ok").all()
+    apart = controls_apart(scale).set_index("view")
+    assert list(apart.index) == ["a", "b", "c"]  # d: the good control alone; e: no number
+    assert apart.loc["a", "apart"] and not apart.loc["b", "apart"] and not apart.loc["c", "apart"]  # b: 0.1 touches
+    assert apart.loc["c", "leaning"] and not apart.loc["a", "leaning"]
+    # the control of the check: chance against itself is never apart
+    assert not controls_apart(scale, (bad, bad))["apart"].any()

@@ -59,7 +59,8 @@ from dhp.judging import PROTOCOLS
 from dhp.judging.strategies import STRATEGIES
 
 __all__ = ["Method", "Table", "Stage", "StageResult", "Plan", "register", "get", "names", "all_methods", "run", "run_stage",
-           "read_tables", "write_tables", "report_card", "judge_modes"]
+           "read_tables", "write_tables", "report_card", "judge_modes", "controls_scale", "controls_board",
+           "lesson_scale", "controls_apart", "LESSON_CONTROLS", "LEANING_MEASURES"]
 
 
 @dataclass(frozen=True)
@@ -652,6 +653,40 @@ def controls_board(method: "Method | str", folder, controls=LESSON_CONTROLS, n_r
     if not views:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
     return leaderboard(views, n_resamples=n_resamples, seed=seed)["leaderboard.csv"]
+
+
+#: Leaderboard measures that read a bias, not quality: a good control need not beat chance on them (chance is
+#: balanced and unmoved by a cue by construction)
+LEANING_MEASURES = ("position_balance", "length_neutrality", "cue_robustness")
+
+
+def lesson_scale(board: pd.DataFrame | None, run_dir, controls=LESSON_CONTROLS, seed: int = 0) -> pd.DataFrame:
+    """The ``controls``' rows with a number (status ok) that a lesson shows as the scale: from ``board`` (a
+    leaderboard where they ran beside the judges, as in the demo), else from the controls folders lessons 07–09 left
+    under ``<run_dir>/controls/<method>`` (:func:`controls_board` on each, seconds); empty, with the leaderboard's
+    columns, where neither holds them."""
+    scale = board[board["judge"].isin(controls)] if board is not None else pd.DataFrame(columns=LEADERBOARD_COLUMNS)
+    if scale.empty:
+        run_dir = Path(run_dir)
+        found = [m for m in names() if (run_dir / "controls" / m).is_dir()]
+        scale = pd.concat([controls_board(m, run_dir / "controls" / m, controls, seed=seed) for m in found]
+                          or [pd.DataFrame(columns=LEADERBOARD_COLUMNS)], ignore_index=True)
+    return scale[scale["status"] == "ok"].reset_index(drop=True)
+
+
+def controls_apart(scale: pd.DataFrame, controls=LESSON_CONTROLS) -> pd.DataFrame:
+    """The good and the useless control (``controls``) side by side on every view × scope × measure × strategy of
+    ``scale`` where both have a number: value, lo, hi, n of the first ("_good"), value, lo, hi of the second
+    ("_chance"), ``apart`` (their intervals do not overlap) and ``leaning`` (a measure of :data:`LEANING_MEASURES`)."""
+    good, useless = controls
+    keys = ["view", "scope", "measure", "strategy"]
+    scale = scale.assign(strategy=scale["strategy"].fillna("")) if len(scale) else scale
+    side = lambda j, cols: scale.loc[scale["judge"] == j, keys + cols]  # noqa: E731
+    out = side(good, ["value", "lo", "hi", "n"]).merge(side(useless, ["value", "lo", "hi"]), on=keys,
+                                                       suffixes=("_good", "_chance"))
+    out["apart"] = ((out["lo_good"] > out["hi_chance"]) | (out["hi_good"] < out["lo_chance"])).astype(bool)
+    out["leaning"] = out["measure"].isin(LEANING_MEASURES).astype(bool)
+    return out.reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------- report card
