@@ -97,3 +97,20 @@ def test_criteria_confusion_gives_a_baselines_one_score_to_every_criterion(tmp_p
         got = out.loc[out["variant"] == v, "score"]
         assert got.nunique() == 1 and got.iloc[0] == pytest.approx(sacrebleu.sentence_chrf(t, [src]).score)
     assert (out["judge"] == "baseline:chrf_src").all() and out["failure"].eq("").all()
+
+
+def test_the_bias_dry_run_prices_what_a_control_and_a_baseline_ask(tmp_path):
+    """``dhp run --method bias --dry-run``: a control asks nothing, a baseline one score per distinct output (the plain
+    pairs' and each cue's rewritten ones) — not LLMBar's chat requests, which neither sends. Nothing is written."""
+    from dhp.judging.strategies import metric_requests
+
+    b = get("bias")
+    common = {"run_dir": str(tmp_path / "run"), "mode": "metric", "n_pairs": 4, "subsets": ["Natural"],
+              "strategies": ["llmbar:Vanilla"], "progress": False}
+    ctl = b.estimate(b.config({**common, "judge": "control:chance"}))["collect"]
+    assert (ctl.calls, ctl.prompt_tokens, ctl.cost_usd) == (0, 0, 0.0)
+    cfg = b.config({**common, "judge": "baseline:length_ratio"})
+    est = b.estimate(cfg)["collect"]
+    texts = pd.concat([metric_requests(p) for _c, p, r in b._runs(cfg) if r == 0])
+    assert est.calls == len(texts.drop_duplicates(["source", "candidate"])) > 8 and est.completion_tokens == 0
+    assert not (tmp_path / "run").exists()

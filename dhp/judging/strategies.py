@@ -67,7 +67,7 @@ from dhp.extensions import Registry
 from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
 
-__all__ = ["STRATEGIES", "strategy", "run_strategies", "parse_pair", "parse_choice", "parse_weights",
+__all__ = ["STRATEGIES", "strategy", "run_strategies", "metric_requests", "parse_pair", "parse_choice", "parse_weights",
            "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS", "LLMBAR_STRATEGIES",
            "llmbar_protocol", "llmbar_auxiliary_requests", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
            "llmbar_prompts_dir", "llmbar_kind", "llmbar_rating_score", "llmbar_rating_verdicts", "reverse_output_ab",
@@ -889,15 +889,21 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS), pd.DataFrame(costs)
 
 
+def metric_requests(items: pd.DataFrame) -> pd.DataFrame:
+    """What a baseline is asked on pairwise items: each output against its instruction (dhp.judging.score_prompts'
+    mode "metric" rows; ``_item``, ``_k`` name the pair and the output)."""
+    return pd.DataFrame([{"prompt": "", "source": str(r["instruction"] or ""), "candidate": str(r[f"output_{k}"] or ""),
+                          "task": "", "_item": r["item_id"], "_k": k}
+                         for r in items.to_dict("records") for k in ("1", "2")],
+                        columns=["prompt", "source", "candidate", "task", "_item", "_k"])
+
+
 def _metric_verdicts(items: pd.DataFrame, strategies, backend, cache, progress) -> tuple[pd.DataFrame, pd.DataFrame]:
     """run_strategies for a baseline (dhp.backends.baseline): each output scored once against the instruction (its
     source; cached calls), the higher score wins, equal scores are a tie, a missing score is no verdict with its
     reason. The floor a pairwise LLM judge must clear; it reads no prompt, so it has no strategy (each strategy gets
     the same verdicts, no tokens) and no position: both orders get the same verdict."""
-    texts = pd.DataFrame([{"prompt": "", "source": str(r["instruction"] or ""), "candidate": str(r[f"output_{k}"] or ""),
-                           "task": "", "_item": r["item_id"], "_k": k}
-                          for r in items.to_dict("records") for k in ("1", "2")],
-                         columns=["prompt", "source", "candidate", "task", "_item", "_k"])
+    texts = metric_requests(items)
     scored = (score_prompts(texts, judge=backend, mode="metric", cache=cache, progress=progress).table
               if len(texts) else texts.assign(score=[], failure=[]))
     got = {(i, k): (s, f) for i, k, s, f in zip(scored["_item"], scored["_k"], scored["score"], scored["failure"])}

@@ -33,12 +33,15 @@ from dhp.analysis.leaderboard import RECORDED_MODE, View
 from dhp.analysis.decomposition import view_strategy
 from dhp.analysis.recorded_views import HANNA_EXCLUDED_SYSTEM, HANNA_HEADLINE_METRICS
 from dhp.analysis.report_card import CARD_COLUMNS, card_row
-from dhp.backends import Backend
+from dhp.backends import Backend, get_backend
+from dhp.backends.baseline import is_metric_backend
+from dhp.backends.control import is_control_backend
 from dhp.config import RunParams
 from dhp.datasets.llmbar import SUBSETS, load_llmbar, load_processed
 from dhp.errors import DHPError
 from dhp import calls
-from dhp.judging.strategies import STRATEGIES, llmbar_plan_jobs, llmbar_protocol, run_strategies
+from dhp.judging.pointwise import score_prompts
+from dhp.judging.strategies import STRATEGIES, llmbar_plan_jobs, llmbar_protocol, metric_requests, run_strategies
 from dhp.methods import Method, Plan, StageResult, Table, register
 from dhp.plots.bias import plot_bias
 from dhp.perturb.cues import CUES
@@ -275,7 +278,16 @@ class Bias(Method):
     def estimate(self, config: BiasParams, judge=None) -> dict:
         """``dhp run --method bias --dry-run``: the exact requests of the ``llmbar:`` strategies (plain pairs, every
         cue's rewritten pairs), under the cache keys the run gives them, priced through the cache — so the plain
-        pairs that decompose_aggregate asked on the same cache count as cached. Other strategies: not estimated."""
+        pairs that decompose_aggregate asked on the same cache count as cached. Other strategies: not estimated. A
+        control makes no call; a baseline scores each output once (whatever the strategies), priced through the cache."""
+        backend = judge if isinstance(judge, Backend) else get_backend(judge or config.judge)
+        if is_control_backend(backend):
+            return {"collect": calls.Estimate(backend.identity, 0, 0, 0, 0, 0.0)}
+        if is_metric_backend(backend):
+            texts = pd.concat([metric_requests(p) for _cue, p, repeat in self._runs(config) if repeat == 0],
+                              ignore_index=True)
+            return {"collect": score_prompts(texts, judge=backend, mode="metric", cache=config.cache, dry_run=True,
+                                             progress=False)}
         jobs = []
         for s in (x for x in config.strategies if x.startswith("llmbar:")):
             protocol = llmbar_protocol(s.split(":", 1)[1], config.data_dir)
