@@ -25,8 +25,9 @@ def cohen_kappa_score(*args, **kwargs) -> float:
     return _sklearn_metrics.cohen_kappa_score(*args, **kwargs)
 
 
-__all__ = ["to_rating", "RATING_RULES", "default_rating_rule", "global_kappa", "linear_kappa", "adjacent_accuracy", "local_pairs",
-           "pair_matrix", "comparison_accuracy", "table1", "rank_judges", "dual_tables", "TABLE1_CORRELATIONS"]
+__all__ = ["to_rating", "RATING_RULES", "default_rating_rule", "global_kappa", "linear_kappa", "adjacent_accuracy",
+           "local_pairs", "pair_matrix", "comparison_accuracy", "table1", "rank_judges", "dual_tables",
+           "TABLE1_CORRELATIONS"]
 
 LABELS = [1, 2, 3, 4, 5]
 JUDGE_KEYS = ("judge", "mode")

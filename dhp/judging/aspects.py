@@ -125,7 +125,7 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     if dry_run:
         return scored
     scored, stats = scored
-    out = ordered.drop(columns=["prompt", "source", "candidate"], errors="ignore").assign(judge=backend.identity, mode=mode, score=scored["score"].values,
-                                                n_valid=scored["n_valid"].values, n_failed=scored["n_failed"].values,
-                                                failure=scored["failure"].values)
+    out = ordered.drop(columns=["prompt", "source", "candidate"], errors="ignore").assign(
+        judge=backend.identity, mode=mode, score=scored["score"].values, n_valid=scored["n_valid"].values,
+        n_failed=scored["n_failed"].values, failure=scored["failure"].values)
     return Judged(out[ASPECT_SCORE_COLUMNS], stats)

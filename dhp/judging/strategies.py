@@ -67,8 +67,9 @@ from dhp.extensions import Registry
 from dhp.judging.pointwise import score_prompts
 from dhp.prompts import fill, load
 
-__all__ = ["STRATEGIES", "strategy", "run_strategies", "metric_requests", "parse_pair", "parse_choice", "parse_weights",
-           "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS", "LLMBAR_STRATEGIES",
+__all__ = ["STRATEGIES", "strategy", "run_strategies", "metric_requests", "parse_pair", "parse_choice",
+           "parse_weights", "parse_aspects", "aspects_unusable", "verdict_from", "VERDICT_COLUMNS", "N_ASPECTS",
+           "LLMBAR_STRATEGIES",
            "llmbar_protocol", "llmbar_auxiliary_requests", "llmbar_messages", "chatml_messages", "llmbar_parse", "LLMBarProtocol",
            "llmbar_prompts_dir", "llmbar_kind", "llmbar_rating_score", "llmbar_rating_verdicts", "reverse_output_ab",
            "llmbar_swap_fields", "llmbar_plan_requests", "llmbar_plan_jobs", "llmbar_retry_bound", "llmbar_handled",

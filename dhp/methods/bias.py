@@ -279,7 +279,8 @@ class Bias(Method):
         """``dhp run --method bias --dry-run``: the exact requests of the ``llmbar:`` strategies (plain pairs, every
         cue's rewritten pairs), under the cache keys the run gives them, priced through the cache — so the plain
         pairs that decompose_aggregate asked on the same cache count as cached. Other strategies: not estimated. A
-        control makes no call; a baseline scores each output once (whatever the strategies), priced through the cache."""
+        control makes no call; a baseline scores each output once (whatever the strategies), priced through the
+        cache."""
         backend = judge if isinstance(judge, Backend) else get_backend(judge or config.judge)
         if is_control_backend(backend):
             return {"collect": calls.Estimate(backend.identity, 0, 0, 0, 0, 0.0)}
