@@ -9,6 +9,7 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from dhp.cache import open_cache
+from dhp.errors import DHPError
 from dhp.judging.strategies import run_strategies
 from dhp.methods import get
 
@@ -114,3 +115,13 @@ def test_the_bias_dry_run_prices_what_a_control_and_a_baseline_ask(tmp_path):
     texts = pd.concat([metric_requests(p) for _c, p, r in b._runs(cfg) if r == 0])
     assert est.calls == len(texts.drop_duplicates(["source", "candidate"])) > 8 and est.completion_tokens == 0
     assert not (tmp_path / "run").exists()
+
+
+def test_mode_metric_on_these_methods_is_for_controls_and_baselines_not_a_language_model():
+    llm = "openai:m@http://127.0.0.1:9/v1"  # never called
+    for name in ("decompose_aggregate", "bias", "criteria_confusion"):
+        m = get(name)
+        assert "language model" in m.refuses(llm, "metric") and not m.refuses(llm, "logprobs")
+        assert not m.refuses("baseline:chrf_src", "metric") and not m.refuses("control:chance", "metric")
+    with pytest.raises(DHPError, match="is a language model"):
+        run_strategies(ITEMS, ["direct"], judge="embedded", mode="metric")

@@ -877,7 +877,11 @@ def run_strategies(items: pd.DataFrame, strategies=("dhp_vanilla", "direct", "dn
     backend = get_backend(judge)
     if is_control_backend(backend):
         return _control_verdicts(items, strategies, backend)
-    if is_metric_backend(backend):
+    if mode == "metric":
+        if not is_metric_backend(backend):
+            raise DHPError(f"{backend.identity} is a language model: mode 'metric' compares two outputs by a score "
+                           "with no prompt (a baseline) or by the gold label (a control).",
+                           "run the pairwise strategies in mode logprobs or sample.")
         return _metric_verdicts(items, strategies, backend, cache, progress)
     rows, costs = [], []
     position = {key: i for i, key in enumerate((it.item_id, o) for it in items.itertuples() for o in ORDERS)}

@@ -49,7 +49,7 @@ from dhp.analysis.report_card import CARD_COLUMNS, not_run_row, with_kind
 from dhp.backends import Backend, get_backend
 from dhp.backends.base import run_options
 from dhp.config import Params, RunParams, validate
-from dhp.controls import is_control
+from dhp.controls import is_control, judge_kind
 from dhp.errors import DHPError
 from dhp.io import read_table, resolve, write_csv, write_manifest, write_parquet, write_text
 from dhp.plots import save_figure
@@ -264,6 +264,9 @@ class Method:
     #: Why a baseline cannot run here in mode "metric" where controls can ("": any metric judge can): a method that
     #: hands controls its gold but has no use for a baseline's one surface statistic per text says so here
     metric_controls_only: str = ""
+    #: Why mode "metric" runs controls and baselines only here, not a language model that also serves it ("": any
+    #: judge that serves mode metric): a method whose prompts a model answers in mode logprobs or sample
+    metric_no_model: str = ""
 
     #: The size and data a lesson runs the controls at beside its judge (:func:`controls_scale`): the method's own
     #: data (whatever the lesson's data set is) at a size where its scale tells a good judge from a useless one, in
@@ -275,6 +278,8 @@ class Method:
         for a control but not a baseline. The grid leaves such a combination out ("not run" on the card)."""
         if mode == "metric" and self.metric_controls_only and not is_control(judge):
             return f"mode metric runs controls only here: {self.metric_controls_only}"
+        if mode == "metric" and self.metric_no_model and judge_kind(judge) not in ("control", "baseline"):
+            return f"mode metric runs controls and baselines only here: {self.metric_no_model}"
         return ""
 
     def check_mode(self, config: RunParams) -> None:

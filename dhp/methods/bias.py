@@ -202,6 +202,7 @@ class Bias(Method):
     # metric: a control (dhp.controls; control:first, control:longer are biases of known size) or a baseline (the
     # output with the higher surface score wins)
     modes = ("logprobs", "sample", "metric")
+    metric_no_model = "a language model answers its prompts in mode logprobs or sample"
     control_params = {"subsets": ["Natural", "Adversarial_Neighbor"], "n_pairs": 50}
     headline = ("flip_rate", "prefer_first")
     Params = BiasParams

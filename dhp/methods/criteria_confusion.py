@@ -180,6 +180,7 @@ class CriteriaConfusion(Method):
              "Tables 2, 18, 19")
     notebooks = ("07_criteria_confusion",)
     modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls) or a baseline (one score, every aspect)
+    metric_no_model = "a language model answers its prompts in mode logprobs or sample"
     headline = "confusion_index"
     power = ("agreement", "n_items", "items")
     Params = CriteriaConfusionParams
@@ -259,7 +260,11 @@ class CriteriaConfusion(Method):
         backend = self._live(config, judge)
         if is_control_backend(backend):
             return self._control_scores(config, prompts, backend)
-        if is_metric_backend(backend):
+        if config.mode == "metric":
+            if not is_metric_backend(backend):
+                raise DHPError(f"{backend.identity} is a language model: in mode 'metric' criteria confusion runs a "
+                               "control or a baseline (one score of the text, no prompt).",
+                               "run it in mode logprobs or sample (the paper's).")
             return self._metric_scores(config, prompts, backend)
         scores, judge_stats = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
                                                temperature=config.temperature, max_tokens=config.max_tokens,

@@ -171,6 +171,7 @@ class DecomposeAggregate(Method):
              "bridge: DHP §4.3")
     notebooks = ("08_decompose_aggregate",)
     modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls) or a baseline (the higher score wins)
+    metric_no_model = "a language model answers its prompts in mode logprobs or sample"
     headline = "agreement"
     power = ("agreement", "n_pairs", "pairs per subset")
 
