@@ -125,8 +125,8 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
         raise methods.protocol_refusal(set(protocols) - claimed, profile, mode, data_dir=data_dir, judge=str(judge))
     if not steps:
         raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
-                       "use --profile standard or paper (DHP and human alignment also take likelihood and metric "
-                       "judges), or mode logprobs or sample.")
+                       "use --profile standard or paper (DHP, criteria confusion and human alignment also take "
+                       "likelihood and metric judges), or mode logprobs or sample.")
     return steps
 
 

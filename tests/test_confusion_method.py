@@ -194,7 +194,7 @@ def test_analyze_needs_the_expectations_and_keeps_datasets_apart():
     ({"aspects": "fluency"}, "pass lists with -y"),
     ({"dataset": "imdb"}, "dataset = 'imdb' is invalid"),
     ({"delta": 0}, "delta = 0 is invalid"),
-    ({"mode": "likelihood"}, "mode = 'likelihood' is invalid"),  # a mode of other methods, not of this one
+    ({"mode": "greedy"}, "mode = 'greedy' is invalid"),  # no such mode
 ])
 def test_bad_parameters_get_one_message(values, match):
     m = methods.get(NAME)

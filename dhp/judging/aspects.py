@@ -32,12 +32,22 @@ SOURCE_ASPECTS = frozenset({"faithfulness", "non_contradiction", "non_hallucinat
 ASPECT_SCORE_COLUMNS = ["dataset", "item_id", "attack", "variant", "method", "aspect", "description_type",
                         "instruction", "judge", "mode", "score", "n_valid", "n_failed", "failure"]
 #: What the prompt asks beyond the criterion. "paper": nothing (the setting of the paper's main results);
-#: "mitigated": the explicit instruction to rate on the given criterion only (the first mitigation of §6).
+#: "mitigated": the explicit instruction to rate on the given criterion only (the first mitigation of §6);
+#: "rating_only": nothing, but the answer is the rating alone (:data:`ANSWER_FORMS`).
 INSTRUCTIONS = {
     "paper": "",
     "mitigated": " Judge this criterion only: a problem that the criterion does not mention must not change "
                  "your rating.",
+    "rating_only": "",
 }
+#: How the reply is asked to look. The paper's (Table 18): an analysis, then the rating on its own line. A judge too
+#: small to analyse first (the embedded 135M model writes "Rating:" in a quarter of its coherence replies and in no
+#: fluency reply within 8 tokens) rates every prompt when asked for the rating alone — the cheap route of
+#: instruction "rating_only", not the paper's setting (its scores are read by the same "Rating:" rule).
+ANALYSIS_FIRST = ('How to answer: start with "Analysis:" and analyse the {unit} with respect to the criterion, as '
+                  'briefly as you can. Then, on a new line, write "Rating:" followed by one number from 1 to 5.')
+ANSWER_FORMS = {"rating_only": 'How to answer: write "Rating:" followed by one number from 1 to 5, and nothing '
+                               'else.'}
 #: The paper's sampling (App. C.2): 10 replies at temperature 1.0.
 N_SAMPLES = 10
 TEMPERATURE = 1.0
@@ -47,11 +57,13 @@ MAX_TOKENS = 256
 
 def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.DataFrame,
                    description_types=("detailed",), aspects=None, unit: str = "summary",
-                   instruction: str = "paper") -> pd.DataFrame:
+                   instruction: str = "paper", likelihood: bool = False) -> pd.DataFrame:
     """One prompt per ok variant × aspect × description type. ``perturbed`` is a dhp.perturb table (its
     "original" rows are the reference variant), ``criteria`` the table of dhp.datasets.criteria_hu2024,
     ``instruction`` a key of :data:`INSTRUCTIONS`. Columns: dataset, item_id, attack ("" for the original),
-    variant ("original"/"perturbed"), method, aspect, description_type, instruction, prompt."""
+    variant ("original"/"perturbed"), method, aspect, description_type, instruction, prompt.
+    ``likelihood``: ``prompt`` is the text the candidate is scored after (GPTScore's form, Fu et al. 2023: the task,
+    the source and the criterion, then the text; dhp/prompts/confusion/likelihood_aspect.txt), not a question."""
     if instruction not in INSTRUCTIONS:
         raise DHPError(f"Unknown instruction {instruction!r}.",
                        f"use one of {sorted(INSTRUCTIONS)} ('paper' is the paper's setting).")
@@ -62,7 +74,8 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
     wanted = list(aspects) if aspects is not None else list(dict.fromkeys(criteria["aspect"]))
     desc = criteria.set_index(["aspect", "description_type"])["description"]
     sources = dataset.set_index(dataset["item_id"].astype(str))["source"].fillna("")
-    template = load("confusion", "score_aspect")
+    template = load("confusion", "likelihood_aspect" if likelihood else "score_aspect")
+    answer_form = fill(ANSWER_FORMS.get(instruction, ANALYSIS_FIRST), {"unit": unit})
     task = (f"The {unit} was written from the source. A good {unit} conveys the source's important content "
             f"and says nothing that the source does not support.")
     rows = []
@@ -80,6 +93,7 @@ def aspect_prompts(perturbed: pd.DataFrame, dataset: pd.DataFrame, criteria: pd.
                              "instruction": instruction,
                              "prompt": fill(template, {"unit": unit, "unit_title": unit.capitalize(),
                                                        "mitigation": INSTRUCTIONS[instruction],
+                                                       "answer_form": answer_form,
                                                        "task_description": task, "aspect_description": text,
                                                        "source": source, "candidate": r.text}),
                              "source": source, "candidate": r.text})
@@ -98,15 +112,17 @@ def score_aspects(prompts: pd.DataFrame, judge="embedded", mode: str = "sample",
     (:func:`dhp.judging.parsing.parse_rating`: the one acceptance rule applied from the "Rating:" label on).
     ``temperature`` None: 1.0 in sample mode (the paper's), 0 in logprobs mode. ``mode="logprobs"``: one
     greedy reply, scored by the expected value of the 1–5 tokens at the rating's position (the position is
-    found by matching the reply to its most likely tokens, which only a greedy reply is).
+    found by matching the reply to its most likely tokens, which only a greedy reply is). ``mode="likelihood"``:
+    no reply; the score is the mean log-probability per token of the text after the prompt of
+    ``aspect_prompts(..., likelihood=True)`` (higher is better; a scale of its own, in nats per token).
     ``max_consecutive_failures``: stop after this many failed calls in a row (answered calls stay cached).
     ``dry_run``: call nothing and return the :class:`dhp.calls.Estimate` of the calls not yet cached.
     Returns :class:`~dhp.judging.pointwise.Judged` ``(table, stats)``: the table has ASPECT_SCORE_COLUMNS, the run
     statistics are beside it; ``score`` is NaN with its ``failure`` reason when no reply holds a rating.
     This is the scores table dhp.analysis.confusion reads."""
-    if mode not in ("sample", "logprobs"):
-        raise DHPError(f"Aspect judging needs a 1-5 score, so mode {mode!r} does not apply.",
-                       "use mode='sample' (the paper's setting) or 'logprobs'.")
+    if mode not in ("sample", "logprobs", "likelihood"):
+        raise DHPError(f"Aspect judging asks for a 1-5 score or a text's likelihood, so mode {mode!r} does not "
+                       "apply.", "use mode='sample' (the paper's setting), 'logprobs' or 'likelihood'.")
     if int(n_samples) < 1 or int(max_tokens) < 1:
         raise DHPError(f"n_samples and max_tokens must be >= 1 (got {n_samples}, {max_tokens}).",
                        f"pass positive values (the paper's: n_samples={N_SAMPLES}, max_tokens={MAX_TOKENS}).")

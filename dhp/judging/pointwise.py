@@ -200,6 +200,8 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     the lower; expected score rounded half up in logprobs mode), ``n_valid``, ``n_failed``, ``failure`` (reason, "" when ok),
     ``prob_mass``, ``prompt_tokens``, ``completion_tokens``, as :class:`Judged` ``(table, stats)`` with the run
     statistics beside the table.
+    ``mode="likelihood"``: ``prompt`` is a prefix and column ``candidate`` the text scored after it; the score is its
+    mean log-probability per token (no reply, no rating).
     ``analysis_first``: the prompts ask for an analysis, then "Rating: <1-5>"; each reply's rating is read
     after the analysis (:func:`dhp.judging.parsing.parse_rating`; in logprobs mode the expected score at the
     rating's position, :func:`dhp.judging.parsing.rating_logprobs`). ``dry_run``: no call; the
@@ -208,9 +210,12 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     if not isinstance(prompts, pd.DataFrame) or "prompt" not in prompts.columns:
         raise DHPError("score_prompts needs a DataFrame with a 'prompt' column.",
                        "build one row per question with the full prompt text in 'prompt'.")
-    if mode not in ("logprobs", "sample", "metric"):
-        raise DHPError(f"score_prompts scores in mode 'logprobs', 'sample' or 'metric', not {mode!r}.",
+    if mode not in ("logprobs", "sample", "metric", "likelihood"):
+        raise DHPError(f"score_prompts scores in mode 'logprobs', 'sample', 'likelihood' or 'metric', not {mode!r}.",
                        "pass mode='logprobs' or mode='sample' (or 'metric' for a baseline judge).")
+    if mode == "likelihood" and "candidate" not in prompts.columns:
+        raise DHPError("score_prompts in mode 'likelihood' needs a 'candidate' column: the text scored after "
+                       "'prompt'.", "add the candidate texts (dhp.judging.aspects.aspect_prompts has them).")
     backend = get_backend(judge)
     if is_control_backend(backend):  # a control answers from each row's gold (dhp.controls), no call is made
         return _score_controlled(prompts, backend, dry_run)
@@ -219,7 +224,7 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
     calls_mod.prime(backend, cache)
     if mode == "metric":
         return _score_texts(prompts, backend, cache, progress, max_consecutive_failures, dry_run)
-    max_new = int(max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS[mode])
+    max_new = int(max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS.get(mode, 0))
     n = int(n_samples) if mode == "sample" else 1
     rows = []
     for i, rec in enumerate(prompts.to_dict("records")):
@@ -227,6 +232,9 @@ def score_prompts(prompts: pd.DataFrame, judge: "str | Backend" = "embedded", mo
         metric = str(rec.get("metric") or "") or None
         if not isinstance(text, str) or not text.strip():
             rows.append(_Row({"_i": i}, metric or "", None, upfront_failure="empty prompt"))
+            continue
+        if mode == "likelihood":  # the prompt is the text the candidate continues (GPTScore); no reply
+            rows.append(_Row({"_i": i}, "likelihood", calls_mod.plan_loglik(backend, text, str(rec["candidate"]))))
             continue
         # an analyse-then-rate reply is read from its "Rating:" line, which the score rule's early stop cannot see
         call = calls_mod.plan_chat(backend, _chat_request(backend, text, metric or "", mode, n, seed, max_new,

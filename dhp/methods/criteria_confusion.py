@@ -78,10 +78,12 @@ class CriteriaConfusionParams(RunParams):
                                               "attacks about 1,000 over four tasks, and the equivalence test "
                                               "needs at least 5")
     path: str | None = Field(None, description="your copy of Story Cloze / Answer Equivalence (checked by sha256)")
-    mode: Literal["logprobs", "sample", "metric"] = Field(
+    mode: Literal["logprobs", "sample", "likelihood", "metric"] = Field(
         "logprobs", description="'logprobs' (one greedy reply; the expected rating at its position) or 'sample' "
                                 "(the paper's setting, App. C.2: n_samples replies at temperature 1.0, averaged); "
-                                "'metric' for a control judge (dhp.controls) only")
+                                "'likelihood' (not the paper's: GPTScore's form, the text's mean log-probability "
+                                "per token after the task, source and criterion; no reply, a base model's route); "
+                                "'metric' for a control or a baseline only")
     description_types: list[str] = Field(["detailed"], min_length=1,
                                          description="aspect description types to ask with, each its own prompt "
                                                      f"and adjustment family ({', '.join(DESCRIPTION_TYPES)}); "
@@ -97,7 +99,9 @@ class CriteriaConfusionParams(RunParams):
                                                "all 18 with their prompts and validators")
     instruction: Literal[tuple(aj.INSTRUCTIONS)] = Field(
         "paper", description="'paper': the paper's prompt; 'mitigated': it also says to judge the given criterion "
-                             "only (the paper's §6 mitigation; runs of both can share a run folder)")
+                             "only (the paper's §6 mitigation); 'rating_only': the rating alone, no analysis (not "
+                             "the paper's: the route for a judge too small to analyse first). Runs of each can "
+                             "share a run folder")
     n_samples: int = Field(aj.N_SAMPLES, ge=1, description="replies per prompt in sample mode, asked as one "
                                                            "request (the paper's 10)")
     temperature: float | None = Field(None, ge=0, description="sampling temperature (None: the paper's 1.0 in "
@@ -107,7 +111,8 @@ class CriteriaConfusionParams(RunParams):
                                                  "or never; a judge that writes its analysis first needs room: "
                                                  "256, the paper's (paper_setting=True)")
     delta: float = Field(0.2, gt=0, description="equivalence margin of the invariance test, in score points "
-                                                "(the paper's 'no degradation' threshold)")
+                                                "(the paper's 'no degradation' threshold; in mode likelihood, "
+                                                "nats per token)")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of every decision (on adjusted p)")
     adjust_method: Literal[cf.ADJUST_METHODS] = Field("holm", description="multiple-testing adjustment within "
                                                                           "each description type: 'holm' or 'bh'")
@@ -119,6 +124,14 @@ class CriteriaConfusionParams(RunParams):
         if isinstance(data, dict) and data.get("paper_setting") is True:
             return {**data, **PAPER_SETTING}
         return data
+
+    @model_validator(mode="after")
+    def _likelihood_asks_nothing(self):
+        if self.mode == "likelihood" and self.instruction != "paper":
+            raise ValueError(f"instruction {self.instruction!r} shapes a question, and mode 'likelihood' asks none "
+                             "(it scores the text after the criterion); leave instruction 'paper' or use mode "
+                             "logprobs or sample")
+        return self
 
     @field_validator("description_types")
     @classmethod
@@ -179,8 +192,11 @@ class CriteriaConfusion(Method):
     paper = ("Hu et al. 2024, Are LLM-based evaluators confusing NLG quality criteria? (ACL 2024), §3-§6, "
              "Tables 2, 18, 19")
     notebooks = ("07_criteria_confusion",)
-    modes = ("logprobs", "sample", "metric")  # metric: a control (dhp.controls) or a baseline (one score, every aspect)
-    metric_no_model = "a language model answers its prompts in mode logprobs or sample"
+    # likelihood: the text's log-probability after each criterion (GPTScore's form); metric: a control
+    # (dhp.controls) or a baseline (one score, every aspect)
+    modes = ("logprobs", "sample", "likelihood", "metric")
+    metric_no_model = "a language model answers its prompts in mode logprobs or sample, or scores the text in mode " \
+                      "likelihood"
     headline = "confusion_index"
     power = ("agreement", "n_items", "items")
     Params = CriteriaConfusionParams
@@ -244,7 +260,8 @@ class CriteriaConfusion(Method):
             unit = PROMPT_UNITS.get(task, ("text", ""))[0]
             parts.append(aj.aspect_prompts(variants[variants["item_id"].astype(str).isin(ids)], group, criteria,
                                            description_types=config.description_types, aspects=config.aspects,
-                                           unit=unit, instruction=config.instruction))
+                                           unit=unit, instruction=config.instruction,
+                                           likelihood=config.mode == "likelihood"))
         prompts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         if prompts.empty:
             raise DHPError(f"Nothing to ask the judge: no ok variant × aspect of {config.dataset} "
