@@ -124,9 +124,10 @@ def plan(judge, profile: str = "quick", mode: str = "logprobs", run_dir: str | N
     if protocols and set(protocols) - claimed:
         raise methods.protocol_refusal(set(protocols) - claimed, profile, mode, data_dir=data_dir, judge=str(judge))
     if not steps:
+        takes = "; ".join(f"in mode {x}: " + ", ".join(m.name for m in methods.all_methods() if x in m.modes)
+                          for x in ("likelihood", "metric"))
         raise DHPError(f"No method of profile {profile!r} runs in mode {mode!r}.",
-                       "use --profile standard or paper (DHP, criteria confusion and human alignment also take "
-                       "likelihood and metric judges), or mode logprobs or sample.")
+                       f"use --profile standard or paper ({takes}), or mode logprobs or sample.")
     return steps
 
 

@@ -82,6 +82,56 @@ def test_human_alignment_judges_summeval_targets_and_wmt_segments(tmp_path):
     assert (a.loc[a["view"] == "dataset", "n"] == len(targets)).all()
 
 
+class Fluent(Backend):
+    """A base model's likelihood: a text's mean log-probability per token is minus its length in words over 100
+    (shorter reads as likelier), whatever precedes it. Records the (prefix, continuation) pairs; no chat."""
+
+    identity, model, supports_chat, supports_logprobs = "scripted:fluent", "fluent", False, False
+
+    def __init__(self):
+        self.pairs = []
+
+    def loglikelihood_many(self, pairs, on_result=None):
+        from dhp.backends.base import LogLikelihood
+        out = []
+        for i, (prefix, text) in enumerate(pairs):
+            self.pairs.append((prefix, text))
+            n = len(text.split())
+            out.append(LogLikelihood(-n * n / 100, n, len(prefix) // 4, None))
+            if on_result:
+                on_result(i, out[-1])
+        return out
+
+
+def test_human_alignment_reads_a_likelihood_after_the_task_prefix(tmp_path):
+    """Mode likelihood (GPTScore's use): each output is scored once as the continuation of its task's prefix
+    (instruction and source, no aspect question), so two aspects ask no more calls than one; every view reads it,
+    and a score equal to minus the length correlates with the human ratings as minus the length does."""
+    from scipy.stats import spearmanr
+
+    from dhp.judging.prompts import likelihood_prefix
+    judge = Fluent()
+    run = str(tmp_path / "run")
+    paths = methods.run("human_alignment", judge=judge, mode="likelihood", run_dir=run,
+                        aspects=["coherence", "relevance"], n_docs=3, n_segments=2, n_boot=20)
+    targets = pd.read_parquet(Path(run) / "summary_targets.parquet")
+    segments = pd.read_parquet(Path(run) / "segment_scores.parquet")
+    summ = likelihood_prefix("summarization", {"source": ""}).split("Article:")[0]
+    on_summaries = [(p, t) for p, t in judge.pairs if p.startswith(summ)]
+    # one call per summary, not per summary and aspect; the translations' own prefix for the rest
+    assert len(on_summaries) == len(targets[["doc_id", "system"]].drop_duplicates()) == len(targets) // 2
+    assert 0 < len(judge.pairs) - len(on_summaries) <= len(segments)  # a translation two systems share: once
+    assert len(set(judge.pairs)) == len(judge.pairs)  # nothing asked twice
+    assert all(t not in p for p, t in judge.pairs)
+    assert targets["judge_score"].notna().all() and (targets["judge_score"] < 0).all()
+    a = pd.read_csv(paths["alignment.csv"])
+    assert set(a["view"]) == {"summary", "system", "dataset", "segment"}
+    ds = a[(a["view"] == "dataset") & (a["statistic"] == "spearman")].set_index("aspect")["value"]
+    for aspect, g in targets.groupby("aspect"):
+        want = spearmanr(g["judge_score"], g["human"]).statistic
+        assert ds[aspect] == pytest.approx(want)
+
+
 def test_recorded_wmt_metrics_are_analysed_like_mt_metrics_eval(tmp_path):
     """Imported metric files + the judge "recorded": the segment view's acc*_eq equals mt-metrics-eval's (the values
     recorded in tests/test_stats_meta_wmt.py), and the two metrics of the issue swap places once ties are calibrated."""

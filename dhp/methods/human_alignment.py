@@ -28,6 +28,7 @@ from dhp.datasets import summeval_annotators as sa
 from dhp.datasets import wmt22_human as wh
 from dhp.errors import DHPError
 from dhp.judging import Judged, build_prompt, score_prompts
+from dhp.judging.prompts import likelihood_prefix
 from dhp import calls
 from dhp.judging.gemba import (GEMBA_REPLY_TOKENS, _resolve_limit, gemba_call_bounds, gemba_messages, gemba_protocol,
                                gemba_request, gemba_score)
@@ -139,7 +140,9 @@ class HumanAlignment(Method):
     title = "Human alignment (correlations, segment-level acc*_eq)"
     paper = "G-Eval's layout; Hu et al. 2025 App. A.3; Deutsch et al. 2023 (WMT22 zh-en)"
     notebooks = ("09_dual_perspective",)
-    modes = ("logprobs", "sample", "metric")
+    # likelihood: the output's mean log-probability per token after the task and source (GPTScore's own use: how
+    # a likelihood tracks human ratings); every view reads ranks or orders, so its scale (nats per token) needs none
+    modes = ("logprobs", "sample", "likelihood", "metric")
     control_params = {"n_docs": 20, "n_segments": 50}
     headline = ("segment_acc_eq_calibrated", "summary_spearman")
     power = ("correlation", "n_docs", "documents")
@@ -251,11 +254,12 @@ class HumanAlignment(Method):
         return est, note
 
     def _score(self, rows: list[dict], backend: Backend, config: HumanAlignmentParams) -> Judged:
-        # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself
+        # source, candidate and task ride along: a baseline judge (mode "metric") scores the text itself, a
+        # likelihood judge the candidate after the task's prefix (the same for every aspect: one call per output)
+        ask = (lambda r: likelihood_prefix(r["task"], r["item"])) if config.mode == "likelihood" else \
+            (lambda r: build_prompt(r["task"], r["aspect"], r["item"], r["candidate"]))
         prompts = pd.DataFrame([{**{k: v for k, v in r.items() if k != "item"}, "source": r["item"]["source"],
-                                 "metric": r["aspect"],
-                                 "prompt": build_prompt(r["task"], r["aspect"], r["item"], r["candidate"])}
-                                for r in rows])
+                                 "metric": r["aspect"], "prompt": ask(r)} for r in rows])
         if prompts.empty:
             return Judged(prompts.assign(score=[], failure=[]), {})
         return score_prompts(prompts, judge=backend, mode=config.mode, seed=config.seed, cache=config.cache,
