@@ -281,7 +281,7 @@ class CriteriaConfusion(Method):
             if not is_metric_backend(backend):
                 raise DHPError(f"{backend.identity} is a language model: in mode 'metric' criteria confusion runs a "
                                "control or a baseline (one score of the text, no prompt).",
-                               "run it in mode logprobs or sample (the paper's).")
+                               "run it in mode logprobs or sample (the paper's), or likelihood.")
             return self._metric_scores(config, prompts, backend)
         scores, judge_stats = aj.score_aspects(prompts, backend, mode=config.mode, n_samples=config.n_samples,
                                                temperature=config.temperature, max_tokens=config.max_tokens,
