@@ -84,6 +84,12 @@ class JudgeEntry(Params):
 
     judge: str = Field(description="judge spec, e.g. embedded:gemma-3-270m or baseline:rouge_l_src")
     modes: list[str] = Field(min_length=1, description=f"its modes, from {list(MODES)}")
+    notebooks: bool = Field(True, description="false: its points run through the stage runner (dhp.methods.run) "
+                            "inside the grid, with no notebook kernel and no per-point figures: the same method "
+                            "tables, no executed notebook to read (for controls and baselines: a notebook's kernel, "
+                            "imports, figures and lesson extras cost 5-35 CPU s a point, the analysis of a control "
+                            "about 1 s). A notebook's extras beside the judge (the bias lesson's recorded judges) "
+                            "come from the points that run it")
 
 
 class Override(Params):
@@ -163,6 +169,10 @@ class GridParams(EngineParams):
     def judge_modes(self) -> list[tuple[str, list[str]]]:
         """(judge spec, its modes) for every judge of the grid."""
         return [(j, list(self.modes)) if isinstance(j, str) else (j.judge, list(j.modes)) for j in self.judges]
+
+    def without_notebooks(self) -> set[str]:
+        """The judge specs whose points run through the stage runner, without a notebook (JudgeEntry.notebooks)."""
+        return {j.judge for j in self.judges if not isinstance(j, str) and not j.notebooks}
 
     @field_validator("judges")
     @classmethod
@@ -598,6 +608,7 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
         groups.setdefault((p.method, p.dataset), []).append(p)
     jobs: list[_Job] = []
     key = {}  # (folder, notebooks) -> its job: methods taught by the same notebooks share one run of them
+    bare = g.without_notebooks()
     for (name, _), group in groups.items():
         m = methods.get(name)
         stage = _Job(f"{name} stage", functools.partial(_shared_stage, g, m, group, report))
@@ -607,8 +618,10 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
                 continue
             # a method that requires another shares its folder and runs after it there
             before = tuple(j for (folder, _), j in key.items() if folder == p.folder)
-            run = functools.partial(_run_chain, g, m, p, pts, report) if m.notebooks else \
-                functools.partial(_run_stages, p, report)  # no notebook: the stage runner runs it
+            if m.notebooks and p.judge not in bare:
+                run = functools.partial(_run_chain, g, m, p, pts, report)
+            else:  # no notebook (the method has none, or the judge runs without): the stage runner runs it
+                run = functools.partial(_run_stages, g, m, p, pts, report, figures=not m.notebooks)
             key[(p.folder, m.notebooks or p.method)] = _Job(_rel(p.folder), run, (stage, *before), p)
             jobs.append(key[(p.folder, m.notebooks or p.method)])
     _run_jobs(jobs, g.workers)
@@ -695,22 +708,55 @@ def _run_jobs(jobs: list[_Job], workers: int) -> None:
             os.environ.pop("DHP_N_THREADS", None)
 
 
-def _run_stages(p: Point, report: Report) -> bool:
-    """Run a method that has no notebook through the stage runner (dhp.methods.run) in its point's folder; a failure
-    is recorded like a notebook's. True if it succeeded."""
-    rel = f"{_rel(p.folder)}/{p.method} (stage runner)"
-    t0 = time.perf_counter()
-    print(f"[grid] {rel}", flush=True)
-    try:
-        methods.run(p.method, p.config)
-        ok = True
-    except Exception as e:  # one point's failure is reported; the other points go on
-        report.failures.append(Failure(rel, p.config.model_dump(), "(stage runner)", f"{type(e).__name__}: "
-                                                                                     f"{str(e)[:500]}"))
-        ok = False
-    report.timings.append((rel, time.perf_counter() - t0))
-    print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {time.perf_counter() - t0:.1f} s", flush=True)
-    return ok
+def _run_stages(g: GridParams, m: methods.Method, p: Point, pts: list[Point], report: Report,
+                figures: bool = True) -> bool:
+    """Run a point through the stage runner (dhp.methods.run) in its folder, with no notebook: a method that has
+    none, or a judge the grid runs without notebooks (then with the methods sharing its folder, each after those
+    whose tables it uses: human alignment before dual perspective, as notebook 09 orders them). Skipped when its
+    stamp (dhp's code, the parameters, what it reads from) is unchanged; a failure is recorded like a notebook's.
+    True if every method succeeded."""
+    together = [q for q in pts if q.folder == p.folder and (q is p or (m.notebooks and
+                                                                       methods.get(q.method).notebooks == m.notebooks))]
+    made = {q.method: {t.name for t in (*methods.get(q.method).collects, *methods.get(q.method).produces)}
+            for q in together}
+    late = {q.method: any(set(methods.get(q.method).uses) & made[o.method] for o in together if o is not q)
+            for q in together}  # (not inside sort's key: list.sort empties the list while it sorts)
+    together.sort(key=lambda q: late[q.method])
+    prev = report.stamps.get(p.folder.parent, "") if m.shared_notebooks else \
+        report.stamps.get(p.folder, "") if m.requires else ""
+    h = hashlib.sha256()
+    for part in (_code_stamp(), prev, os.environ.get("DHP_DATA_DIR", ""), str(figures),
+                 *(json.dumps({"method": q.method, **q.config.model_dump()}, sort_keys=True, default=str)
+                   for q in together)):
+        h.update(str(part).encode() + b"\0")
+    stamp, stamp_file = h.hexdigest(), p.folder / "stage-runner.stamp"
+    report.stamps[p.folder] = stamp
+    if not g.rerun and stamp_file.is_file() and stamp_file.read_text() == stamp:
+        _up_to_date([p.folder / f"{q.method} (stage runner)" for q in together], report)
+        return True
+    stamp_file.unlink(missing_ok=True)  # written again only if this run succeeds
+    if not m.shared_notebooks:  # (the shared stage cleared the folder and linked its tables in)
+        for q in together:
+            _clear(p.folder, methods.get(q.method))
+    for q in together:
+        rel = f"{_rel(p.folder)}/{q.method} (stage runner)"
+        t0 = time.perf_counter()
+        print(f"[grid] {rel}", flush=True)
+        try:
+            methods.run(q.method, q.config, figures=figures)
+            ok = True
+        except Exception as e:  # one point's failure is reported; the other points go on
+            report.failures.append(Failure(rel, q.config.model_dump(), "(stage runner)", f"{type(e).__name__}: "
+                                                                                         f"{str(e)[:500]}"))
+            ok = False
+        report.timings.append((rel, time.perf_counter() - t0))
+        print(f"[grid] {'done' if ok else 'FAILED'} {rel} in {time.perf_counter() - t0:.1f} s "
+              f"(grid elapsed {time.perf_counter() - report.started:.0f} s)", flush=True)
+        if not ok:
+            return False
+    stamp_file.parent.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(stamp)
+    return True
 
 
 def _results_view(df: pd.DataFrame, t: methods.Table) -> pd.DataFrame:

@@ -560,3 +560,39 @@ def test_results_hold_a_recorded_judges_rows_once_however_many_points_set_it_bes
     assert (got["judge"] == "GPT-4").sum() == 1
     assert got["judge"].value_counts().to_dict() == {"embedded:a": 2, "GPT-4": 1, "control:first": 1,
                                                      "control:chance": 1}
+
+
+def test_a_judge_run_without_notebooks_gives_the_tables_of_its_methods_in_their_order(tmp_path, capsys):
+    """``notebooks: false``: a control's points run through the stage runner inside the grid, no kernel. Dual
+    perspective and human alignment share notebook 09's folder; dual perspective's Table 1 reads human alignment's
+    alignment.csv, so human alignment runs first there (as the notebook orders them): the grid's tables equal those of
+    the two methods run by hand in that order (dual perspective first leaves Table 1's dataset correlation NaN). A
+    rerun finds them up to date; no executed notebook is written."""
+    judge = "control:oracle@0.2"
+    sizes = {"dual_perspective": {"n_targets": 6, "n_sources": 2, "chain_length": 2, "aspects": ["coherence"]},
+             "human_alignment": {"n_docs": 4, "n_segments": 6, "aspects": ["coherence"]}}
+    cfg = {"judges": [{"judge": judge, "modes": ["metric"], "notebooks": False}], "modes": ["metric"],
+           "methods": ["dual_perspective", "human_alignment"], "run_id": "bare", "runs_dir": str(tmp_path / "runs"),
+           "results_dir": str(tmp_path / "results"), "figures_dir": str(tmp_path / "figures"),
+           "method_params": sizes, "leaderboard": None, "report_card": False, "result_notebooks": False}
+    f = tmp_path / "grid.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    assert grid.main([str(f)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("human_alignment (stage runner)") < out.index("dual_perspective (stage runner)")
+    folder = tmp_path / "runs" / "bare" / "dual_perspective" / "control_oracle_0.2-metric"
+    assert not list(folder.rglob("*.ipynb")) and not (folder / "figures").exists()
+
+    by_hand = tmp_path / "by_hand"
+    for name in ("human_alignment", "dual_perspective"):
+        methods.run(name, methods.get(name).config(judge=judge, mode="metric", run_dir=str(by_hand),
+                                                    **sizes[name]), figures=False)
+    table1 = pd.read_csv(tmp_path / "results" / "table1.csv")
+    pd.testing.assert_frame_equal(table1, pd.read_csv(by_hand / "table1.csv"))
+    assert table1["dataset_pearson"].notna().all()
+    for name in ("alignment.csv", "global_kappa.csv", "local_accuracy.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results" / name), pd.read_csv(by_hand / name))
+
+    assert grid.main([str(f)]) == 0
+    again = capsys.readouterr().out
+    assert "up to date" in again and not [line for line in again.splitlines() if line.startswith("[grid] done")]
