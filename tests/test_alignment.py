@@ -106,3 +106,43 @@ def test_one_document_or_segment_gives_an_estimate_without_an_interval():
     seg = pd.DataFrame({"seg_id": [1, 1, 1], "system": ["A", "B", "C"], "mqm": [0.0, -1.0, -5.0], "judge_score": [3.0, 2.0, 1.0]})
     s = segment_table(seg, n_boot=20)
     assert s["ci_lo"].isna().all() and s["value"].notna().any()
+
+
+def _alignment_table_on_built_resamples(df, n_boot, seed):
+    """The definition alignment_table computes without building its resamples: each resample built (the drawn
+    documents' rows, each draw renamed "<doc>#<i>") and every view computed on it."""
+    from dhp.analysis.alignment import COLUMNS, _check, dataset_level
+    from dhp.stats import paired
+
+    df = _check(df)
+    rng, rows = np.random.default_rng(seed), []
+    for aspect, g in df.groupby("aspect", sort=True):
+        docs = g["doc_id"].unique()
+        by_doc = {d: x for d, x in g.groupby("doc_id")}
+        samples = [pd.concat([by_doc[d].assign(doc_id=f"{d}#{i}") for i, d in enumerate(rng.choice(docs, len(docs)))])
+                   for _ in range(n_boot)]
+        for view, fn, stats in (("summary", summary_level, ("spearman", "kendall")),
+                                ("system", system_level, ("pearson", "spearman", "kendall")),
+                                ("dataset", dataset_level, ("pearson", "spearman", "kendall"))):
+            for stat in stats:
+                value, n = fn(g, stat)
+                lo, hi = paired.percentile_interval(np.array([fn(s, stat)[0] for s in samples]), len(docs), 0.95)
+                rows.append({"view": view, "aspect": aspect, "statistic": stat, "value": value, "ci_lo": lo,
+                             "ci_hi": hi, "n": n})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+@pytest.mark.parametrize("int_ids", [False, True])
+def test_alignment_table_equals_its_views_on_built_resamples_bit_for_bit(int_ids):
+    """Ratings with ties, a document whose humans give one level, missing judge scores, 12 documents whose names sort
+    differently once renamed ("d10#0" < "d2#1"), two aspects: every value and interval bound identical."""
+    rng = np.random.default_rng(7)
+    rows = [{"doc_id": (d if int_ids else f"d{d}"), "system": s, "aspect": a,
+             "human": float(rng.integers(1, 4)) if d != 3 else 2.0, "judge_score": float(rng.integers(1, 6))}
+            for a in ("coherence", "fluency") for d in range(12) for s in "ABCDE"]
+    df = pd.DataFrame(rows)
+    df.loc[rng.random(len(df)) < 0.1, "judge_score"] = np.nan
+    got = alignment_table(df, n_boot=60, seed=3)
+    want = _alignment_table_on_built_resamples(df, n_boot=60, seed=3)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert got["ci_lo"].notna().sum() >= 10  # intervals were drawn (the comparison is not of NaNs only)

@@ -85,15 +85,29 @@ def alignment_table(df: pd.DataFrame, n_boot: int = 1000, seed: int = 0, ci: flo
     rows = []
     for aspect, g in df.groupby("aspect", sort=True):
         docs = g["doc_id"].unique()
-        by_doc = {d: x for d, x in g.groupby("doc_id")}
-        samples = [pd.concat([by_doc[d].assign(doc_id=f"{d}#{i}") for i, d in enumerate(rng.choice(docs, len(docs)))])
-                   for _ in range(n_boot)]
+        draws = [rng.choice(docs, len(docs)) for _ in range(n_boot)]
+        # A resample is the drawn documents' rows, each draw a document of its own ("<doc>#<i>"). What each view
+        # reads of it is taken without building it: a drawn document's correlation is its original's, averaged in
+        # the order groupby sorts the drawn names; the system and dataset views read the rows in draw order (their
+        # doc_id unused). The same numbers, bit for bit, as the views on the built resample (tests/test_alignment.py).
+        rows_of = g.groupby("doc_id").indices  # doc -> its rows' positions, in g's order
+        pooled = [g.iloc[np.concatenate([rows_of[d] for d in draw])] for draw in draws]
+        orders = [sorted(range(len(draw)), key=[f"{d}#{i}" for i, d in enumerate(draw)].__getitem__) for draw in draws]
+
+        def summary_boot(draw, order, per_doc):
+            vals = pd.Series([per_doc[draw[i]] for i in order], dtype=float).dropna()
+            return float(vals.mean()) if len(vals) else math.nan
+
         for view, fn, stats in (("summary", summary_level, ("spearman", "kendall")),
                                 ("system", system_level, ("pearson", "spearman", "kendall")),
                                 ("dataset", dataset_level, ("pearson", "spearman", "kendall"))):
             for stat in stats:
                 value, n = fn(g, stat)
-                boots = np.array([fn(s, stat)[0] for s in samples]) if n_boot else np.array([])
+                if view == "summary":
+                    per_doc = document_correlations(g, stat).to_dict()
+                    boots = np.array([summary_boot(d, o, per_doc) for d, o in zip(draws, orders)])
+                else:
+                    boots = np.array([fn(s, stat)[0] for s in pooled])
                 lo, hi = paired.percentile_interval(boots, len(docs), ci)
                 rows.append({"view": view, "aspect": aspect, "statistic": stat, "value": value,
                              "ci_lo": lo, "ci_hi": hi, "n": n})
