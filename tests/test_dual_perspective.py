@@ -76,6 +76,33 @@ def test_global_kappa_matches_cohen_1968_and_sklearn():
     assert math.isnan(one_level.iloc[0]["kappa"])  # undefined, not a made-up 1 or 0
 
 
+def test_linear_kappa_is_sklearns_float_bit_for_bit():
+    """linear_kappa computes sklearn's weighted κ itself for ratings in 1..5 (the leaderboard draws it per resample):
+    on 3,000 random rating vectors — from 2 targets, few levels, one side constant, one rating in common — the
+    float is sklearn's exactly, NaN where sklearn's is NaN; a rating outside 1..5 goes to sklearn."""
+    import warnings
+
+    from dhp.analysis.dual_perspective import LABELS, linear_kappa
+
+    rng = np.random.default_rng(0)
+    compared = 0
+    for _ in range(3000):
+        n, levels = int(rng.integers(2, 40)), rng.choice([1, 2, 3, 5])
+        lo = int(rng.integers(1, 6 - levels + 1)) if levels < 5 else 1
+        h = rng.integers(lo, lo + levels, n)
+        j = np.full(n, h[0]) if rng.random() < 0.1 else rng.integers(1, 6, n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = cohen_kappa_score(h, j, weights="linear", labels=LABELS)
+        got, _ = linear_kappa(h, j.astype(float))
+        if len(set(h) | set(j)) > 1:
+            compared += 1
+            assert (math.isnan(got) and math.isnan(want)) or got == want, (h, j, got, want)
+    assert compared > 2500
+    assert linear_kappa(np.array([0, 1, 2]), np.array([0.0, 2.0, 2.0]))[0] == pytest.approx(
+        cohen_kappa_score([0, 1, 2], [0, 2, 2], weights="linear", labels=LABELS))
+
+
 def test_adjacent_accuracy_counts_strict_drops_only():
     pairs = pd.DataFrame({
         "source_id": ["s1", "s1", "s2", "s2", "s3"],
