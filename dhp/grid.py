@@ -84,6 +84,8 @@ class JudgeEntry(Params):
 
     judge: str = Field(description="judge spec, e.g. embedded:gemma-3-270m or baseline:rouge_l_src")
     modes: list[str] = Field(min_length=1, description=f"its modes, from {list(MODES)}")
+    methods: list[str] | None = Field(None, min_length=1, description="the grid's methods this judge runs in these "
+                                      "modes (None: all of them); the others read \"not run\" on its card")
     notebooks: bool = Field(True, description="false: its points run through the stage runner (dhp.methods.run) "
                             "inside the grid, with no notebook kernel and no per-point figures: the same method "
                             "tables, no executed notebook to read (for controls and baselines: a notebook's kernel, "
@@ -169,6 +171,13 @@ class GridParams(EngineParams):
     def judge_modes(self) -> list[tuple[str, list[str]]]:
         """(judge spec, its modes) for every judge of the grid."""
         return [(j, list(self.modes)) if isinstance(j, str) else (j.judge, list(j.modes)) for j in self.judges]
+
+    def judge_methods(self, judge: str, mode: str) -> list[str] | None:
+        """The methods a judge runs in a mode when its entry names them (JudgeEntry.methods), else None: all."""
+        for j in self.judges:
+            if not isinstance(j, str) and j.judge == judge and mode in j.modes and j.methods is not None:
+                return list(j.methods)
+        return None
 
     def without_notebooks(self) -> set[str]:
         """The judge specs whose points run through the stage runner, without a notebook (JudgeEntry.notebooks)."""
@@ -266,6 +275,11 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
     if set(g.protocols) - claimed:
         raise methods.protocol_refusal(set(g.protocols) - claimed, g.protocol_profile, None, g.methods,
                                        g.params.get("data_dir"), "grid protocols: ")
+    for j in g.judges:
+        stray = [] if isinstance(j, str) or j.methods is None else [m for m in j.methods if m not in g.methods]
+        if stray:
+            raise DHPError(f"grid judges: {j.judge!r} names methods {stray}, which are not in methods {g.methods}.",
+                           "name methods the grid runs, or add them to methods.")
     for name in g.method_params:
         if name not in g.methods:
             raise DHPError(f"grid method_params names {name!r}, which is not in methods {g.methods}.",
@@ -283,6 +297,11 @@ def points(g: GridParams) -> tuple[list[Point], list[str]]:
         for dataset in datasets:
             for judge, modes in g.judge_modes():
                 for mode in modes:
+                    own = g.judge_methods(judge, mode)
+                    if own is not None and name not in own:
+                        not_applicable.append(f"{name} for {judge} in {mode} mode (not among the methods the grid "
+                                              "gives it)")
+                        continue
                     if mode not in m.modes:
                         not_applicable.append(f"{name} for {judge} in {mode} mode (it runs in {', '.join(m.modes)})")
                         continue
@@ -618,11 +637,13 @@ def _run_points(g: GridParams, pts: list[Point], report: Report) -> list[Point]:
                 continue
             # a method that requires another shares its folder and runs after it there
             before = tuple(j for (folder, _), j in key.items() if folder == p.folder)
-            if m.notebooks and p.judge not in bare:
+            bare_point = bool(m.notebooks) and p.judge in bare
+            if m.notebooks and not bare_point:
                 run = functools.partial(_run_chain, g, m, p, pts, report)
             else:  # no notebook (the method has none, or the judge runs without): the stage runner runs it
                 run = functools.partial(_run_stages, g, m, p, pts, report, figures=not m.notebooks)
-            key[(p.folder, m.notebooks or p.method)] = _Job(_rel(p.folder), run, (stage, *before), p)
+            key[(p.folder, m.notebooks or p.method)] = _Job(_rel(p.folder), run, (stage, *before), p,
+                                                           filler=bare_point)
             jobs.append(key[(p.folder, m.notebooks or p.method)])
     _run_jobs(jobs, g.workers)
     return [p for p in pts if key[(p.folder, methods.get(p.method).notebooks or p.method)].ok]
@@ -666,29 +687,36 @@ class _Job:
     after: tuple = ()
     point: Point | None = None
     ok: bool | None = None  # None: not finished
+    # a point run without its notebooks (seconds, no model): taken only when no other job is ready, so the slow
+    # model points start first and these fill the cores while the last of them runs
+    filler: bool = False
 
 
 def _run_jobs(jobs: list[_Job], workers: int) -> None:
     """Run the jobs on ``workers`` threads, each taking the first job (in list order) whose ``after`` jobs are
-    done. With more than one worker, an embedded judge gets one llama.cpp thread per notebook (DHP_N_THREADS,
-    unless set): two single-threaded runs side by side use two cores better than one run on two threads."""
+    done, a filler (a point run without notebooks) only when no other job is ready. With more than one worker, one
+    more thread takes fillers only: they run in this process (a fraction of a core each, under the GIL) beside the
+    model points' kernels, instead of all at the end on one core (the demo's 48 took ~110 s there, cold). And an
+    embedded judge gets one llama.cpp thread per notebook (DHP_N_THREADS, unless set): two single-threaded runs side
+    by side use two cores better than one run on two threads."""
     pending, lock = list(jobs), threading.Condition()
     threads = os.environ.get("DHP_N_THREADS")
     if workers > 1 and not threads:
         os.environ["DHP_N_THREADS"] = "1"  # the kernels inherit it
 
-    def ready() -> _Job | None:
-        for j in pending:
-            if all(a.ok is not None for a in j.after):
-                return j
-        return None
+    def ready(fillers_only: bool) -> _Job | None:
+        free = [j for j in pending if all(a.ok is not None for a in j.after)]
+        if fillers_only:
+            return next((j for j in free if j.filler), None)
+        return next((j for j in free if not j.filler), free[0] if free else None)
 
-    def work() -> None:
+    def work(fillers_only: bool = False) -> None:
         while True:
             with lock:
-                while pending and (job := ready()) is None:
+                while (left := any(j.filler or not fillers_only for j in pending)) and \
+                        (job := ready(fillers_only)) is None:
                     lock.wait()
-                if not pending:
+                if not left:
                     return
                 pending.remove(job)
             ok = False
@@ -699,9 +727,10 @@ def _run_jobs(jobs: list[_Job], workers: int) -> None:
                     job.ok = ok
                     lock.notify_all()
 
+    lanes = [False] * max(1, workers) + ([True] if workers > 1 and any(j.filler for j in jobs) else [])
     try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for f in [pool.submit(work) for _ in range(max(1, workers))]:
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            for f in [pool.submit(work, lane) for lane in lanes]:
                 f.result()
     finally:
         if workers > 1 and not threads:

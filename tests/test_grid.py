@@ -596,3 +596,52 @@ def test_a_judge_run_without_notebooks_gives_the_tables_of_its_methods_in_their_
     assert grid.main([str(f)]) == 0
     again = capsys.readouterr().out
     assert "up to date" in again and not [line for line in again.splitlines() if line.startswith("[grid] done")]
+
+
+def test_a_judge_entry_names_its_methods_and_the_others_read_not_run():
+    g = grid.validate_params({**BASE, "methods": "all", "judges": [
+        {"judge": "embedded", "modes": ["logprobs"], "methods": ["decompose_aggregate", "bias"]},
+        {"judge": "control:chance", "modes": ["metric"]}]})
+    pts, not_run = grid.points(g)
+    assert sorted(p.method for p in pts if p.judge == "embedded") == ["bias", "decompose_aggregate"]
+    assert {p.method for p in pts if p.judge == "control:chance"} >= {"dhp", "criteria_confusion", "bias"}
+    assert "dhp for embedded in logprobs mode (not among the methods the grid gives it)" in not_run
+    with pytest.raises(DHPError, match=r"'embedded' names methods \['dhp'\], which are not in methods \['bias'\]"):
+        grid.validate_params({**BASE, "methods": ["bias"],
+                              "judges": [{"judge": "embedded", "modes": ["logprobs"], "methods": ["dhp"]}]})
+
+
+def test_points_run_without_notebooks_wait_until_no_model_point_is_ready():
+    """A point the grid runs without notebooks takes seconds: on one worker the model points, listed after it, run
+    first (the slow ones start early; these fill the cores while the last runs). A job's ``after`` still holds."""
+    log = []
+    filler = grid._Job("control", lambda: log.append("control") or True, filler=True)
+    model = grid._Job("model", lambda: log.append("model") or True)
+    later = grid._Job("model after control", lambda: log.append("model after control") or True, after=(filler,))
+    grid._run_jobs([filler, model, later], workers=1)
+    assert log == ["model", "control", "model after control"]
+
+
+def test_with_two_workers_a_lane_of_its_own_runs_fillers_beside_the_model_points():
+    """Two model points that must meet (both running at once) and a filler that must run while they do: only a
+    third lane, taking fillers, can run it then (the two workers are held by the model points)."""
+    both_running, filler_ran = threading.Barrier(3, timeout=5), []
+
+    def model():
+        try:
+            both_running.wait()
+        except threading.BrokenBarrierError:
+            return False
+        return True
+
+    def filler():
+        try:
+            both_running.wait()
+        except threading.BrokenBarrierError:
+            return False
+        filler_ran.append(True)
+        return True
+
+    jobs = [grid._Job("m1", model), grid._Job("m2", model), grid._Job("f", filler, filler=True)]
+    grid._run_jobs(jobs, workers=2)
+    assert [j.ok for j in jobs] == [True, True, True] and filler_ran
