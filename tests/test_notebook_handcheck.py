@@ -114,7 +114,9 @@ def test_kappa_handcheck_passes_and_fails_on_an_unweighted_kappa(monkeypatch):
     ns = {"gt": gt, "mine": lambda t: t, "run_dual": True}
     run_cell(kappa_cell, {**ns, "kappa": dp.global_kappa(gt)})
     real = dp.cohen_kappa_score
+    # the package's kappa made unweighted, on both of its routes (its own arithmetic for 1-5 ratings, sklearn's else)
     monkeypatch.setattr(dp, "cohen_kappa_score", lambda h, j, weights=None, labels=None: real(h, j, labels=labels))
+    monkeypatch.setattr(dp, "_linear_kappa_1_to_5", lambda h, j: float(real(h, j, labels=dp.LABELS)))
     with pytest.raises(AssertionError):
         run_cell(kappa_cell, {**ns, "kappa": dp.global_kappa(gt)})
 
