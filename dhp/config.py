@@ -146,6 +146,10 @@ def _message(model: type[BaseModel], err: ValidationError, source: str) -> DHPEr
 
 def validate(model: type[Params], values: dict[str, Any] | None = None, source: str = "parameters", **more) -> Params:
     """``model`` built from ``values`` (and keyword arguments), or a DHPError naming the first bad parameter."""
+    odd = [k for k in (values or {}) if not isinstance(k, str)]
+    if odd:  # a YAML key that is no name (`?`, `1:`, `null:`): not a keyword Python can pass
+        raise DHPError(f"{source}: {odd[0]!r} is not a parameter name.",
+                       f"write each key as a parameter's name (one of {sorted(model.model_fields)}).")
     try:
         return model(**{**(values or {}), **more})
     except ValidationError as e:

@@ -250,6 +250,15 @@ def test_grid_yaml_reader_loads_or_raises_dhperror(tmp_path, raw):
         pass
 
 
+@pytest.mark.parametrize("text", ["?", "1: 2", "null: x"])
+def test_a_grid_key_that_is_no_name_is_a_dhperror_naming_it(tmp_path, text):
+    """Hypothesis found `?` (YAML's explicit key, parsed as {None: None}) reaching the model as a keyword: TypeError."""
+    p = tmp_path / "g.yaml"
+    p.write_text(text)
+    with pytest.raises(DHPError, match="is not a parameter name"):
+        grid.load_params(p)
+
+
 # ------------------------------------------------------------------------------------------------ data files
 
 REL = "criteria_hu2024/aspect_criteria.json"
